@@ -1,0 +1,1 @@
+"""chatq's core, shared by the web and the worker processes; imports neither."""

@@ -1,0 +1,133 @@
+"""Every CHATQ_* setting, read once from the environment, with its default and unit."""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+
+class ConfigError(ValueError):
+    """A CHATQ_* variable holds a value that cannot be used."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The whole configuration of a chatq process; see the README for each field."""
+
+    redis_url: str = "redis://127.0.0.1:6379/0"
+    bind: str = "127.0.0.1:8000"
+    web_workers: int = 1
+    web_worker_connections: int = 12000
+    worker_concurrency: int = 100
+    worker_pool: str = "gevent"
+    api_keys: tuple[tuple[str, str], ...] = ()
+    upstream_urls: tuple[str, ...] = ("http://127.0.0.1:9100/v1",)
+    upstream_api_key: str = ""
+    default_model: str = "gpt-4o-mini"
+    max_body_bytes: int = 1024 * 1024
+    max_wait_s: float = 55.0
+    result_wait_s: float = 25.0
+    job_ttl_s: int = 86400
+    job_timeout_s: float = 600.0
+    lease_s: float = 10.0
+    max_takeovers: int = 3
+    connect_timeout_s: float = 5.0
+    read_timeout_s: float = 120.0
+    max_attempts: int = 4
+    retry_base_s: float = 0.5
+    retry_after_max_s: float = 30.0
+    flush_interval_s: float = 0.025
+    flush_max_chars: int = 4096
+    backend_retry_after_s: int = 2
+    log_level: str = "INFO"
+
+
+def _text(env: Mapping[str, str], name: str, default: str) -> str:
+    return env.get(name, "").strip() or default
+
+
+def _int(env: Mapping[str, str], name: str, default: int, minimum: int = 0) -> int:
+    raw = env.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = int(raw)
+    except ValueError as exc:
+        raise ConfigError(f"{name} must be a whole number, got {raw!r}") from exc
+    if value < minimum:
+        raise ConfigError(f"{name} must be at least {minimum}, got {value}")
+    return value
+
+
+def _float(env: Mapping[str, str], name: str, default: float, minimum: float = 0.0) -> float:
+    raw = env.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError as exc:
+        raise ConfigError(f"{name} must be a number, got {raw!r}") from exc
+    if not math.isfinite(value) or value < minimum:
+        raise ConfigError(f"{name} must be a finite number >= {minimum}, got {raw!r}")
+    return value
+
+
+def parse_api_keys(raw: str) -> tuple[tuple[str, str], ...]:
+    """Parse `name:key,key2` into (name, key) pairs; a bare key is its own name."""
+    pairs: list[tuple[str, str]] = []
+    for item in raw.split(","):
+        item = item.strip()
+        if not item:
+            continue
+        name, sep, key = item.partition(":")
+        pairs.append((name.strip(), key.strip()) if sep else (item, item))
+    for name, key in pairs:
+        if not name or not key:
+            raise ConfigError("CHATQ_API_KEYS entries must be `name:key` or `key`")
+    return tuple(pairs)
+
+
+def _urls(raw: str, default: tuple[str, ...]) -> tuple[str, ...]:
+    urls = tuple(u.strip().rstrip("/") for u in raw.split(",") if u.strip())
+    return urls or default
+
+
+def load(env: Mapping[str, str] | None = None) -> Settings:
+    """Build Settings from `env` (default: os.environ)."""
+    e = os.environ if env is None else env
+    d = Settings()
+    pool = _text(e, "CHATQ_WORKER_POOL", d.worker_pool)
+    if pool not in ("gevent", "threads"):
+        raise ConfigError(f"CHATQ_WORKER_POOL must be gevent or threads, got {pool!r}")
+    return Settings(
+        redis_url=_text(e, "CHATQ_REDIS_URL", d.redis_url),
+        bind=_text(e, "CHATQ_BIND", d.bind),
+        web_workers=_int(e, "CHATQ_WEB_WORKERS", d.web_workers, 1),
+        web_worker_connections=_int(
+            e, "CHATQ_WEB_WORKER_CONNECTIONS", d.web_worker_connections, 1
+        ),
+        worker_concurrency=_int(e, "CHATQ_WORKER_CONCURRENCY", d.worker_concurrency, 1),
+        worker_pool=pool,
+        api_keys=parse_api_keys(e.get("CHATQ_API_KEYS", "")),
+        upstream_urls=_urls(e.get("CHATQ_UPSTREAM_URLS", ""), d.upstream_urls),
+        upstream_api_key=e.get("CHATQ_UPSTREAM_API_KEY", "").strip(),
+        default_model=_text(e, "CHATQ_DEFAULT_MODEL", d.default_model),
+        max_body_bytes=_int(e, "CHATQ_MAX_BODY_BYTES", d.max_body_bytes, 1),
+        max_wait_s=_float(e, "CHATQ_MAX_WAIT", d.max_wait_s),
+        result_wait_s=_float(e, "CHATQ_RESULT_WAIT", d.result_wait_s),
+        job_ttl_s=_int(e, "CHATQ_JOB_TTL", d.job_ttl_s, 1),
+        job_timeout_s=_float(e, "CHATQ_JOB_TIMEOUT", d.job_timeout_s, 0.1),
+        lease_s=_float(e, "CHATQ_LEASE", d.lease_s, 0.5),
+        max_takeovers=_int(e, "CHATQ_MAX_TAKEOVERS", d.max_takeovers),
+        connect_timeout_s=_float(e, "CHATQ_UPSTREAM_CONNECT_TIMEOUT", d.connect_timeout_s, 0.01),
+        read_timeout_s=_float(e, "CHATQ_UPSTREAM_READ_TIMEOUT", d.read_timeout_s, 0.01),
+        max_attempts=_int(e, "CHATQ_UPSTREAM_MAX_ATTEMPTS", d.max_attempts, 1),
+        retry_base_s=_float(e, "CHATQ_RETRY_BASE", d.retry_base_s),
+        retry_after_max_s=_float(e, "CHATQ_RETRY_AFTER_MAX", d.retry_after_max_s),
+        flush_interval_s=_float(e, "CHATQ_FLUSH_INTERVAL", d.flush_interval_s),
+        flush_max_chars=_int(e, "CHATQ_FLUSH_MAX_CHARS", d.flush_max_chars, 1),
+        backend_retry_after_s=_int(e, "CHATQ_BACKEND_RETRY_AFTER", d.backend_retry_after_s, 1),
+        log_level=_text(e, "CHATQ_LOG_LEVEL", d.log_level).upper(),
+    )

@@ -1,0 +1,83 @@
+"""The job record: its fields in Redis, its states, and its public JSON view."""
+
+from __future__ import annotations
+
+import json
+import secrets
+from typing import Any
+
+QUEUED = "queued"
+IN_PROGRESS = "in_progress"
+COMPLETED = "completed"
+FAILED = "failed"
+CANCELLED = "cancelled"
+TERMINAL = frozenset({COMPLETED, FAILED, CANCELLED})
+PRIORITIES = ("interactive", "batch")
+
+JSONDict = dict[str, Any]
+
+
+def new_job_id() -> str:
+    """A fresh job id: `job_` and 32 url-safe characters of 192 random bits."""
+    return "job_" + secrets.token_urlsafe(24)
+
+
+def new_run_id() -> str:
+    """A token naming one execution of a job, so a late or lost run cannot write."""
+    return secrets.token_hex(8)
+
+
+def new_record(
+    job_id: str, owner: str, model: str, priority: str, request: JSONDict, now: float
+) -> dict[str, str]:
+    """The hash fields of a job that has just been accepted."""
+    return {
+        "id": job_id,
+        "owner": owner,
+        "status": QUEUED,
+        "model": model,
+        "priority": priority,
+        "created_at": repr(now),
+        "started_at": "",
+        "completed_at": "",
+        "cached": "0",
+        "attempts": "0",
+        "takeovers": "0",
+        "output_text": "",
+        "result": "",
+        "error": "",
+        "request": json.dumps(request, separators=(",", ":")),
+        "run": "",
+    }
+
+
+def _time(raw: str | None) -> float | None:
+    return float(raw) if raw else None
+
+
+def _json(raw: str | None) -> Any:
+    return json.loads(raw) if raw else None
+
+
+def public_view(record: dict[str, str]) -> JSONDict:
+    """The job object of API.md, built from its Redis hash."""
+    return {
+        "id": record["id"],
+        "object": "chat.completion.job",
+        "status": record["status"],
+        "model": record.get("model", ""),
+        "priority": record.get("priority", "interactive"),
+        "created_at": _time(record.get("created_at")),
+        "started_at": _time(record.get("started_at")),
+        "completed_at": _time(record.get("completed_at")),
+        "cached": record.get("cached") == "1",
+        "attempts": int(record.get("attempts") or 0),
+        "output_text": record.get("output_text", ""),
+        "result": _json(record.get("result")),
+        "error": _json(record.get("error")),
+    }
+
+
+def is_terminal(status: str | None) -> bool:
+    """Whether a job in `status` has ended for good."""
+    return status in TERMINAL

@@ -1,0 +1,31 @@
+"""Every Redis key chatq uses, one function each; flat names under the `chatq:` prefix."""
+
+from __future__ import annotations
+
+import hashlib
+
+PREFIX = "chatq:"
+
+# Pub/sub channel; message "<job id> <status>", published on every change of a job.
+NOTIFY_CHANNEL = PREFIX + "notify"
+
+
+def job(job_id: str) -> str:
+    """Hash: the job record. Expires CHATQ_JOB_TTL s after the job ends."""
+    return f"{PREFIX}job:{job_id}"
+
+
+def events(job_id: str) -> str:
+    """Stream: the job's events (status, delta, reset, end); expires with the job."""
+    return f"{PREFIX}events:{job_id}"
+
+
+def idempotency(owner: str, idem_key: str) -> str:
+    """String: "<job id> <body sha256>" for an Idempotency-Key; expires after CHATQ_JOB_TTL s."""
+    digest = hashlib.sha256(f"{owner}\0{idem_key}".encode()).hexdigest()
+    return f"{PREFIX}idem:{digest}"
+
+
+def leases() -> str:
+    """Sorted set: job id -> unix time by which its holder must have renewed it; no expiry."""
+    return PREFIX + "leases"

@@ -1,0 +1,132 @@
+"""One pub/sub listener per process that wakes the requests waiting on a job."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import redis
+
+from chatq import jobs, keys
+
+log = logging.getLogger(__name__)
+
+RECONNECT_DELAY_S = 0.5
+
+
+class Waiter:
+    """A request parked on one job; `terminal_only` waiters ignore non-final changes."""
+
+    __slots__ = ("event", "terminal_only")
+
+    def __init__(self, terminal_only: bool) -> None:
+        self.event = threading.Event()
+        self.terminal_only = terminal_only
+
+    def wait(self, timeout_s: float) -> bool:
+        """Block until woken or `timeout_s` passes; True when woken."""
+        woken = self.event.wait(timeout_s)
+        self.event.clear()
+        return woken
+
+
+class Listener:
+    """Holds one pub/sub connection; wakes the waiters of each job notified on it."""
+
+    def __init__(self, client: redis.Redis) -> None:
+        self._client = client
+        self._waiters: dict[str, set[Waiter]] = {}
+        self._lock = threading.Lock()
+        self._started = False
+        self._stopping = threading.Event()
+        self.connected = threading.Event()
+
+    def start(self) -> None:
+        """Start the listening thread once (a greenlet under gevent)."""
+        with self._lock:
+            if self._started:
+                return
+            self._started = True
+        threading.Thread(target=self._run, name="chatq-listener", daemon=True).start()
+
+    def stop(self) -> None:
+        """Ask the listening thread to end."""
+        self._stopping.set()
+
+    @property
+    def waiter_count(self) -> int:
+        """How many requests are parked now."""
+        with self._lock:
+            return sum(len(ws) for ws in self._waiters.values())
+
+    @contextmanager
+    def waiting(self, job_id: str, terminal_only: bool) -> Iterator[Waiter]:
+        """Register a waiter for `job_id` for the duration of the block.
+
+        Callers re-read the job after entering, so a change between their first read and
+        the registration is never missed.
+        """
+        self.start()
+        waiter = Waiter(terminal_only)
+        with self._lock:
+            self._waiters.setdefault(job_id, set()).add(waiter)
+        try:
+            yield waiter
+        finally:
+            with self._lock:
+                group = self._waiters.get(job_id)
+                if group is not None:
+                    group.discard(waiter)
+                    if not group:
+                        del self._waiters[job_id]
+
+    def wake(self, job_id: str, status: str) -> None:
+        """Wake the waiters of `job_id` that care about a change to `status`."""
+        final = jobs.is_terminal(status)
+        with self._lock:
+            group = list(self._waiters.get(job_id, ()))
+        for waiter in group:
+            if final or not waiter.terminal_only:
+                waiter.event.set()
+
+    def wake_all(self) -> None:
+        """Wake every waiter so it re-reads: used when notifications may have been missed."""
+        with self._lock:
+            groups = [list(ws) for ws in self._waiters.values()]
+        for group in groups:
+            for waiter in group:
+                waiter.event.set()
+
+    def _run(self) -> None:
+        while not self._stopping.is_set():
+            try:
+                self._listen()
+            except (redis.ConnectionError, redis.TimeoutError, OSError) as exc:
+                log.warning("notification listener lost Redis: %s", type(exc).__name__)
+            self.connected.clear()
+            self.wake_all()
+            self._stopping.wait(RECONNECT_DELAY_S)
+
+    def _listen(self) -> None:
+        pubsub = self._client.pubsub()  # type: ignore[no-untyped-call]
+        try:
+            pubsub.subscribe(keys.NOTIFY_CHANNEL)
+            while not self._stopping.is_set():
+                message = pubsub.get_message(timeout=1.0)
+                if message is not None:
+                    self._dispatch(message)
+        finally:
+            pubsub.close()
+
+    def _dispatch(self, message: dict[str, object]) -> None:
+        if message.get("type") == "subscribe":
+            # (Re)subscribed: changes made while we were not listening were not heard.
+            self.connected.set()
+            self.wake_all()
+            return
+        data = message.get("data")
+        if message.get("type") == "message" and isinstance(data, str):
+            job_id, _, status = data.partition(" ")
+            self.wake(job_id, status)

@@ -1,0 +1,1 @@
+"""Developer tools: the throwaway Redis, the local stack of `make up`."""

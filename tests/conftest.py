@@ -1,0 +1,87 @@
+"""Shared fixtures: a real Redis, fakellm, and real `python -m worker` / `python -m web`."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+import redis
+import requests
+
+from scripts.localredis import LocalRedis, answers
+from tests.procs import ALICE_KEY, BOB_KEY, Proc, base_env, start_fakellm, start_web, start_worker
+
+
+@pytest.fixture(scope="session")
+def redis_url() -> Iterator[str]:
+    """CHATQ_TEST_REDIS_URL if given and answering, else a throwaway server on a free port."""
+    given = os.environ.get("CHATQ_TEST_REDIS_URL", "")
+    if given and answers(given):
+        yield given
+        return
+    server = LocalRedis().start()
+    yield server.url
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def fakellm() -> Iterator[str]:
+    """The base URL (…/v1) of a fakellm process."""
+    proc, url = start_fakellm()
+    yield url
+    proc.stop()
+
+
+@dataclass
+class Stack:
+    """A running chatq: its processes and how to talk to it."""
+
+    url: str
+    redis: redis.Redis
+    env: dict[str, str]
+    procs: list[Proc] = field(default_factory=list)
+
+    def session(self, key: str = ALICE_KEY) -> requests.Session:
+        """An HTTP session sending `key`."""
+        s = requests.Session()
+        s.headers["Authorization"] = f"Bearer {key}"
+        return s
+
+    def submit(self, content: str = "hello", model: str = "fake", key: str = ALICE_KEY,
+               **params: Any) -> requests.Response:
+        """POST /v1/jobs with one user message."""
+        body = {"model": model, "messages": [{"role": "user", "content": content}]}
+        return self.session(key).post(f"{self.url}/v1/jobs", json=body, params=params, timeout=70)
+
+    def get(self, job_id: str, key: str = ALICE_KEY, suffix: str = "",
+            **params: Any) -> requests.Response:
+        """GET /v1/jobs/{id}{suffix}."""
+        url = f"{self.url}/v1/jobs/{job_id}{suffix}"
+        return self.session(key).get(url, params=params, timeout=70)
+
+    def stop(self) -> None:
+        for proc in reversed(self.procs):
+            proc.stop()
+
+
+def start_stack(redis_url: str, fakellm: str, workers: int = 1, **env: str) -> Stack:
+    """Start `workers` worker processes and one web process."""
+    full_env = base_env(redis_url, fakellm, **env)
+    procs = [start_worker(full_env, redis_url) for _ in range(workers)]
+    web, url = start_web(full_env)
+    client = redis.Redis.from_url(redis_url, decode_responses=True)
+    return Stack(url=url, redis=client, env=full_env, procs=[*procs, web])
+
+
+@pytest.fixture(scope="session")
+def stack(redis_url: str, fakellm: str) -> Iterator[Stack]:
+    """The shared chatq stack most tests use."""
+    s = start_stack(redis_url, fakellm)
+    yield s
+    s.stop()
+
+
+__all__ = ["ALICE_KEY", "BOB_KEY", "Stack", "start_stack"]

@@ -1,0 +1,141 @@
+"""Starting and stopping the real processes the tests talk to."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import requests
+
+from scripts.localredis import free_port
+
+ROOT = Path(__file__).resolve().parents[1]
+LOG_DIR = ROOT / ".run" / "test-logs"
+
+
+def wait_until(check: Callable[[], Any], timeout_s: float, what: str, every_s: float = 0.05) -> Any:
+    """Poll `check` until it returns something truthy; fail after `timeout_s`."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            value = check()
+        except (requests.RequestException, OSError):
+            value = None
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
+        time.sleep(every_s)
+
+
+class Proc:
+    """One child process (`python -m NAME …`) with its output in a log file."""
+
+    def __init__(self, name: str, args: list[str], env: dict[str, str]) -> None:
+        LOG_DIR.mkdir(parents=True, exist_ok=True)
+        self.name = name
+        self.log_path = LOG_DIR / f"{name}-{os.getpid()}-{time.monotonic_ns()}.log"
+        self.args = [sys.executable, "-m", *args]
+        self.env = env
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> Proc:
+        """Start it."""
+        log = open(self.log_path, "ab")  # noqa: SIM115
+        self.process = subprocess.Popen(
+            self.args, cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        return self
+
+    @property
+    def pid(self) -> int:
+        assert self.process is not None
+        return self.process.pid
+
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def signal(self, sig: int) -> None:
+        """Send `sig` to this process only."""
+        if self.alive():
+            os.kill(self.pid, sig)
+
+    def stop(self, timeout_s: float = 15.0) -> None:
+        """SIGTERM, then SIGKILL of its whole process group if it lingers."""
+        if self.process is None:
+            return
+        if self.alive():
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout_s)
+            except subprocess.TimeoutExpired:
+                pass
+        if self.process.poll() is None:
+            os.killpg(self.pid, signal.SIGKILL)
+            self.process.wait(5)
+
+    def kill(self) -> None:
+        """SIGKILL, no goodbye."""
+        if self.alive():
+            os.killpg(self.pid, signal.SIGKILL)
+            assert self.process is not None
+            self.process.wait(5)
+
+    def log_text(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+
+def base_env(redis_url: str, upstream_url: str, **overrides: str) -> dict[str, str]:
+    """The environment of a chatq process under test."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CHATQ_")}
+    env.update(
+        CHATQ_REDIS_URL=redis_url,
+        CHATQ_UPSTREAM_URLS=upstream_url,
+        CHATQ_UPSTREAM_API_KEY=UPSTREAM_KEY,
+        CHATQ_API_KEYS=f"alice:{ALICE_KEY},bob:{BOB_KEY}",
+        CHATQ_DEFAULT_MODEL="fake",
+        CHATQ_LOG_LEVEL="INFO",
+        PYTHONUNBUFFERED="1",
+    )
+    env.update(overrides)
+    return env
+
+
+# Test-only keys; they are checked never to appear in any log.
+ALICE_KEY = "sk-test-alice-0f3a9c5e7b21"
+BOB_KEY = "sk-test-bob-77d1e04c9a6f"
+UPSTREAM_KEY = "sk-test-upstream-5be2c8a41d93"
+
+
+def start_fakellm() -> tuple[Proc, str]:
+    """A fakellm process checking the upstream key; answers (process, base URL)."""
+    port = free_port()
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    args = ["fakellm", "--host", "127.0.0.1", "--port", str(port), "--api-key", UPSTREAM_KEY]
+    proc = Proc("fakellm", args, env).start()
+    url = f"http://127.0.0.1:{port}"
+    wait_until(lambda: requests.get(url + "/stats", timeout=1).ok, 15, "fakellm")
+    return proc, url + "/v1"
+
+
+def start_web(env: dict[str, str]) -> tuple[Proc, str]:
+    """A `python -m web` process on a free port; answers (process, base URL)."""
+    port = free_port()
+    proc = Proc("web", ["web"], {**env, "CHATQ_BIND": f"127.0.0.1:{port}"}).start()
+    url = f"http://127.0.0.1:{port}"
+    wait_until(lambda: requests.get(url + "/healthz", timeout=1).ok, 20, "web")
+    return proc, url
+
+
+def start_worker(env: dict[str, str], redis_url: str) -> Proc:
+    """A `python -m worker` process; returns once it consumes its queues."""
+    proc = Proc("worker", ["worker"], env).start()
+    wait_until(lambda: "ready." in proc.log_text(), 20, "worker ready")
+    return proc

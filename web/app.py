@@ -1,0 +1,41 @@
+"""The Flask application factory."""
+
+from __future__ import annotations
+
+from flask import Flask
+
+from chatq import config, logs, redis_conn
+from chatq.celery_app import make_celery
+from chatq.config import Settings
+from chatq.notify import Listener
+from chatq.store import Store
+from web import errors, jobs, ops
+from web.auth import KeyRing
+from web.context import Services
+
+
+def _services(settings: Settings) -> Services:
+    client = redis_conn.connect(settings.redis_url)
+    return Services(
+        settings=settings,
+        redis=client,
+        store=Store(client, settings.job_ttl_s),
+        listener=Listener(client),
+        celery=make_celery(settings),
+        keys=KeyRing(settings.api_keys),
+    )
+
+
+def create_app(settings: Settings | None = None) -> Flask:
+    """Build the app; `settings` default to the CHATQ_* environment."""
+    settings = settings or config.load()
+    secrets = [key for _, key in settings.api_keys] + [settings.upstream_api_key]
+    logs.setup(settings.log_level, secrets)
+    app = Flask(__name__)
+    app.config["MAX_CONTENT_LENGTH"] = settings.max_body_bytes
+    app.json.sort_keys = False  # type: ignore[attr-defined]
+    app.extensions["chatq"] = _services(settings)
+    errors.register(app)
+    app.register_blueprint(jobs.bp)
+    app.register_blueprint(ops.bp)
+    return app

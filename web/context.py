@@ -1,0 +1,32 @@
+"""The per-process services a request uses, kept in `app.extensions["chatq"]`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import redis
+from celery import Celery
+from flask import current_app
+
+from chatq.config import Settings
+from chatq.notify import Listener
+from chatq.store import Store
+from web.auth import KeyRing
+
+
+@dataclass
+class Services:
+    """Everything a view needs besides the request itself."""
+
+    settings: Settings
+    redis: redis.Redis
+    store: Store
+    listener: Listener
+    celery: Celery
+    keys: KeyRing
+
+
+def services() -> Services:
+    """The services of the current app."""
+    svc: Services = current_app.extensions["chatq"]
+    return svc

@@ -1,0 +1,65 @@
+"""One error path: every failure becomes OpenAI's error shape, never a traceback."""
+
+from __future__ import annotations
+
+import logging
+
+from flask import Flask, Response
+from kombu.exceptions import OperationalError
+from werkzeug.exceptions import HTTPException
+
+from chatq.errors import ApiError, backend_unavailable
+from chatq.redis_conn import BACKEND_ERRORS
+from web.context import services
+from web.responses import json_response
+
+log = logging.getLogger(__name__)
+
+_HTTP_CODES = {
+    400: "invalid_request",
+    404: "not_found",
+    405: "method_not_allowed",
+    413: "request_too_large",
+    431: "request_header_fields_too_large",
+}
+
+
+def api_error_response(error: ApiError) -> Response:
+    """The JSON answer for an ApiError, with Retry-After where it applies."""
+    headers = {}
+    if error.retry_after_s is not None:
+        headers["Retry-After"] = str(error.retry_after_s)
+    return json_response(error.body(), error.status, headers)
+
+
+def _http_error(exc: HTTPException) -> Response:
+    status = exc.code or 500
+    code = _HTTP_CODES.get(status, "http_error")
+    message = exc.description or exc.name
+    if status == 413:
+        limit = services().settings.max_body_bytes
+        message = f"The request body is larger than {limit} bytes."
+    response = api_error_response(ApiError(status, code, message))
+    if status == 405 and exc.valid_methods:  # type: ignore[attr-defined]
+        response.headers["Allow"] = ", ".join(exc.valid_methods)  # type: ignore[attr-defined]
+    return response
+
+
+def _backend_error(exc: Exception) -> Response:
+    log.warning("backend unavailable: %s", type(exc).__name__)
+    return api_error_response(backend_unavailable(services().settings.backend_retry_after_s))
+
+
+def _unexpected(exc: Exception) -> Response:
+    log.exception("unhandled error")
+    error = ApiError(500, "internal_error", "Internal error.", type_="server_error")
+    return api_error_response(error)
+
+
+def register(app: Flask) -> None:
+    """Install the handlers on `app`."""
+    app.register_error_handler(ApiError, api_error_response)
+    app.register_error_handler(HTTPException, _http_error)
+    for exc_type in (*BACKEND_ERRORS, OperationalError):
+        app.register_error_handler(exc_type, _backend_error)
+    app.register_error_handler(Exception, _unexpected)

@@ -1,0 +1,84 @@
+"""The job endpoints: submit, status, result, cancel."""
+
+from __future__ import annotations
+
+from flask import Blueprint, Response
+
+from chatq import jobs
+from chatq.errors import ApiError, job_not_found
+from web import params
+from web.auth import authenticate
+from web.context import Services, services
+from web.responses import failed_job_error, job_response, json_response
+from web.submit import submit
+from web.validate import chat_request
+from web.waiting import load_owned, wait_terminal
+
+bp = Blueprint("jobs", __name__, url_prefix="/v1/jobs")
+
+
+def _owned(svc: Services, job_id: str) -> dict[str, str]:
+    owner = authenticate(svc.keys)
+    if not params.is_job_id(job_id):
+        raise job_not_found()
+    return load_owned(svc, job_id, owner)
+
+
+def _wait(svc: Services, default_s: float) -> tuple[float, float | None]:
+    wait_s, asked = params.requested_wait(default_s, svc.settings.max_wait_s)
+    return wait_s, (wait_s if asked else None)
+
+
+@bp.post("")
+def create_job() -> Response:
+    """Enqueue a chat job; answer at once, or when it ends if `wait` is given."""
+    svc = services()
+    owner = authenticate(svc.keys)
+    wait_s, echo = _wait(svc, 0.0)
+    priority = params.priority()
+    idem_key = params.idempotency_key()
+    body = params.json_body()
+    if body.get("stream") is True:
+        raise ApiError(
+            400,
+            "invalid_request",
+            "`stream` is not allowed here; read /v1/jobs/{id}/events instead.",
+            param="stream",
+        )
+    request = chat_request(body, svc.settings.default_model)
+    request.pop("stream", None)
+    record = submit(svc, owner, request, priority, idem_key)
+    return job_response(wait_terminal(svc, record, wait_s), echo)
+
+
+@bp.get("/<job_id>")
+def get_job(job_id: str) -> Response:
+    """The job; with `wait`, held until it ends or the wait runs out."""
+    svc = services()
+    record = _owned(svc, job_id)
+    wait_s, echo = _wait(svc, 0.0)
+    return job_response(wait_terminal(svc, record, wait_s), echo)
+
+
+@bp.get("/<job_id>/result")
+def get_result(job_id: str) -> Response:
+    """The bare upstream completion once completed; its error once failed."""
+    svc = services()
+    record = _owned(svc, job_id)
+    wait_s, echo = _wait(svc, svc.settings.result_wait_s)
+    record = wait_terminal(svc, record, wait_s)
+    if record["status"] == jobs.COMPLETED:
+        return json_response(jobs.public_view(record)["result"])
+    if jobs.is_terminal(record["status"]):
+        raise failed_job_error(record)
+    return job_response(record, echo)
+
+
+@bp.post("/<job_id>/cancel")
+def cancel_job(job_id: str) -> Response:
+    """Cancel a queued or running job; a terminal one is left as it is."""
+    svc = services()
+    record = _owned(svc, job_id)
+    svc.store.cancel(job_id)
+    record = load_owned(svc, job_id, record["owner"])
+    return json_response(jobs.public_view(record))

@@ -1,0 +1,103 @@
+"""Reading what a request asks for: its JSON body, `wait`, and the other options."""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+from typing import Any
+
+from flask import request
+
+from chatq.errors import ApiError
+
+_NUMBER = re.compile(r"^(\d+(\.\d*)?|\.\d+)$")
+_PREFER_WAIT = re.compile(r"(?:^|[,;\s])wait\s*=\s*\"?([^\s,;\"]+)", re.IGNORECASE)
+_JOB_ID = re.compile(r"^job_[A-Za-z0-9_-]{16,64}$")
+MAX_IDEMPOTENCY_KEY_CHARS = 255
+
+
+def _no_constants(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def json_body() -> dict[str, Any]:
+    """The body parsed as a JSON object in UTF-8, whatever the Content-Type says."""
+    raw = request.get_data(cache=True)
+    try:
+        body = json.loads(raw.decode("utf-8"), parse_constant=_no_constants)
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise ApiError(400, "invalid_json", "The body is not valid JSON in UTF-8.") from exc
+    if not isinstance(body, dict):
+        raise ApiError(400, "invalid_json", "The body must be a JSON object.")
+    return body
+
+
+def _parse_wait(raw: str) -> float | None:
+    raw = raw.strip()
+    return float(raw) if _NUMBER.match(raw) else None
+
+
+def prefers_async() -> bool:
+    """Whether the client sent `Prefer: respond-async`."""
+    return "respond-async" in request.headers.get("Prefer", "").lower()
+
+
+def prefer_wait() -> float | None:
+    """The `wait` of a `Prefer` header, or None when absent or unreadable (RFC 7240: ignore)."""
+    match = _PREFER_WAIT.search(request.headers.get("Prefer", ""))
+    return _parse_wait(match.group(1)) if match else None
+
+
+def requested_wait(default_s: float, max_s: float) -> tuple[float, bool]:
+    """The wait to apply (capped) and whether the client asked for one.
+
+    `?wait=N` wins over `Prefer: wait=N`; a bad query value is a 400.
+    """
+    raw = request.args.get("wait")
+    if raw is not None:
+        value = _parse_wait(raw)
+        if value is None:
+            raise ApiError(
+                400, "invalid_wait", "`wait` must be a finite number of seconds >= 0.", param="wait"
+            )
+        return min(value, max_s), True
+    value = prefer_wait()
+    if value is not None:
+        return min(value, max_s), True
+    return min(default_s, max_s), False
+
+
+def jittered(wait_s: float) -> float:
+    """A wait that runs out somewhere in [15/16 N, N], so that clients spread out."""
+    return wait_s * random.uniform(15 / 16, 1.0)
+
+
+def priority() -> str:
+    """`?priority=`, interactive by default."""
+    value = request.args.get("priority", "interactive")
+    if value not in ("interactive", "batch"):
+        raise ApiError(
+            400, "invalid_request", "`priority` must be interactive or batch.", param="priority"
+        )
+    return value
+
+
+def idempotency_key() -> str | None:
+    """The `Idempotency-Key` header, if sent."""
+    key = request.headers.get("Idempotency-Key")
+    if key is None:
+        return None
+    if not key or len(key) > MAX_IDEMPOTENCY_KEY_CHARS:
+        raise ApiError(
+            400,
+            "invalid_request",
+            f"`Idempotency-Key` must be 1 to {MAX_IDEMPOTENCY_KEY_CHARS} characters.",
+            param="Idempotency-Key",
+        )
+    return key
+
+
+def is_job_id(value: str) -> bool:
+    """Whether `value` has the shape of a job id at all."""
+    return bool(_JOB_ID.match(value))

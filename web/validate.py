@@ -1,0 +1,76 @@
+"""Checking a chat-completion request before it becomes a job."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from chatq.errors import ApiError
+
+ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
+
+# Fields whose type we check; everything else passes to the upstream as sent.
+_NUMBER = (int, float)
+FIELD_TYPES: dict[str, tuple[type, ...]] = {
+    "model": (str,),
+    "temperature": _NUMBER,
+    "top_p": _NUMBER,
+    "presence_penalty": _NUMBER,
+    "frequency_penalty": _NUMBER,
+    "max_tokens": (int,),
+    "max_completion_tokens": (int,),
+    "n": (int,),
+    "seed": (int,),
+    "stop": (str, list),
+    "tools": (list,),
+    "response_format": (dict,),
+    "stream": (bool,),
+    "stream_options": (dict,),
+    "user": (str,),
+    "metadata": (dict,),
+}
+
+
+def _invalid(message: str, param: str, code: str = "invalid_request") -> ApiError:
+    return ApiError(400, code, message, param=param)
+
+
+def _check_message(index: int, message: Any) -> None:
+    param = f"messages[{index}]"
+    if not isinstance(message, dict):
+        raise _invalid(f"{param} must be an object with `role` and `content`.", param)
+    role = message.get("role")
+    if role is None:
+        raise _invalid(f"{param}.role is required.", f"{param}.role", "missing_field")
+    if role not in ROLES:
+        raise _invalid(f"{param}.role must be one of {sorted(ROLES)}.", f"{param}.role")
+    content = message.get("content")
+    if "content" not in message and not message.get("tool_calls"):
+        raise _invalid(f"{param}.content is required.", f"{param}.content", "missing_field")
+    if content is not None and not isinstance(content, str | list):
+        raise _invalid(f"{param}.content must be a string or a list of parts.", f"{param}.content")
+
+
+def _check_types(body: dict[str, Any]) -> None:
+    for name, types in FIELD_TYPES.items():
+        value = body.get(name)
+        if value is None:
+            continue
+        wrong_bool = isinstance(value, bool) and bool not in types
+        if wrong_bool or not isinstance(value, types):
+            kinds = " or ".join(t.__name__ for t in types)
+            raise _invalid(f"`{name}` must be of type {kinds}.", name)
+
+
+def chat_request(body: dict[str, Any], default_model: str) -> dict[str, Any]:
+    """The request to send upstream, with the default model filled in; raises 400 if bad."""
+    if "messages" not in body:
+        raise _invalid("`messages` is required.", "messages", "missing_field")
+    messages = body["messages"]
+    if not isinstance(messages, list) or not messages:
+        raise _invalid("`messages` must be a non-empty list.", "messages")
+    for index, message in enumerate(messages):
+        _check_message(index, message)
+    _check_types(body)
+    if body.get("model") == "":
+        raise _invalid("`model` must not be empty.", "model")
+    return {**body, "model": body.get("model") or default_model}

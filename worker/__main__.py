@@ -1,0 +1,32 @@
+"""`python -m worker`: a Celery worker on both queues, `interactive` first, set by CHATQ_*."""
+
+from __future__ import annotations
+
+from chatq import config
+
+if config.load().worker_pool == "gevent":
+    # Before anything else is imported, so that sockets and locks cooperate.
+    from gevent import monkey
+
+    monkey.patch_all()
+
+
+def main() -> None:
+    """Run the worker until it is stopped."""
+    from chatq.celery_app import QUEUES
+    from worker.tasks import app, settings
+
+    app.worker_main([
+        "worker",
+        f"--pool={settings.worker_pool}",
+        f"--concurrency={settings.worker_concurrency}",
+        f"--queues={','.join(QUEUES)}",
+        f"--loglevel={settings.log_level}",
+        "--without-gossip",
+        "--without-mingle",
+        "--without-heartbeat",
+    ])
+
+
+if __name__ == "__main__":
+    main()

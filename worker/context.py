@@ -1,0 +1,58 @@
+"""What a worker process holds: Redis, the store, the upstream session, its running jobs."""
+
+from __future__ import annotations
+
+import os
+import threading
+from dataclasses import dataclass
+
+import requests
+from celery import Celery
+
+from chatq import redis_conn
+from chatq.config import Settings
+from chatq.logs import Redactor
+from chatq.store import Store
+from worker.running import Registry
+from worker.upstream import make_session
+
+
+@dataclass
+class WorkerContext:
+    """Per-process state, made after any fork."""
+
+    settings: Settings
+    celery: Celery
+    store: Store
+    session: requests.Session
+    registry: Registry
+    redact: Redactor
+    pid: int
+
+
+_lock = threading.Lock()
+_current: WorkerContext | None = None
+
+
+def _build(settings: Settings, celery: Celery) -> WorkerContext:
+    max_connections = settings.worker_concurrency + 10
+    client = redis_conn.connect(settings.redis_url, max_connections=max_connections)
+    secrets = [settings.upstream_api_key] + [key for _, key in settings.api_keys]
+    return WorkerContext(
+        settings=settings,
+        celery=celery,
+        store=Store(client, settings.job_ttl_s),
+        session=make_session(settings),
+        registry=Registry(),
+        redact=Redactor(secrets),
+        pid=os.getpid(),
+    )
+
+
+def context(settings: Settings, celery: Celery) -> WorkerContext:
+    """This process's context, created on first use (so after a fork, never before)."""
+    global _current
+    with _lock:
+        if _current is None or _current.pid != os.getpid():
+            _current = _build(settings, celery)
+        return _current

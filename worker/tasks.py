@@ -1,0 +1,41 @@
+"""The Celery app of the workers and its one task, thin like a view."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from celery import signals
+
+from chatq import config, logs
+from chatq.celery_app import RUN_JOB_TASK, make_celery
+from worker.context import context
+from worker.monitor import Monitor
+from worker.runner import run_job
+
+settings = config.load()
+app = make_celery(settings)
+_monitors: list[Monitor] = []
+
+
+@app.task(name=RUN_JOB_TASK, ignore_result=True, acks_late=True)
+def run(job_id: str) -> None:
+    """Run the job `job_id`; the message carries nothing else."""
+    run_job(context(settings, app), job_id)
+
+
+@signals.after_setup_logger.connect
+def _redact_logs(**_: Any) -> None:
+    logs.setup(settings.log_level, [settings.upstream_api_key, *(k for _, k in settings.api_keys)])
+
+
+@signals.worker_ready.connect
+def _start_monitor(**_: Any) -> None:
+    monitor = Monitor(context(settings, app))
+    monitor.start()
+    _monitors.append(monitor)
+
+
+@signals.worker_shutting_down.connect
+def _stop_monitor(**_: Any) -> None:
+    for monitor in _monitors:
+        monitor.stop()
