@@ -1,0 +1,1 @@
+"""fakellm: a small, fast, deterministic fake of OpenAI's chat-completions API."""

@@ -1,0 +1,48 @@
+"""Command line: `python -m fakellm --host H --port P [--api-key K]`."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import resource
+import signal
+
+from fakellm.server import serve
+
+
+def _parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="fakellm", description=__doc__)
+    parser.add_argument("--host", default="127.0.0.1", help="address to listen on")
+    parser.add_argument("--port", type=int, default=9100, help="port to listen on (0: any)")
+    parser.add_argument("--api-key", default=None, help="require `Authorization: Bearer KEY`")
+    return parser.parse_args(argv)
+
+
+def _raise_open_files_limit() -> None:
+    # Thousands of concurrent streams need as many file descriptors.
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard == resource.RLIM_INFINITY or soft < hard:
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+
+
+async def _main(args: argparse.Namespace) -> None:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, stop.set)
+    await serve(args.host, args.port, args.api_key, stop)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Run the fake upstream until SIGINT or SIGTERM."""
+    args = _parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
+    _raise_open_files_limit()
+    asyncio.run(_main(args))
+
+
+if __name__ == "__main__":
+    main()
