@@ -17,8 +17,7 @@ from web.waiting import load_owned, wait_terminal
 bp = Blueprint("jobs", __name__, url_prefix="/v1/jobs")
 
 
-def _owned(svc: Services, job_id: str) -> dict[str, str]:
-    owner = authenticate(svc.keys)
+def _owned(svc: Services, owner: str, job_id: str) -> dict[str, str]:
     if not params.is_job_id(job_id):
         raise job_not_found()
     return load_owned(svc, job_id, owner)
@@ -55,8 +54,9 @@ def create_job() -> Response:
 def get_job(job_id: str) -> Response:
     """The job; with `wait`, held until it ends or the wait runs out."""
     svc = services()
-    record = _owned(svc, job_id)
+    owner = authenticate(svc.keys)
     wait_s, echo = _wait(svc, 0.0)
+    record = _owned(svc, owner, job_id)
     return job_response(wait_terminal(svc, record, wait_s), echo)
 
 
@@ -64,8 +64,9 @@ def get_job(job_id: str) -> Response:
 def get_result(job_id: str) -> Response:
     """The bare upstream completion once completed; its error once failed."""
     svc = services()
-    record = _owned(svc, job_id)
+    owner = authenticate(svc.keys)
     wait_s, echo = _wait(svc, svc.settings.result_wait_s)
+    record = _owned(svc, owner, job_id)
     record = wait_terminal(svc, record, wait_s)
     if record["status"] == jobs.COMPLETED:
         return json_response(jobs.public_view(record)["result"])
@@ -78,7 +79,8 @@ def get_result(job_id: str) -> Response:
 def cancel_job(job_id: str) -> Response:
     """Cancel a queued or running job; a terminal one is left as it is."""
     svc = services()
-    record = _owned(svc, job_id)
+    owner = authenticate(svc.keys)
+    _owned(svc, owner, job_id)
     svc.store.cancel(job_id)
-    record = load_owned(svc, job_id, record["owner"])
+    record = load_owned(svc, job_id, owner)
     return json_response(jobs.public_view(record))

@@ -1,0 +1,105 @@
+"""What happens when parts fail: a queued cancel, a killed worker, Redis going away."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import pytest
+import requests
+
+from chatq import keys
+from scripts.localredis import LocalRedis
+from tests.conftest import Stack, start_stack
+from tests.procs import base_env, start_web, start_worker, wait_until
+
+
+def _db(redis_url: str, db: int) -> str:
+    return redis_url.rsplit("/", 1)[0] + f"/{db}"
+
+
+@pytest.fixture
+def web_only(redis_url: str, fakellm: str) -> Iterator[Stack]:
+    """A web process with no worker behind it, on a Redis database of its own."""
+    s = start_stack(_db(redis_url, 3), fakellm, workers=0)
+    s.redis.flushdb()
+    yield s
+    s.stop()
+
+
+def test_cancel_of_a_queued_job_is_final(web_only: Stack) -> None:
+    job_id = web_only.submit("never runs").json()["id"]
+    assert web_only.get(job_id).json()["status"] == "queued"
+    r = web_only.session().post(f"{web_only.url}/v1/jobs/{job_id}/cancel", timeout=10)
+    assert r.status_code == 200 and r.json()["status"] == "cancelled"
+    # A worker that turns up later finds the job cancelled and leaves it so.
+    worker = start_worker(web_only.env, "")
+    web_only.procs.append(worker)
+    time.sleep(1.0)
+    job = web_only.get(job_id).json()
+    assert job["status"] == "cancelled" and job["attempts"] == 0 and job["output_text"] == ""
+
+
+def test_waiters_on_a_queued_job_are_woken_by_its_cancel(web_only: Stack) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    job_id = web_only.submit("x").json()["id"]
+    with ThreadPoolExecutor(4) as pool:
+        waits = [pool.submit(web_only.get, job_id, wait=30) for _ in range(4)]
+        time.sleep(0.5)
+        t0 = time.monotonic()
+        web_only.session().post(f"{web_only.url}/v1/jobs/{job_id}/cancel", timeout=10)
+        answers = [w.result() for w in waits]
+    assert time.monotonic() - t0 < 1.0
+    assert [a.json()["status"] for a in answers] == ["cancelled"] * 4
+
+
+def test_jobs_of_a_killed_worker_finish_on_another_within_30s(
+    redis_url: str, fakellm: str
+) -> None:
+    s = start_stack(_db(redis_url, 4), fakellm, workers=1)
+    try:
+        s.redis.flushdb()
+        model = "fake:ttft=0.3,tps=5,tokens=40"
+        ids = [s.submit(f"job {i}", model=model).json()["id"] for i in range(30)]
+        wait_until(lambda: all(s.get(i).json()["output_text"] for i in ids), 20, "all streaming")
+        s.procs[0].kill()
+        killed_at = time.monotonic()
+        s.procs.append(start_worker(s.env, ""))
+        for job_id in ids:
+            left_s = 30 - (time.monotonic() - killed_at)
+            job = s.get(job_id, wait=max(0.1, left_s)).json()
+            assert job["status"] == "completed", job
+            assert len(job["output_text"].split()) == 40
+        assert time.monotonic() - killed_at < 30
+        events = s.redis.xrange(keys.events(ids[0]))
+        assert any(fields["t"] == "reset" for _, fields in events)
+        assert s.redis.zcard(keys.leases()) == 0
+    finally:
+        s.stop()
+
+
+def test_redis_outage_answers_503_then_recovers_without_restart(fakellm: str) -> None:
+    server = LocalRedis().start()
+    env = base_env(server.url, fakellm)
+    worker = start_worker(env, server.url)
+    web, url = start_web(env)
+    s = Stack(url=url, redis=None, env=env, procs=[worker, web])  # type: ignore[arg-type]
+    try:
+        assert s.submit("before", wait=10).json()["status"] == "completed"
+        server.stop(kill=True)
+        r = s.submit("during")
+        assert r.status_code == 503 and r.json()["error"]["code"] == "backend_unavailable"
+        assert int(r.headers["Retry-After"]) >= 1
+        assert s.get("job_" + "b" * 32).status_code == 503
+        assert requests.get(f"{url}/readyz", timeout=10).status_code == 503
+        assert requests.get(f"{url}/healthz", timeout=10).status_code == 200
+        server = LocalRedis(port=server.port).start()
+        r = wait_until(lambda: s.submit("after", wait=5).status_code == 200 or None, 40,
+                       "recovery")
+        assert worker.alive() and web.alive()
+        assert s.submit("after", wait=10).json()["status"] == "completed"
+        assert requests.get(f"{url}/readyz", timeout=10).status_code == 200
+    finally:
+        s.stop()
+        server.stop()
