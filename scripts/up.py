@@ -1,0 +1,302 @@
+"""`make up`: a whole chatq on this machine (Redis, fakellm, a worker, the web) and a key.
+
+Only what is missing is started: a Redis at CHATQ_REDIS_URL that answers is used as it is, and
+fakellm stands in for the upstream only while CHATQ_UPSTREAM_URLS is unset. Each child's output
+goes to this terminal behind its name. Ctrl-C or SIGTERM stops everything started here; so does
+the death of any child.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import http.client
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import FrameType
+from typing import IO
+from urllib.parse import urlsplit
+
+from chatq.config import Settings
+from scripts.localredis import LocalRedis, answers, free_port
+
+ROOT = Path(__file__).resolve().parents[1]
+STOP_GRACE_S = 10.0
+START_TIMEOUT_S = 30.0
+_say_lock = threading.Lock()
+
+
+class UpError(RuntimeError):
+    """Something could not start, or stopped by itself; the message says what."""
+
+
+def say(line: str) -> None:
+    """Print one line whole, never interleaved with a child's."""
+    with _say_lock:
+        sys.stdout.write(line + "\n")
+        sys.stdout.flush()
+
+
+@dataclass
+class Child:
+    """A process started here, its output copied to the terminal behind its name."""
+
+    name: str
+    process: subprocess.Popen[bytes]
+    ready_text: str = ""
+    ready: threading.Event = field(default_factory=threading.Event)
+    pump: threading.Thread | None = None
+
+
+def _pump(child: Child, stream: IO[bytes]) -> None:
+    """Copy a child's output line by line, noting when it says it is ready."""
+    for raw in iter(stream.readline, b""):
+        line = raw.decode(errors="replace").rstrip()
+        if child.ready_text and child.ready_text in line:
+            child.ready.set()
+        say(f"{child.name:>7} | {line}")
+
+
+def spawn(name: str, args: list[str], env: dict[str, str], ready_text: str = "") -> Child:
+    """Start `python -m ARGS` in its own session, so that a terminal's Ctrl-C reaches us only."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", *args], cwd=ROOT, env=env, stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
+    )
+    child = Child(name, process, ready_text)
+    assert process.stdout is not None
+    child.pump = threading.Thread(target=_pump, args=(child, process.stdout), daemon=True)
+    child.pump.start()
+    return child
+
+
+def port_open(host: str, port: int) -> bool:
+    """Whether something accepts TCP connections at host:port."""
+    try:
+        with socket.create_connection((host, port), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
+def healthy(url: str) -> bool:
+    """Whether the web at `url` answers /healthz with 200."""
+    try:
+        with urllib.request.urlopen(url + "/healthz", timeout=1) as response:
+            return int(response.status) == 200
+    except (OSError, http.client.HTTPException):
+        return False
+
+
+def bind_address(bind: str) -> tuple[str, int]:
+    """The (host, port) to reach a CHATQ_BIND of `host:port` from this machine."""
+    host, _, port = bind.rpartition(":")
+    host = host.strip("[]")
+    if host in ("", "0.0.0.0", "::"):
+        host = "127.0.0.1"
+    try:
+        return host, int(port)
+    except ValueError as exc:
+        raise UpError(f"CHATQ_BIND must be host:port, got {bind!r}") from exc
+
+
+def shown(url: str) -> str:
+    """`url` without its user and password, fit to print."""
+    parts = urlsplit(url)
+    return parts._replace(netloc=parts.netloc.rpartition("@")[2]).geturl()
+
+
+def unset(env: dict[str, str], name: str) -> bool:
+    """Whether `name` is unset or blank (chatq.config reads blank as its default)."""
+    return not env.get(name, "").strip()
+
+
+@dataclass
+class Stack:
+    """Everything `make up` started, and the flag that asks it to stop."""
+
+    env: dict[str, str]
+    children: list[Child] = field(default_factory=list)
+    redis: LocalRedis | None = None
+    stopping: threading.Event = field(default_factory=threading.Event)
+    generated_key: str = ""
+
+    def wait_until(self, check: Callable[[], bool], what: str, required: bool = True) -> bool:
+        """Poll `check` until it holds; give up on a stop request, a dead child or a timeout."""
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while not check():
+            if self.stopping.is_set():
+                raise UpError(f"stopped while waiting for {what}")
+            self.raise_if_one_died()
+            if time.monotonic() > deadline:
+                if required:
+                    raise UpError(f"{what} not ready after {START_TIMEOUT_S:.0f} s")
+                return False
+            time.sleep(0.1)
+        return True
+
+    def raise_if_one_died(self) -> None:
+        """Raise UpError naming the first child that has exited."""
+        for child in self.children:
+            code = child.process.poll()
+            if code is not None:
+                pid = child.process.pid
+                how = f"was killed by {signal.Signals(-code).name}" if code < 0 else (
+                    f"exited with code {code}")
+                raise UpError(f"{child.name} (pid {pid}) {how}")
+
+    def start_redis(self) -> None:
+        """Use the Redis at CHATQ_REDIS_URL (or chatq's default) if it answers, else start one."""
+        url = self.env.get("CHATQ_REDIS_URL", "").strip() or Settings().redis_url
+        if answers(url):
+            say(f"up: using the Redis at {shown(url)}")
+        else:
+            try:
+                self.redis = LocalRedis().start()
+            except RuntimeError as exc:
+                raise UpError(str(exc)) from exc
+            say(f"up: no Redis answers at {shown(url)}; started one at {self.redis.url}")
+            url = self.redis.url
+        self.env["CHATQ_REDIS_URL"] = url
+
+    def start_fakellm(self) -> None:
+        """Start fakellm on a free port as the upstream, unless CHATQ_UPSTREAM_URLS is set."""
+        if not unset(self.env, "CHATQ_UPSTREAM_URLS"):
+            say(f"up: upstream {self.env['CHATQ_UPSTREAM_URLS']} (CHATQ_UPSTREAM_URLS)")
+            return
+        port = free_port()
+        args = ["fakellm", "--host", "127.0.0.1", "--port", str(port)]
+        self.children.append(spawn("fakellm", args, self.env))
+        self.wait_until(lambda: port_open("127.0.0.1", port), "fakellm")
+        self.env["CHATQ_UPSTREAM_URLS"] = f"http://127.0.0.1:{port}/v1"
+        if unset(self.env, "CHATQ_DEFAULT_MODEL"):
+            self.env["CHATQ_DEFAULT_MODEL"] = "fake"
+
+    def ensure_key(self) -> None:
+        """Make up a key named `demo` unless CHATQ_API_KEYS is set."""
+        if unset(self.env, "CHATQ_API_KEYS"):
+            self.generated_key = secrets.token_urlsafe(24)
+            self.env["CHATQ_API_KEYS"] = f"demo:{self.generated_key}"
+
+    def check_bind(self) -> str:
+        """Answer the web's base URL, after making sure nothing listens there yet."""
+        if unset(self.env, "CHATQ_BIND"):
+            self.env["CHATQ_BIND"] = Settings().bind
+        host, port = bind_address(self.env["CHATQ_BIND"])
+        if port_open(host, port):
+            raise UpError(f"{host}:{port} is taken: set CHATQ_BIND to a free host:port")
+        return f"http://{host}:{port}"
+
+    def start_chatq(self, url: str) -> None:
+        """Start the worker and the web at `url`; return once both are ready."""
+        worker = spawn("worker", ["worker"], self.env, ready_text=" ready.")
+        self.children.append(worker)
+        self.children.append(spawn("web", ["web"], self.env))
+        self.wait_until(lambda: healthy(url), f"the web at {url}/healthz")
+        # Celery says "ready." at INFO only; below that level, go on without it.
+        if not self.wait_until(worker.ready.is_set, "the worker", required=False):
+            say("up: the worker has not said it is ready; jobs wait in the queue until it is")
+
+    def watch(self) -> int:
+        """Wait for a stop request (exit 0) or a child's death (exit 1)."""
+        while not self.stopping.wait(0.2):
+            try:
+                self.raise_if_one_died()
+            except UpError as exc:
+                say(f"up: unexpectedly, {exc}; stopping the rest")
+                return 1
+        return 0
+
+    def stop(self) -> None:
+        """SIGTERM every child, wait, SIGKILL what is left of each; then stop our Redis."""
+        alive = [c for c in reversed(self.children) if c.process.poll() is None]
+        if alive:
+            say("up: stopping " + ", ".join(f"{c.name} (pid {c.process.pid})" for c in alive))
+        for child in alive:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(child.process.pid, signal.SIGTERM)
+        deadline = time.monotonic() + STOP_GRACE_S
+        for child in reversed(self.children):
+            self._reap(child, max(0.0, deadline - time.monotonic()))
+        if self.redis is not None:
+            self.redis.stop()
+            say(f"up: stopped the Redis at {self.redis.url}")
+
+    def _reap(self, child: Child, timeout_s: float) -> None:
+        """Wait for `child`; SIGKILL it and its process group if it lingers."""
+        try:
+            child.process.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            say(f"up: {child.name} (pid {child.process.pid}) still running; killing it")
+        # The group outlives a leader that left children behind (gunicorn's workers).
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(child.process.pid, signal.SIGKILL)
+        child.process.wait()
+        if child.pump is not None:
+            child.pump.join(1.0)
+
+
+def banner(url: str, key: str) -> str:
+    """What to tell a newcomer once everything answers."""
+    auth = '-H "Authorization: Bearer $KEY"'
+    body = """-d '{"messages":[{"role":"user","content":"Hello"}]}'"""
+    key_line = f"KEY={key}" if key else "KEY=...   # one of the keys in your CHATQ_API_KEYS"
+    return f"""
+chatq is up at {url}  (key name `demo` unless CHATQ_API_KEYS was set)
+
+Try it from another shell:
+  URL={url}
+  {key_line}
+
+  # submit and wait up to 30 s for the finished job
+  curl -s {auth} {body} "$URL/v1/jobs?wait=30"
+
+  # submit, then long-poll until it is done (202 means not yet)
+  ID=$(curl -s {auth} {body} "$URL/v1/jobs" \\
+       | python3 -c 'import json,sys; print(json.load(sys.stdin)["id"])')
+  while [ "$(curl -s -o job.json -w '%{{http_code}}' {auth} \\
+            "$URL/v1/jobs/$ID?wait=30")" = 202 ]; do :; done; cat job.json
+
+  # the bare chat.completion, as the upstream answered it
+  curl -s {auth} "$URL/v1/jobs/$ID/result"
+
+Ctrl-C stops everything started here.
+"""
+
+
+def main() -> int:
+    """Start the stack, print how to use it, and run until told to stop or a child dies."""
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    stack = Stack(env)
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        stack.stopping.set()
+
+    signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGTERM, on_signal)
+    try:
+        url = stack.check_bind()
+        stack.start_redis()
+        stack.start_fakellm()
+        stack.ensure_key()
+        stack.start_chatq(url)
+        say(banner(url, stack.generated_key))
+        return stack.watch()
+    except UpError as exc:
+        say(f"up: {exc}")
+        return 0 if stack.stopping.is_set() else 1
+    finally:
+        stack.stop()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
