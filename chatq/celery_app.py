@@ -11,7 +11,7 @@ RUN_JOB_TASK = "chatq.run_job"
 QUEUES = ("interactive", "batch")
 
 
-def make_celery(settings: Settings) -> Celery:
+def make_celery(settings: Settings, max_connections: int = 200) -> Celery:
     """A Celery app on the Redis broker, tuned for long, I/O-bound, late-acked jobs."""
     app = Celery("chatq", broker=settings.redis_url, set_as_current=False)
     app.conf.update(
@@ -41,6 +41,8 @@ def make_celery(settings: Settings) -> Celery:
             "visibility_timeout": int(settings.job_timeout_s + 2 * settings.lease_s + 60),
             # Fixed order, not round robin: `interactive` is always drained first.
             "queue_order_strategy": "priority",
+            # kombu's default of 10 starves a pool of 100 slots acking at once.
+            "max_connections": max_connections,
             "socket_timeout": 5.0,
             "socket_connect_timeout": 2.0,
         },
@@ -50,4 +52,7 @@ def make_celery(settings: Settings) -> Celery:
 
 def enqueue(app: Celery, job_id: str, priority: str) -> None:
     """Send the run message for `job_id`, carrying nothing but the id."""
-    app.send_task(RUN_JOB_TASK, args=[job_id], queue=priority, routing_key=priority, retry=True)
+    app.send_task(
+        RUN_JOB_TASK, args=[job_id], task_id=job_id, queue=priority, routing_key=priority,
+        retry=True,
+    )

@@ -33,6 +33,7 @@ class Settings:
     job_timeout_s: float = 600.0
     lease_s: float = 10.0
     max_takeovers: int = 3
+    queue_resend_s: float = 300.0
     connect_timeout_s: float = 5.0
     read_timeout_s: float = 120.0
     max_attempts: int = 4
@@ -121,6 +122,7 @@ def load(env: Mapping[str, str] | None = None) -> Settings:
         job_timeout_s=_float(e, "CHATQ_JOB_TIMEOUT", d.job_timeout_s, 0.1),
         lease_s=_float(e, "CHATQ_LEASE", d.lease_s, 0.5),
         max_takeovers=_int(e, "CHATQ_MAX_TAKEOVERS", d.max_takeovers),
+        queue_resend_s=_float(e, "CHATQ_QUEUE_RESEND", d.queue_resend_s, 1.0),
         connect_timeout_s=_float(e, "CHATQ_UPSTREAM_CONNECT_TIMEOUT", d.connect_timeout_s, 0.01),
         read_timeout_s=_float(e, "CHATQ_UPSTREAM_READ_TIMEOUT", d.read_timeout_s, 0.01),
         max_attempts=_int(e, "CHATQ_UPSTREAM_MAX_ATTEMPTS", d.max_attempts, 1),

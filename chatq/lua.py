@@ -46,10 +46,11 @@ redis.call('ZADD', KEYS[3], ARGV[3], ARGV[1])
 return ''
 """
 
-# KEYS job, events, leases. ARGV id. Drops the enqueue lease once the message is sent.
-RELEASE = """
+# KEYS job, events, leases. ARGV id, resend deadline. Once the message is sent, a queued
+# job's lease only guards against a message the broker lost: it becomes long.
+SENT = """
 if redis.call('HGET', KEYS[1], 'status') == 'queued' then
-  redis.call('ZREM', KEYS[3], ARGV[1])
+  redis.call('ZADD', KEYS[3], 'XX', ARGV[2], ARGV[1])
 end
 return 1
 """
@@ -118,6 +119,8 @@ return 'cancelled'
 """
 
 # KEYS job, events, leases. ARGV id, now, new deadline, max takeovers, ttl, error json.
+# A queued job is sent again ('resend'); a running one whose worker stopped renewing its
+# lease goes back to the queue ('requeued') or, taken over too often, fails.
 REQUEUE = """
 local score = redis.call('ZSCORE', KEYS[3], ARGV[1])
 if not score or tonumber(score) > tonumber(ARGV[2]) then return 'fresh' end
@@ -126,6 +129,10 @@ if not st or terminal(st) then
   redis.call('ZREM', KEYS[3], ARGV[1])
   return 'gone'
 end
+if st == 'queued' then
+  redis.call('ZADD', KEYS[3], ARGV[3], ARGV[1])
+  return 'resend'
+end
 if redis.call('HINCRBY', KEYS[1], 'takeovers', 1) > tonumber(ARGV[4]) then
   redis.call('HSET', KEYS[1], 'error', ARGV[6])
   close(ARGV[1], 'failed', ARGV[2], ARGV[5], 'error')
@@ -133,10 +140,8 @@ if redis.call('HINCRBY', KEYS[1], 'takeovers', 1) > tonumber(ARGV[4]) then
 end
 redis.call('HSET', KEYS[1], 'status', 'queued', 'run', '')
 redis.call('ZADD', KEYS[3], ARGV[3], ARGV[1])
-if st ~= 'queued' then
-  event('status', 'queued')
-  notify(ARGV[1], 'queued')
-end
+event('status', 'queued')
+notify(ARGV[1], 'queued')
 return 'requeued'
 """
 

@@ -48,7 +48,7 @@ class Store:
         self.redis = client
         self.job_ttl_s = job_ttl_s
         self._create = client.register_script(lua.PRELUDE + lua.CREATE)
-        self._release = client.register_script(lua.RELEASE)
+        self._sent = client.register_script(lua.SENT)
         self._claim = client.register_script(lua.PRELUDE + lua.CLAIM)
         self._attempt = client.register_script(lua.PRELUDE + lua.ATTEMPT)
         self._append = client.register_script(lua.PRELUDE + lua.APPEND)
@@ -76,9 +76,10 @@ class Store:
         args: list[Arg] = [job_id, self.job_ttl_s, deadline, idem_value, *fields]
         return str(self._create(keys=[*self._job_keys(job_id), idem_key], args=args))
 
-    def release_enqueue_lease(self, job_id: str) -> None:
-        """Drop the lease that guards a job between its record and its Celery message."""
-        self._release(keys=self._job_keys(job_id), args=[job_id])
+    def mark_sent(self, job_id: str, resend_after_s: float) -> None:
+        """Note that a queued job's message is sent: resend only if still queued much later."""
+        deadline = time.time() + resend_after_s
+        self._sent(keys=self._job_keys(job_id), args=[job_id, deadline])
 
     def claim(self, job_id: str, run_id: str, lease_s: float) -> str:
         """queued -> in_progress for `run_id`; answers 'claimed' or the state that prevented it."""
@@ -118,7 +119,7 @@ class Store:
         return str(self._cancel(keys=self._job_keys(job_id), args=args))
 
     def requeue_if_expired(self, job_id: str, lease_s: float, max_takeovers: int) -> str:
-        """Requeue a job whose lease ran out: 'requeued', 'failed', 'fresh' or 'gone'."""
+        """Act on a lease that ran out: 'requeued', 'resend', 'failed', 'fresh' or 'gone'."""
         now = time.time()
         error = json.dumps(WORKER_LOST)
         args: list[Arg] = [job_id, repr(now), now + lease_s, max_takeovers, self.job_ttl_s, error]

@@ -41,7 +41,9 @@ def redis_server_binary() -> str:
 def answers(url: str, timeout_s: float = 0.5) -> bool:
     """Whether a Redis answers PING at `url`."""
     try:
-        client = redis.Redis.from_url(url, socket_timeout=timeout_s, socket_connect_timeout=timeout_s)
+        client = redis.Redis.from_url(
+            url, socket_timeout=timeout_s, socket_connect_timeout=timeout_s
+        )
         return bool(client.ping())
     except (redis.RedisError, OSError):
         return False
@@ -69,7 +71,10 @@ class LocalRedis:
             "--appendonly", "yes" if self.appendonly else "no",
         ]
         log = open(os.path.join(self.dir, "redis.log"), "ab")  # noqa: SIM115
-        self.process = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)
+        # Its own session: a Ctrl-C meant for `make up` must not stop Redis before the rest.
+        self.process = subprocess.Popen(
+            args, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
         deadline = time.monotonic() + timeout_s
         while not answers(self.url):
             if self.process.poll() is not None or time.monotonic() > deadline:

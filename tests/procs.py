@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -73,10 +74,8 @@ class Proc:
             return
         if self.alive():
             self.process.send_signal(signal.SIGTERM)
-            try:
+            with contextlib.suppress(subprocess.TimeoutExpired):
                 self.process.wait(timeout_s)
-            except subprocess.TimeoutExpired:
-                pass
         if self.process.poll() is None:
             os.killpg(self.pid, signal.SIGKILL)
             self.process.wait(5)

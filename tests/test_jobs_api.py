@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import time
 
-
 from chatq import keys
 from tests.conftest import BOB_KEY, Stack
 from tests.procs import wait_until

@@ -21,7 +21,7 @@ def _services(settings: Settings) -> Services:
         redis=client,
         store=Store(client, settings.job_ttl_s),
         listener=Listener(client),
-        celery=make_celery(settings),
+        celery=make_celery(settings, max_connections=settings.web_worker_connections),
         keys=KeyRing(settings.api_keys),
     )
 

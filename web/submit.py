@@ -57,8 +57,8 @@ def submit(
     try:
         celery_app.enqueue(svc.celery, job_id, priority)
     except Exception:
-        # The enqueue lease stays: the sweeper sends the message once it runs out.
+        # The short enqueue lease stays: the sweeper sends the message once it runs out.
         log.exception("could not send the message for %s; the sweeper will", job_id)
         return record
-    svc.store.release_enqueue_lease(job_id)
+    svc.store.mark_sent(job_id, svc.settings.queue_resend_s)
     return record

@@ -68,13 +68,13 @@ class Monitor:
         s, store = self.ctx.settings, self.ctx.store
         for job_id in store.expired_leases():
             outcome = store.requeue_if_expired(job_id, s.lease_s, s.max_takeovers)
-            if outcome != "requeued":
+            if outcome not in ("requeued", "resend"):
                 continue
             record = store.get(job_id) or {}
             priority = record.get("priority") or celery_app.QUEUES[0]
             celery_app.enqueue(self.ctx.celery, job_id, priority)
-            store.release_enqueue_lease(job_id)
-            log.warning("job %s requeued after its lease ran out", job_id)
+            store.mark_sent(job_id, s.queue_resend_s)
+            log.warning("job %s %s after its lease ran out", job_id, outcome)
 
 
 def wait_all(ctx: WorkerContext, timeout_s: float) -> None:

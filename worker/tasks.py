@@ -13,7 +13,7 @@ from worker.monitor import Monitor
 from worker.runner import run_job
 
 settings = config.load()
-app = make_celery(settings)
+app = make_celery(settings, max_connections=2 * settings.worker_concurrency + 20)
 _monitors: list[Monitor] = []
 
 
