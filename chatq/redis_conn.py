@@ -26,10 +26,11 @@ def connect(url: str, max_connections: int = 1000) -> redis.Redis:
     return redis.Redis(connection_pool=pool)
 
 
-BACKEND_ERRORS: tuple[type[BaseException], ...] = (
+BACKEND_ERRORS: tuple[type[Exception], ...] = (
     redis.ConnectionError,
     redis.TimeoutError,
     redis.BusyLoadingError,
     ConnectionError,
     TimeoutError,
 )
+

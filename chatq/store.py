@@ -144,9 +144,10 @@ class Store:
     def events_after(self, job_id: str, cursor: str, count: int) -> list[Event]:
         """Up to `count` events after the stream id `cursor` ('0' for the start)."""
         rows = self.redis.xrange(keys.events(job_id), min=f"({cursor}", count=count)
-        return [_event(row) for row in rows]  # type: ignore[union-attr]
+        return [parse_event(row) for row in rows]  # type: ignore[union-attr]
 
 
-def _event(row: Any) -> Event:
+def parse_event(row: Any) -> Event:
+    """An Event from one XRANGE row."""
     stream_id, data = row
     return Event(str(stream_id), data.get("t", ""), data.get("v", ""), data.get("f", ""))

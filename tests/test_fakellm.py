@@ -7,24 +7,21 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
-from functools import cache
 from pathlib import Path
 from typing import Any
 
 import pytest
 import requests
-from jsonschema import Draft202012Validator
+
+from tests import openai_schemas
+from tests.openai_schemas import SCHEMAS, Validate
 
 REPO = Path(__file__).resolve().parents[1]
-SCHEMAS = (
-    Path(__file__).resolve().parents[2] / "shared" / "openai" / "chat-completions-schemas.json"
-)
 API_KEY = "sk-fakellm-test-secret-4242"
 WRONG_KEY = "sk-wrong-key-7777"
 
-Validate = Callable[[str, Any], None]
 
 
 @dataclass
@@ -96,35 +93,13 @@ def keyed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FakeServer]:
     yield from _start(log, "--api-key", API_KEY, headers={"Authorization": f"Bearer {API_KEY}"})
 
 
-def _strict(node: Any) -> Any:
-    # What fakellm produces itself must not carry keys the schema does not know.
-    if isinstance(node, list):
-        return [_strict(item) for item in node]
-    if not isinstance(node, dict):
-        return node
-    strict = {key: _strict(value) for key, value in node.items()}
-    if "properties" in strict and "additionalProperties" not in strict:
-        strict["additionalProperties"] = False
-    return strict
-
-
-@cache
-def _validator(name: str) -> Draft202012Validator:
-    components = _strict(json.loads(SCHEMAS.read_text())["components"])
-    schema = {"$ref": f"#/components/schemas/{name}", "components": components}
-    return Draft202012Validator(schema, format_checker=Draft202012Validator.FORMAT_CHECKER)
-
-
 @pytest.fixture
 def validate() -> Validate:
     """Validate an instance strictly against one of OpenAI's published schemas."""
     if not SCHEMAS.exists():
         pytest.skip(f"OpenAI's schemas are not at {SCHEMAS}")
 
-    def check(name: str, instance: Any) -> None:
-        _validator(name).validate(instance)
-
-    return check
+    return openai_schemas.check
 
 
 def data_lines(response: requests.Response) -> list[str]:

@@ -9,7 +9,7 @@ from chatq.celery_app import make_celery
 from chatq.config import Settings
 from chatq.notify import Listener
 from chatq.store import Store
-from web import errors, jobs, ops
+from web import errors, events, jobs, openai_api, ops
 from web.auth import KeyRing
 from web.context import Services
 
@@ -37,5 +37,7 @@ def create_app(settings: Settings | None = None) -> Flask:
     app.extensions["chatq"] = _services(settings)
     errors.register(app)
     app.register_blueprint(jobs.bp)
+    app.register_blueprint(events.bp)
+    app.register_blueprint(openai_api.bp)
     app.register_blueprint(ops.bp)
     return app

@@ -3,11 +3,17 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
+from typing import TypeVar
 
-from chatq import jobs
+from chatq import jobs, keys
 from chatq.errors import job_not_found
+from chatq.store import Event, parse_event
 from web.context import Services
 from web.params import jittered
+
+PAGE_EVENTS = 500
+T = TypeVar("T")
 
 
 def load_owned(svc: Services, job_id: str, owner: str) -> dict[str, str]:
@@ -18,19 +24,66 @@ def load_owned(svc: Services, job_id: str, owner: str) -> dict[str, str]:
     return record
 
 
-def wait_terminal(svc: Services, record: dict[str, str], wait_s: float) -> dict[str, str]:
-    """The record once terminal, or as it is when `wait_s` (jittered) runs out."""
-    if wait_s <= 0 or jobs.is_terminal(record["status"]):
-        return record
-    job_id, owner = record["id"], record["owner"]
-    deadline = time.monotonic() + jittered(wait_s)
-    with svc.listener.waiting(job_id, terminal_only=True) as waiter:
+def _park(
+    svc: Services,
+    job_id: str,
+    read: Callable[[], T],
+    ready: Callable[[T], bool],
+    timeout_s: float,
+    terminal_only: bool,
+) -> T:
+    """Read; unless ready, wait for notifications on `job_id` and re-read, until `timeout_s`."""
+    value = read()
+    if timeout_s <= 0 or ready(value):
+        return value
+    deadline = time.monotonic() + timeout_s
+    with svc.listener.waiting(job_id, terminal_only) as waiter:
         # Re-read after registering: a change in between is seen here or wakes us.
-        record = load_owned(svc, job_id, owner)
-        while not jobs.is_terminal(record["status"]):
+        value = read()
+        while not ready(value):
             remaining_s = deadline - time.monotonic()
             if remaining_s <= 0:
                 break
             if waiter.wait(remaining_s):
-                record = load_owned(svc, job_id, owner)
-    return record
+                value = read()
+    return value
+
+
+def wait_terminal(svc: Services, record: dict[str, str], wait_s: float) -> dict[str, str]:
+    """The record once terminal, or as it is when `wait_s` (jittered) runs out."""
+    job_id, owner = record["id"], record["owner"]
+    if wait_s <= 0 or jobs.is_terminal(record["status"]):
+        return record
+    return _park(
+        svc,
+        job_id,
+        lambda: load_owned(svc, job_id, owner),
+        lambda r: jobs.is_terminal(r["status"]),
+        jittered(wait_s),
+        terminal_only=True,
+    )
+
+
+def read_events(svc: Services, job_id: str, cursor: str) -> tuple[list[Event], str]:
+    """The events after `cursor` (one page) and the job's status, in one round trip."""
+    pipe = svc.redis.pipeline(transaction=False)
+    pipe.xrange(keys.events(job_id), min=f"({cursor}", count=PAGE_EVENTS)
+    pipe.hget(keys.job(job_id), "status")
+    rows, status = pipe.execute()
+    if status is None:
+        raise job_not_found()
+    return [parse_event(row) for row in rows], status
+
+
+def wait_events(
+    svc: Services, job_id: str, cursor: str, timeout_s: float
+) -> tuple[list[Event], str]:
+    """Events after `cursor` as soon as there is one, or the job has ended, or time is up."""
+    return _park(
+        svc,
+        job_id,
+        lambda: read_events(svc, job_id, cursor),
+        lambda found: bool(found[0]) or jobs.is_terminal(found[1]),
+        timeout_s,
+        terminal_only=False,
+    )

@@ -1,0 +1,111 @@
+"""A job's events: a JSON long-poll page with a cursor, or the same as Server-Sent Events."""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Iterator
+
+from flask import Blueprint, Response, request
+
+from chatq import jobs
+from chatq.errors import ApiError, job_not_found
+from chatq.redis_conn import BACKEND_ERRORS
+from chatq.store import Event
+from web import params
+from web.auth import authenticate
+from web.context import Services, services
+from web.responses import json_response
+from web.waiting import load_owned, wait_events
+
+bp = Blueprint("events", __name__, url_prefix="/v1/jobs")
+# Once headers are sent these can only end a stream: the job expired, or Redis left.
+STREAM_ENDING_ERRORS: tuple[type[Exception], ...] = (ApiError, *BACKEND_ERRORS)
+KEEPALIVE_S = 15.0
+_CURSOR = re.compile(r"^(0|\d{1,20}-\d{1,20})$")
+
+
+def valid_cursor(raw: str | None) -> str:
+    """A cursor from the client ('0' when absent); 400 when it is not one we gave out."""
+    if raw is None or raw == "":
+        return "0"
+    if not _CURSOR.match(raw):
+        raise ApiError(400, "invalid_cursor", "`cursor` is not a cursor this API gave out.",
+                       param="cursor")
+    return raw
+
+
+def is_done(events: list[Event], status: str) -> bool:
+    """Whether the job is terminal and no event follows these."""
+    if events:
+        return events[-1].type == "end"
+    return jobs.is_terminal(status)
+
+
+def _page(job_id: str, events: list[Event], status: str, cursor: str) -> dict[str, object]:
+    return {
+        "object": "chat.completion.job.events",
+        "job_id": job_id,
+        "status": status,
+        "events": [e.public() for e in events],
+        "cursor": events[-1].id if events else cursor,
+        "done": is_done(events, status),
+    }
+
+
+def wants_sse() -> bool:
+    """Whether the client asked for Server-Sent Events."""
+    return "text/event-stream" in request.headers.get("Accept", "")
+
+
+@bp.get("/<job_id>/events")
+def job_events(job_id: str) -> Response:
+    """Events after `cursor`, long-polled; or an SSE stream with `Accept: text/event-stream`."""
+    svc = services()
+    owner = authenticate(svc.keys)
+    sse = wants_sse()
+    wait_s, asked = params.requested_wait(0.0, svc.settings.max_wait_s)
+    cursor = valid_cursor(request.headers.get("Last-Event-ID") if sse else None)
+    if cursor == "0":
+        cursor = valid_cursor(request.args.get("cursor"))
+    if not params.is_job_id(job_id):
+        raise job_not_found()
+    load_owned(svc, job_id, owner)
+    if sse:
+        return sse_response(sse_events(svc, job_id, cursor))
+    events, status = wait_events(svc, job_id, cursor, params.jittered(wait_s) if wait_s else 0)
+    headers = {"Preference-Applied": f"wait={wait_s:g}"} if asked else {}
+    return json_response(_page(job_id, events, status, cursor), 200, headers)
+
+
+def sse_response(body: Iterator[str]) -> Response:
+    """A streamed text/event-stream response that proxies should not buffer."""
+    headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+    return Response(body, mimetype="text/event-stream", headers=headers)
+
+
+def follow(svc: Services, job_id: str, cursor: str) -> Iterator[list[Event]]:
+    """Pages of new events until the job ends; an empty page every KEEPALIVE_S of silence."""
+    while True:
+        events, status = wait_events(svc, job_id, cursor, KEEPALIVE_S)
+        yield events
+        if is_done(events, status):
+            return
+        if events:
+            cursor = events[-1].id
+        elif jobs.is_terminal(status):
+            return
+
+
+def sse_events(svc: Services, job_id: str, cursor: str) -> Iterator[str]:
+    """The job's events as SSE, one `id:` (the cursor) per event, until it ends."""
+    yield f"retry: 1000\n: chatq job {job_id} since {cursor} at {time.time():.3f}\n\n"
+    try:
+        for events in follow(svc, job_id, cursor):
+            if not events:
+                yield ": keepalive\n\n"
+            for event in events:
+                yield f"id: {event.id}\ndata: {json.dumps(event.public())}\n\n"
+    except STREAM_ENDING_ERRORS:
+        return

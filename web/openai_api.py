@@ -1,0 +1,129 @@
+"""The OpenAI-compatible front door: /v1/chat/completions and /v1/models."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from typing import Any
+
+import requests
+from flask import Blueprint, Response
+
+from chatq import jobs
+from chatq.errors import ApiError
+from web import params
+from web.auth import authenticate
+from web.chunks import ChunkMaker, sse, tool_call_deltas
+from web.context import Services, services
+from web.events import STREAM_ENDING_ERRORS, follow, sse_response
+from web.responses import failed_job_error, job_response, json_response
+from web.submit import submit
+from web.validate import chat_request
+from web.waiting import load_owned, wait_terminal
+
+log = logging.getLogger(__name__)
+bp = Blueprint("openai", __name__, url_prefix="/v1")
+_models_session = requests.Session()
+
+
+@bp.post("/chat/completions")
+def chat_completions() -> Response:
+    """Run a chat completion as an interactive job and answer as the upstream would."""
+    svc = services()
+    owner = authenticate(svc.keys)
+    body = params.json_body()
+    request = chat_request(body, svc.settings.default_model)
+    stream = request.pop("stream", None) is True
+    options = request.pop("stream_options", None) or {}
+    record = submit(svc, owner, request, "interactive", params.idempotency_key())
+    if stream:
+        include_usage = bool(isinstance(options, dict) and options.get("include_usage"))
+        return sse_response(_stream(svc, record, include_usage))
+    return _hold(svc, record)
+
+
+def _hold(svc: Services, record: dict[str, str]) -> Response:
+    """Answer once the job ends; 202 only to a client that asked with Prefer."""
+    asked = params.prefer_wait()
+    if asked is not None or params.prefers_async():
+        wait_s = min(asked or 0.0, svc.settings.max_wait_s)
+        record = wait_terminal(svc, record, wait_s)
+        if not jobs.is_terminal(record["status"]):
+            return job_response(record, wait_s)
+    else:
+        record = wait_terminal(svc, record, svc.settings.job_timeout_s + svc.settings.lease_s)
+    headers = {"Chatq-Job-Id": record["id"]}
+    if record["status"] == jobs.COMPLETED:
+        return json_response(jobs.public_view(record)["result"], 200, headers)
+    if not jobs.is_terminal(record["status"]):
+        raise ApiError(504, "job_timeout", f"Job {record['id']} did not end in time.",
+                       type_="server_error")
+    raise failed_job_error(record)
+
+
+def _stream(svc: Services, record: dict[str, str], include_usage: bool) -> Iterator[str]:
+    """chat.completion.chunk events fed by the job's events, then `data: [DONE]`."""
+    job_id = record["id"]
+    maker = ChunkMaker(job_id, float(record["created_at"]), record["model"])
+    yield sse(maker.chunk({"role": "assistant", "content": ""}))
+    sent_text = False
+    try:
+        for events in follow(svc, job_id, "0"):
+            for event in events:
+                if event.type == "delta":
+                    sent_text = True
+                    yield sse(maker.chunk({"content": event.value}))
+                elif event.type == "reset" and sent_text:
+                    yield sse(_error_body(502, "stream_reset", "The answer restarted upstream."))
+                    return
+        yield from _stream_end(svc, record, maker, include_usage)
+    except STREAM_ENDING_ERRORS as exc:
+        log.warning("stream of %s ended early: %s", job_id, type(exc).__name__)
+        yield sse(_error_body(503, "backend_unavailable", "The stream was interrupted."))
+
+
+def _stream_end(
+    svc: Services, record: dict[str, str], maker: ChunkMaker, include_usage: bool
+) -> Iterator[str]:
+    final = load_owned(svc, record["id"], record["owner"])
+    if final["status"] != jobs.COMPLETED:
+        error = failed_job_error(final)
+        yield sse(error.body())
+        return
+    result = jobs.public_view(final)["result"] or {}
+    for delta in tool_call_deltas(result):
+        yield sse(maker.chunk(delta))
+    finish = (result.get("choices") or [{}])[0].get("finish_reason") or "stop"
+    yield sse(maker.chunk({}, finish))
+    if include_usage:
+        yield sse(maker.usage(result.get("usage")))
+    yield sse("[DONE]")
+
+
+def _error_body(status: int, code: str, message: str) -> dict[str, Any]:
+    return ApiError(status, code, message, type_="server_error").body()
+
+
+@bp.get("/models")
+def models() -> Response:
+    """The upstream's model list, passed through."""
+    svc = services()
+    authenticate(svc.keys)
+    headers = {}
+    if svc.settings.upstream_api_key:
+        headers["Authorization"] = f"Bearer {svc.settings.upstream_api_key}"
+    url = svc.settings.upstream_urls[0] + "/models"
+    try:
+        upstream = _models_session.get(url, headers=headers, timeout=10)
+        body = upstream.json()
+    except (requests.RequestException, ValueError) as exc:
+        raise ApiError(502, "upstream_error", "The upstream model list is unavailable.",
+                       type_="upstream_error") from exc
+    if upstream.status_code != 200 or not isinstance(body, dict):
+        raise ApiError(502, "upstream_error",
+                       f"The upstream answered {upstream.status_code} for its model list.",
+                       type_="upstream_error")
+    return json_response(body)
+
+
+

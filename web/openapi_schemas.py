@@ -1,0 +1,192 @@
+"""The component schemas of the OpenAPI document: the JSON objects of API.md."""
+
+from __future__ import annotations
+
+from typing import Any
+
+Schema = dict[str, Any]
+
+JOB_STATUSES = ["queued", "in_progress", "completed", "failed", "cancelled"]
+TERMINAL_STATUSES = ["completed", "failed", "cancelled"]
+PRIORITIES = ["interactive", "batch"]
+ROLES = ["system", "developer", "user", "assistant", "tool", "function"]
+
+
+def ref(name: str) -> Schema:
+    """A reference to the component schema `name`."""
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+def _object(required: list[str], closed: bool = True, **properties: Schema) -> Schema:
+    """An object schema; `closed` forbids properties other than those listed."""
+    schema: Schema = {"type": "object", "required": required, "properties": properties}
+    if closed:
+        schema["additionalProperties"] = False
+    return schema
+
+
+def _const(value: str) -> Schema:
+    return {"type": "string", "const": value}
+
+
+def _nullable(type_: str, description: str) -> Schema:
+    return {"type": [type_, "null"], "description": description}
+
+
+def _error_schemas() -> dict[str, Schema]:
+    """OpenAI's error body, and the error of a failed job."""
+    detail = _object(
+        ["message", "type", "param", "code"],
+        message={"type": "string", "description": "A sentence for people."},
+        type={"type": "string", "examples": ["invalid_request_error", "server_error"]},
+        param=_nullable("string", "The request field or header at fault, if one is."),
+        code=_nullable("string", "A stable machine-readable code; see each response."),
+    )
+    job_error = _object(
+        ["type", "code", "message"],
+        type={"type": "string"},
+        code={"type": "string", "examples": ["upstream_error", "upstream_timeout"]},
+        message={"type": "string"},
+    )
+    job_error["description"] = "Why a job failed; never a traceback, never a secret."
+    return {"Error": _object(["error"], error=detail), "JobError": job_error}
+
+
+def _request_schemas() -> dict[str, Schema]:
+    """The chat-completion request, as OpenAI defines it; unknown fields pass through."""
+    message = _object(
+        ["role"],
+        closed=False,
+        role={"type": "string", "enum": ROLES},
+        content={
+            "type": ["string", "array", "null"],
+            "items": {"type": "object"},
+            "description": "Text, or a list of content parts; required unless `tool_calls`.",
+        },
+    )
+    message["anyOf"] = [{"required": ["content"]}, {"required": ["tool_calls"]}]
+    number, integer = {"type": "number"}, {"type": "integer"}
+    request = _object(
+        ["messages"],
+        closed=False,
+        model={"type": "string", "minLength": 1, "description": "Default: CHATQ_DEFAULT_MODEL."},
+        messages={"type": "array", "minItems": 1, "items": ref("ChatMessage")},
+        stream={"type": "boolean", "default": False},
+        temperature=number, top_p=number, max_tokens=integer, seed=integer,
+        stop={"type": ["string", "array"], "items": {"type": "string"}},
+        response_format={"type": "object"},
+        tools={"type": "array", "items": {"type": "object"}},
+    )
+    request["description"] = "OpenAI's request; fields not listed go to the upstream unchanged."
+    job_request = {
+        "allOf": [ref("ChatCompletionRequest")],
+        "properties": {"stream": {"const": False, "description": "`true` is a 400 here."}},
+    }
+    return {"ChatMessage": message, "ChatCompletionRequest": request, "JobRequest": job_request}
+
+
+def _upstream_schemas() -> dict[str, Schema]:
+    """Objects the upstream makes, passed through unchanged: only their outline is fixed."""
+    completion = _object(
+        ["object", "choices"],
+        closed=False,
+        id={"type": "string"},
+        object=_const("chat.completion"),
+        model={"type": "string"},
+        choices={"type": "array", "items": {"type": "object"}},
+        usage={"type": "object"},
+    )
+    chunk = _object(
+        ["object", "choices"], closed=False, object=_const("chat.completion.chunk"),
+        choices={"type": "array", "items": {"type": "object"}},
+    )
+    model = _object(["id", "object"], closed=False, id={"type": "string"}, object=_const("model"))
+    models = _object(
+        ["object", "data"], closed=False, object=_const("list"),
+        data={"type": "array", "items": ref("Model")},
+    )
+    return {"ChatCompletion": completion, "ChatCompletionChunk": chunk,
+            "Model": model, "ModelList": models}
+
+
+def _job_schema() -> Schema:
+    """The job object, exactly the fields of API.md."""
+    job = _object(
+        [],
+        id={"type": "string", "pattern": "^job_[A-Za-z0-9_-]+$"},
+        object=_const("chat.completion.job"),
+        status={"type": "string", "enum": JOB_STATUSES},
+        model={"type": "string"},
+        priority={"type": "string", "enum": PRIORITIES},
+        created_at={"type": "number", "description": "Unix time, seconds."},
+        started_at=_nullable("number", "Unix time the current attempt started."),
+        completed_at=_nullable("number", "Unix time the job ended."),
+        cached={"type": "boolean", "description": "Answered from the result cache."},
+        attempts={"type": "integer", "minimum": 0},
+        output_text={"type": "string", "description": "Text so far; partial while running."},
+        result={"oneOf": [ref("ChatCompletion"), {"type": "null"}],
+                "description": "The upstream's `chat.completion`, once completed."},
+        error={"oneOf": [ref("JobError"), {"type": "null"}], "description": "Once failed."},
+    )
+    job["required"] = list(job["properties"])
+    return job
+
+
+def _event_schemas() -> dict[str, Schema]:
+    """The events of a job and a page of them."""
+    string = {"type": "string"}
+    events = {
+        "StatusEvent": _object(["type", "status"], type=_const("status"),
+                               status={"type": "string", "enum": JOB_STATUSES}),
+        "DeltaEvent": _object(["type", "delta"], type=_const("delta"), delta=string),
+        "ResetEvent": _object(["type"], type=_const("reset")),
+        "EndEvent": _object(["type", "status"], type=_const("end"),
+                            status={"type": "string", "enum": TERMINAL_STATUSES},
+                            finish_reason={"type": ["string", "null"]}),
+    }
+    mapping = {name.removesuffix("Event").lower(): ref(name)["$ref"] for name in events}
+    event = {"oneOf": [ref(name) for name in events],
+             "discriminator": {"propertyName": "type", "mapping": mapping}}
+    page = _object(
+        ["object", "job_id", "status", "events", "cursor", "done"],
+        object=_const("chat.completion.job.events"),
+        job_id=string,
+        status={"type": "string", "enum": JOB_STATUSES},
+        events={"type": "array", "items": ref("Event")},
+        cursor={"type": "string", "description": "Opaque: pass it back as `cursor`."},
+        done={"type": "boolean", "description": "The job is terminal; no event follows."},
+    )
+    return {**events, "Event": event, "EventsPage": page}
+
+
+def _queue_schema() -> Schema:
+    """The load figures of GET /v1/queue."""
+    number, count = {"type": "number", "minimum": 0}, {"type": "integer", "minimum": 0}
+    queue = _object(["depth", "oldest_age_s"], depth=count, oldest_age_s=number)
+    return _object(
+        ["queues", "in_progress", "workers", "arrival_rate_per_s", "mean_job_seconds",
+         "recommended_concurrency"],
+        queues=_object(["interactive", "batch"], interactive=queue, batch=queue),
+        in_progress=count,
+        workers=_object(["count", "slots", "busy"], count=count, slots=count, busy=count),
+        arrival_rate_per_s=number,
+        mean_job_seconds=number,
+        recommended_concurrency={
+            **count, "description": "ceil(arrival_rate_per_s * mean_job_seconds * 1.2)"
+        },
+    )
+
+
+def schemas() -> dict[str, Schema]:
+    """All component schemas, by name."""
+    health = _object(["status"], closed=False, status={"type": "string"},
+                     redis={"type": "boolean"})
+    return {
+        **_error_schemas(),
+        **_request_schemas(),
+        **_upstream_schemas(),
+        "Job": _job_schema(),
+        **_event_schemas(),
+        "Queue": _queue_schema(),
+        "Health": health,
+    }
