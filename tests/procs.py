@@ -68,7 +68,7 @@ class Proc:
         if self.alive():
             os.kill(self.pid, sig)
 
-    def stop(self, timeout_s: float = 15.0) -> None:
+    def stop(self, timeout_s: float = 5.0) -> None:
         """SIGTERM, then SIGKILL of its whole process group if it lingers."""
         if self.process is None:
             return

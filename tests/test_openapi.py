@@ -1,0 +1,160 @@
+"""The OpenAPI document: a valid 3.1 document of every endpoint of API.md, and what is served."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import requests
+from jsonschema import Draft202012Validator
+from openapi_spec_validator import OpenAPIV31SpecValidator, validate
+from referencing import Registry, Resource
+from referencing.jsonschema import DRAFT202012
+
+from tests.conftest import Stack
+from web.openapi import document
+
+# The endpoints of API.md, by path, with their methods.
+CONTRACT_PATHS = {
+    "/v1/jobs": {"post"},
+    "/v1/jobs/{id}": {"get"},
+    "/v1/jobs/{id}/result": {"get"},
+    "/v1/jobs/{id}/events": {"get"},
+    "/v1/jobs/{id}/cancel": {"post"},
+    "/v1/chat/completions": {"post"},
+    "/v1/models": {"get"},
+    "/v1/queue": {"get"},
+    "/healthz": {"get"},
+    "/readyz": {"get"},
+    "/metrics": {"get"},
+    "/openapi.json": {"get"},
+    "/": {"get"},
+}
+OPEN_PATHS = {"/healthz", "/readyz", "/metrics", "/openapi.json", "/"}
+
+# "The job object" of API.md.
+JOB_FIELDS = {
+    "id", "object", "status", "model", "priority", "created_at", "started_at", "completed_at",
+    "cached", "attempts", "output_text", "result", "error",
+}
+
+DOC_URI = "urn:chatq:openapi"
+
+
+def _operations(doc: dict[str, Any]) -> list[tuple[str, str, dict[str, Any]]]:
+    return [(path, method, op) for path, item in doc["paths"].items()
+            for method, op in item.items()]
+
+
+def _validator(doc: dict[str, Any], name: str) -> Draft202012Validator:
+    """A JSON Schema validator for the component `name`, its `$ref`s resolved in `doc`."""
+    resource = Resource.from_contents(doc, default_specification=DRAFT202012)
+    registry: Registry[Any] = Registry().with_resource(DOC_URI, resource)
+    schema = {"$ref": f"{DOC_URI}#/components/schemas/{name}"}
+    return Draft202012Validator(schema, registry=registry)
+
+
+def test_document_is_a_valid_openapi_3_1_document() -> None:
+    doc = document()
+    assert doc["openapi"] == "3.1.0"
+    validate(doc, cls=OpenAPIV31SpecValidator)
+
+
+def test_every_endpoint_of_the_contract_is_described_with_its_methods() -> None:
+    paths = document()["paths"]
+    assert {path: set(item) for path, item in paths.items()} == CONTRACT_PATHS
+
+
+def test_v1_endpoints_need_a_bearer_key_and_the_open_ones_none() -> None:
+    doc = document()
+    assert doc["components"]["securitySchemes"]["bearerAuth"] == {
+        "type": "http", "scheme": "bearer", "description": "A key from CHATQ_API_KEYS."}
+    for path, method, op in _operations(doc):
+        security = op.get("security", doc.get("security"))
+        if path in OPEN_PATHS:
+            assert security == [], (path, method)
+            assert "401" not in op["responses"], (path, method)
+        else:
+            assert path.startswith("/v1/")
+            assert security == [{"bearerAuth": []}], (path, method)
+            assert "401" in op["responses"], (path, method)
+
+
+def test_job_schema_has_exactly_the_fields_of_the_contract() -> None:
+    job = document()["components"]["schemas"]["Job"]
+    assert set(job["properties"]) == JOB_FIELDS
+    assert set(job["required"]) == JOB_FIELDS
+    assert job["additionalProperties"] is False
+    assert job["properties"]["status"]["enum"] == [
+        "queued", "in_progress", "completed", "failed", "cancelled"]
+    assert job["properties"]["started_at"]["type"] == ["number", "null"]
+
+
+def test_every_error_response_is_openai_shaped_with_retry_after_where_due() -> None:
+    doc = document()
+    for path, method, op in _operations(doc):
+        for status, response in op["responses"].items():
+            if int(status) < 400:
+                continue
+            schema = response["content"]["application/json"]["schema"]
+            assert schema == {"$ref": "#/components/schemas/Error"}, (path, method, status)
+            if status in ("429", "503"):
+                assert "Retry-After" in response["headers"], (path, method, status)
+
+
+def test_job_endpoints_answer_a_pending_job_with_its_location() -> None:
+    paths = document()["paths"]
+    for path, method in [("/v1/jobs", "post"), ("/v1/jobs/{id}", "get"),
+                         ("/v1/jobs/{id}/result", "get"), ("/v1/chat/completions", "post")]:
+        accepted = paths[path][method]["responses"]["202"]
+        assert accepted["content"]["application/json"]["schema"]["$ref"].endswith("/Job")
+        assert "Location" in accepted["headers"], path
+
+
+def test_request_body_schema_accepts_openai_requests_and_rejects_bad_ones() -> None:
+    doc = document()
+    check = _validator(doc, "ChatCompletionRequest")
+    good = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "temperature": 0}
+    assert check.is_valid(good)
+    assert check.is_valid({"messages": [{"role": "assistant", "content": None,
+                                         "tool_calls": [{"id": "t"}]}]})
+    assert not check.is_valid({"model": "m"})
+    assert not check.is_valid({"messages": []})
+    assert not check.is_valid({"messages": [{"role": "robot", "content": "hi"}]})
+    jobs_body = _validator(doc, "JobRequest")
+    assert jobs_body.is_valid(good) and not jobs_body.is_valid({**good, "stream": True})
+
+
+def test_served_document_equals_the_module_document(stack: Stack) -> None:
+    r = requests.get(f"{stack.url}/openapi.json", timeout=10)
+    assert r.status_code == 200
+    assert r.headers["Content-Type"].startswith("application/json")
+    assert r.json() == document()
+
+
+def test_served_jobs_match_the_job_schema(stack: Stack) -> None:
+    doc = document()
+    check_job = _validator(doc, "Job")
+    accepted = stack.submit("schema check", model="fake:ttft=0.3")
+    assert accepted.status_code == 202
+    check_job.validate(accepted.json())
+    done = stack.get(accepted.json()["id"], wait=20)
+    assert done.status_code == 200 and done.json()["status"] == "completed"
+    check_job.validate(done.json())
+    result = stack.get(accepted.json()["id"], suffix="/result")
+    assert result.status_code == 200
+    _validator(doc, "ChatCompletion").validate(result.json())
+
+
+@pytest.mark.parametrize(
+    ("status", "send"),
+    [
+        (401, lambda s: requests.get(f"{s.url}/v1/jobs/job_x", timeout=10)),
+        (404, lambda s: s.get("job_" + "A" * 32)),
+        (400, lambda s: s.submit("x", wait="soon")),
+    ],
+)
+def test_served_errors_match_the_error_schema(stack: Stack, status: int, send: Any) -> None:
+    r = send(stack)
+    assert r.status_code == status
+    _validator(document(), "Error").validate(r.json())
