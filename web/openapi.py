@@ -1,4 +1,4 @@
-"""The OpenAPI 3.1 document of the API, as /work/shared/API.md states it."""
+"""The OpenAPI 3.1 document of the API, as API.md (the HTTP contract) states it."""
 
 from __future__ import annotations
 
@@ -20,10 +20,10 @@ what it waits for happens or `N` seconds pass (capped at CHATQ_MAX_WAIT, default
 that runs out ends somewhere in [15/16 N, N]). The wait applied is echoed in
 `Preference-Applied`."""
 
-_JOB_ID: Schema = {"name": "id", "in": "path", "required": True,
-           "schema": {"type": "string", "pattern": "^job_[A-Za-z0-9_-]+$"}}
-
 _PARAMETERS: dict[str, Schema] = {
+    "JobId": {"name": "id", "in": "path", "required": True,
+              "schema": {"type": "string", "pattern": "^job_[A-Za-z0-9_-]+$"},
+              "description": "The job's id; another key's job is `404` like an unknown one."},
     "Prefer": {"name": "Prefer", "in": "header", "schema": {"type": "string"},
                "description": "RFC 7240. `wait=N`: as `?wait=N`, which wins if both are "
                               "given. `respond-async`: see /v1/chat/completions.",
@@ -57,16 +57,18 @@ _HEADERS: dict[str, Schema] = {
     "Location": {"description": "`/v1/jobs/{id}`: where to poll the job.",
                  "schema": {"type": "string"}},
     "Retry-After": {"description": "Seconds to wait before trying again.",
-                   "schema": {"type": "integer", "minimum": 0}},
+                    "schema": {"type": "integer", "minimum": 0}},
     "Preference-Applied": {"description": "The wait applied, `wait=N`, when one was asked for.",
-                          "schema": {"type": "string"}},
+                           "schema": {"type": "string"}},
     "Chatq-Job-Id": {"description": "The id of the job behind this answer.",
-                   "schema": {"type": "string"}},
+                     "schema": {"type": "string"}},
 }
 
 _BAD_BODY = ("`invalid_json`, `invalid_request`, `missing_field`, `invalid_wait`: the body is "
              "not a JSON object in UTF-8, a field or option is missing or invalid, or `wait` is "
              "not a finite number >= 0.")
+_BAD_JSON = ("`invalid_json`, `invalid_request`, `missing_field`: the body is not a JSON object "
+             "in UTF-8, or a field is missing or of the wrong type.")
 _BAD_WAIT = "`invalid_wait`: `wait` is not a finite number >= 0."
 _FULL = ("`queue_full`: queue depth over CHATQ_MAX_QUEUE_DEPTH; `backend_unavailable`: "
          "Redis cannot be reached.")
@@ -87,19 +89,13 @@ _ERRORS: dict[int, str] = {
 }
 
 
-def _header(name: str) -> Schema:
-    return {"$ref": f"#/components/headers/{name}"}
-
-
 def _param(name: str) -> Schema:
     return {"$ref": f"#/components/parameters/{name}"}
 
 
-def _wait(default_s: float | None) -> Schema:
+def _wait(default_s: float) -> Schema:
     """The `wait` query parameter, with this endpoint's default."""
-    schema: Schema = {"type": "number", "minimum": 0}
-    if default_s is not None:
-        schema["default"] = default_s
+    schema: Schema = {"type": "number", "minimum": 0, "default": default_s}
     return {"name": "wait", "in": "query", "schema": schema,
             "description": "Seconds to hold the request, fractions allowed, capped at "
                            "CHATQ_MAX_WAIT (default 55)."}
@@ -116,7 +112,7 @@ def _response(description: str, content: Schema | None = None, *headers: str) ->
     if content:
         response["content"] = _content(content)
     if headers:
-        response["headers"] = {name: _header(name) for name in headers}
+        response["headers"] = {h: {"$ref": f"#/components/headers/{h}"} for h in headers}
     return response
 
 
@@ -172,14 +168,14 @@ def _job_paths() -> dict[str, Schema]:
         "getJob", "A job's status, long-polled",
         {"200": _job_response(200), "202": _job_response(202),
          **_error_responses((400, _BAD_WAIT), 401, 404, 429, 503)},
-        _JOB_ID, _wait(0), _param("Prefer"),
+        _param("JobId"), _wait(0), _param("Prefer"),
     )
     cancel = _op(
         "cancelJob", "Cancel a queued or running job",
         {"200": _response("The job as it now is; a terminal job is left unchanged.",
                           _json("Job")),
          **_error_responses(401, 404, 429, 503)},
-        _JOB_ID,
+        _param("JobId"),
     )
     return {"/v1/jobs": {"post": create}, "/v1/jobs/{id}": {"get": get},
             "/v1/jobs/{id}/cancel": {"post": cancel}}
@@ -193,7 +189,7 @@ def _reading_paths() -> dict[str, Schema]:
          "202": _job_response(202),
          **_error_responses((400, _BAD_WAIT + " Or the job failed with `invalid_request`."),
                             401, 404, 409, (422, _FAILED_CONTEXT), 429, 502, 503, 504)},
-        _JOB_ID, _wait(25), _param("Prefer"),
+        _param("JobId"), _wait(25), _param("Prefer"),
     )
     sse = {"type": "string", "description": "Server-Sent Events until the job ends: each has "
            "`id:` (its cursor) and `data:` one Event object."}
@@ -202,8 +198,9 @@ def _reading_paths() -> dict[str, Schema]:
         {"200": _response("The events after `cursor` (empty if `wait` ran out).",
                           {"application/json": ref("EventsPage"), "text/event-stream": sse},
                           "Preference-Applied"),
-         **_error_responses((400, _BAD_WAIT), 401, 404, 429, 503)},
-        _JOB_ID, _param("Cursor"), _wait(None), _param("Prefer"), _param("Accept"),
+         **_error_responses((400, _BAD_WAIT + " `invalid_cursor`: not a cursor this API gave "
+                             "out."), 401, 404, 429, 503)},
+        _param("JobId"), _param("Cursor"), _wait(0), _param("Prefer"), _param("Accept"),
         _param("LastEventId"),
         description="Concatenating the `delta`s after the last `reset` gives the final "
                     "`output_text`.",
@@ -212,7 +209,7 @@ def _reading_paths() -> dict[str, Schema]:
 
 
 def _openai_paths() -> dict[str, Schema]:
-    """POST /v1/chat/completions and GET /v1/models."""
+    """POST /v1/chat/completions, the OpenAI front door."""
     chunks = {"type": "string", "description": "`data:` lines of `chat.completion.chunk` "
               "objects, ending in `data: [DONE]`."}
     completions = _op(
@@ -224,12 +221,17 @@ def _openai_paths() -> dict[str, Schema]:
          "202": _response("Only when asked with `Prefer: wait=N` (and N passed) or "
                           "`Prefer: respond-async`: the job.", _json("Job"),
                           "Location", "Preference-Applied", "Chatq-Job-Id"),
-         **_error_responses(400, 401, (409, "`job_cancelled`: the job was cancelled."), 413,
-                            422, 429, 502, (503, _FULL), 504)},
+         **_error_responses((400, _BAD_JSON), 401, 409, 413, 422, 429, 502, (503, _FULL),
+                            504)},
         _param("Prefer"), body="ChatCompletionRequest",
         description="Decided by `stream` in the body, not by Accept. Runs as an `interactive` "
                     "job; held until it ends (up to CHATQ_JOB_TIMEOUT).",
     )
+    return {"/v1/chat/completions": {"post": completions}}
+
+
+def _listing_paths() -> dict[str, Schema]:
+    """GET /v1/models and GET /v1/queue."""
     models = _op(
         "listModels", "The upstream's models",
         {"200": _response("OpenAI's `list` of `model` objects, passed through.",
@@ -243,8 +245,7 @@ def _openai_paths() -> dict[str, Schema]:
                           _json("Queue")),
          **_error_responses(401, 429, 503)},
     )
-    return {"/v1/chat/completions": {"post": completions}, "/v1/models": {"get": models},
-            "/v1/queue": {"get": queue}}
+    return {"/v1/models": {"get": models}, "/v1/queue": {"get": queue}}
 
 
 def _ops_paths() -> dict[str, Schema]:
@@ -283,7 +284,7 @@ def document() -> dict[str, Any]:
         "info": {"title": "chatq", "version": "0.1.0", "description": _DESCRIPTION},
         "servers": [{"url": "/"}],
         "paths": _secured({**_job_paths(), **_reading_paths(), **_openai_paths(),
-                           **_ops_paths()}),
+                           **_listing_paths(), **_ops_paths()}),
         "components": {
             "schemas": schemas(),
             "parameters": copy.deepcopy(_PARAMETERS),

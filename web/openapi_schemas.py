@@ -52,8 +52,8 @@ def _error_schemas() -> dict[str, Schema]:
     return {"Error": _object(["error"], error=detail), "JobError": job_error}
 
 
-def _request_schemas() -> dict[str, Schema]:
-    """The chat-completion request, as OpenAI defines it; unknown fields pass through."""
+def _message_schema() -> Schema:
+    """One message of a chat-completion request."""
     message = _object(
         ["role"],
         closed=False,
@@ -65,6 +65,11 @@ def _request_schemas() -> dict[str, Schema]:
         },
     )
     message["anyOf"] = [{"required": ["content"]}, {"required": ["tool_calls"]}]
+    return message
+
+
+def _request_schemas() -> dict[str, Schema]:
+    """The chat-completion request, as OpenAI defines it; unknown fields pass through."""
     number, integer = {"type": "number"}, {"type": "integer"}
     request = _object(
         ["messages"],
@@ -82,7 +87,8 @@ def _request_schemas() -> dict[str, Schema]:
         "allOf": [ref("ChatCompletionRequest")],
         "properties": {"stream": {"const": False, "description": "`true` is a 400 here."}},
     }
-    return {"ChatMessage": message, "ChatCompletionRequest": request, "JobRequest": job_request}
+    return {"ChatMessage": _message_schema(), "ChatCompletionRequest": request,
+            "JobRequest": job_request}
 
 
 def _upstream_schemas() -> dict[str, Schema]:
