@@ -158,3 +158,18 @@ def test_served_errors_match_the_error_schema(stack: Stack, status: int, send: A
     r = send(stack)
     assert r.status_code == status
     _validator(document(), "Error").validate(r.json())
+
+
+def test_served_front_door_models_and_events_match_their_schemas(stack: Stack) -> None:
+    doc, s = document(), stack.session()
+    body = {"model": "fake", "messages": [{"role": "user", "content": "front door"}]}
+    r = s.post(f"{stack.url}/v1/chat/completions", json=body, timeout=30)
+    assert r.status_code == 200 and r.headers["Chatq-Job-Id"].startswith("job_")
+    _validator(doc, "ChatCompletion").validate(r.json())
+    r = s.get(f"{stack.url}/v1/models", timeout=10)
+    assert r.status_code == 200
+    _validator(doc, "ModelList").validate(r.json())
+    job_id = stack.submit("events", wait=20).json()["id"]
+    page = stack.get(job_id, suffix="/events", wait=5)
+    assert page.status_code == 200 and page.json()["done"] is True
+    _validator(doc, "EventsPage").validate(page.json())

@@ -88,6 +88,9 @@ _ERRORS: dict[int, str] = {
     504: "The upstream timed out (`upstream_timeout`).",
 }
 
+_REUSED_OR_CONTEXT = (_ERRORS[422] + " `idempotency_key_reused`: same Idempotency-Key, "
+                      "different body.")
+
 
 def _param(name: str) -> Schema:
     return {"$ref": f"#/components/parameters/{name}"}
@@ -158,8 +161,7 @@ def _job_paths() -> dict[str, Schema]:
         "createJob", "Enqueue a chat job",
         {"200": _job_response(200, "The job ended within `wait`, or was a cache hit."),
          "202": _job_response(202, "The job, queued or running."),
-         **_error_responses(400, 401, 413, (422, _ERRORS[422] + " `idempotency_key_reused`: "
-                            "same Idempotency-Key, different body."), 429, (503, _FULL))},
+         **_error_responses(400, 401, 413, (422, _REUSED_OR_CONTEXT), 429, (503, _FULL))},
         _wait(0), _param("Prefer"), _param("Priority"), _param("IdempotencyKey"),
         _param("CacheControl"), _param("ContextOverflow"), body="JobRequest",
         description="`stream` is not allowed here: the events endpoint is the streaming view.",
@@ -220,10 +222,11 @@ def _openai_paths() -> dict[str, Schema]:
                           "Chatq-Job-Id"),
          "202": _response("Only when asked with `Prefer: wait=N` (and N passed) or "
                           "`Prefer: respond-async`: the job.", _json("Job"),
-                          "Location", "Preference-Applied", "Chatq-Job-Id"),
-         **_error_responses((400, _BAD_JSON), 401, 409, 413, 422, 429, 502, (503, _FULL),
-                            504)},
-        _param("Prefer"), body="ChatCompletionRequest",
+                          "Location", "Preference-Applied"),
+         **_error_responses((400, _BAD_JSON), 401, 409, 413, (422, _REUSED_OR_CONTEXT), 429,
+                            502, (503, _FULL), (504, _ERRORS[504] + " `job_timeout`: the job "
+                                                "did not end within CHATQ_JOB_TIMEOUT."))},
+        _param("Prefer"), _param("IdempotencyKey"), body="ChatCompletionRequest",
         description="Decided by `stream` in the body, not by Accept. Runs as an `interactive` "
                     "job; held until it ends (up to CHATQ_JOB_TIMEOUT).",
     )
