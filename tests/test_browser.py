@@ -70,8 +70,13 @@ def page(tmp_path: Path) -> Iterator[Page]:
     assert errors == [], f"the page logged errors: {errors}"
 
 
+NOT_SERVED = "GET / answered {}: is web.demo.bp registered in web/app.py?"
+
+
 def _open(page: Page, stack: Stack) -> None:
-    page.goto(stack.url + "/")
+    resp = page.goto(stack.url + "/")
+    status = resp.status if resp else None
+    assert status == 200, NOT_SERVED.format(status)
     page.wait_for_selector("#send")
 
 
@@ -97,7 +102,7 @@ def _job_id(page: Page) -> str:
 
 def test_page_loads_without_a_key(stack: Stack) -> None:
     resp = requests.get(stack.url + "/", timeout=10)
-    assert resp.status_code == 200
+    assert resp.status_code == 200, NOT_SERVED.format(resp.status_code)
     assert resp.headers["Content-Type"].startswith("text/html")
     assert "script-src 'self'" in resp.headers["Content-Security-Policy"]
     for asset in ("/demo/demo.js", "/demo/demo.css"):

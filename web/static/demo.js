@@ -25,7 +25,7 @@
 
   function show(node, visible) {
     node.hidden = !visible;
-    node.style.display = visible ? '' : 'none'; // for browsers without `hidden`
+    node.style.display = visible ? '' : 'none'; // for browsers without the hidden attribute
   }
 
   function storageGet(name) {
@@ -128,7 +128,7 @@
   function retryDelayMs(xhr, attempt) {
     var header = xhr ? parseFloat(xhr.getResponseHeader('Retry-After')) : NaN;
     if (header >= 0 && header < 60) {
-      return header * 1000;
+      return Math.max(header * 1000, 500);
     }
     return Math.min(1000 * Math.pow(2, attempt), 15000);
   }
@@ -143,6 +143,7 @@
       setStatus(status);
     }
     if (message) {
+      turn.error = message;
       showError(message);
     }
     setBusy(false);
@@ -153,7 +154,8 @@
     request('GET', '/v1/jobs/' + encodeURIComponent(turn.jobId), turn.key, null,
       function (status, data) {
         if (turn === current && data && data.error && data.error.message) {
-          showError('The job failed: ' + data.error.message);
+          turn.error = 'The job failed: ' + data.error.message;
+          showError(turn.error);
         }
       });
   }
@@ -230,7 +232,7 @@
     }
     turn.jobId = data.id;
     turn.status = data.status || 'queued';
-    ui.job.textContent = ' · job ' + data.id;
+    ui.job.textContent = ' · ' + data.id;
     setStatus(turn.status);
     if (ui.prompt.value === turn.prompt) {
       ui.prompt.value = ''; // kept until now so that a failed submission can be retried
@@ -255,9 +257,11 @@
     answer.className = 'answer';
     answer.textContent = turn.text;
     meta.className = 'meta';
-    meta.textContent = turn.status + (turn.jobId ? ' · job ' + turn.jobId : '');
+    meta.textContent = turn.status + ' · ' + turn.jobId + (turn.error ? ' · ' + turn.error : '');
     item.appendChild(question);
-    item.appendChild(answer);
+    if (turn.text) {
+      item.appendChild(answer);
+    }
     item.appendChild(meta);
     ui.log.appendChild(item);
     show(ui.logEmpty, false);
@@ -267,7 +271,9 @@
     if (current && current.jobId) {
       archive(current);
     }
-    current = { prompt: prompt, key: key, jobId: '', text: '', status: '', active: true };
+    current = {
+      prompt: prompt, key: key, jobId: '', text: '', status: '', error: '', active: true
+    };
     showError('');
     ui.finish.textContent = '';
     ui.job.textContent = '';
