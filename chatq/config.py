@@ -22,6 +22,7 @@ class Settings:
     web_worker_connections: int = 12000
     worker_concurrency: int = 100
     worker_pool: str = "gevent"
+    worker_metrics_bind: str = "127.0.0.1:9101"
     api_keys: tuple[tuple[str, str], ...] = ()
     upstream_urls: tuple[str, ...] = ("http://127.0.0.1:9100/v1",)
     upstream_api_key: str = ""
@@ -35,7 +36,10 @@ class Settings:
     max_takeovers: int = 3
     queue_resend_s: float = 300.0
     connect_timeout_s: float = 5.0
-    read_timeout_s: float = 120.0
+    first_byte_timeout_s: float = 60.0
+    read_timeout_s: float = 30.0
+    cooldown_s: float = 30.0
+    cooldown_after_failures: int = 3
     max_attempts: int = 4
     retry_base_s: float = 0.5
     retry_after_max_s: float = 30.0
@@ -43,6 +47,12 @@ class Settings:
     flush_max_chars: int = 4096
     backend_retry_after_s: int = 2
     log_level: str = "INFO"
+    cache_ttl_s: int = 3600
+    max_context_tokens: int = 0
+    context_overflow: str = "reject"
+    cache_shared: bool = False
+    cache_local_entries: int = 1000
+    cache_local_ttl_s: float = 60.0
 
 
 def _text(env: Mapping[str, str], name: str, default: str) -> str:
@@ -75,6 +85,24 @@ def _float(env: Mapping[str, str], name: str, default: float, minimum: float = 0
     return value
 
 
+def _bool(env: Mapping[str, str], name: str, default: bool) -> bool:
+    raw = env.get(name, "").strip().lower()
+    if not raw:
+        return default
+    if raw in ("1", "true", "yes", "on"):
+        return True
+    if raw in ("0", "false", "no", "off"):
+        return False
+    raise ConfigError(f"{name} must be 1 or 0, got {raw!r}")
+
+
+def _choice(env: Mapping[str, str], name: str, default: str, allowed: tuple[str, ...]) -> str:
+    value = _text(env, name, default)
+    if value not in allowed:
+        raise ConfigError(f"{name} must be one of {', '.join(allowed)}, got {value!r}")
+    return value
+
+
 def parse_api_keys(raw: str) -> tuple[tuple[str, str], ...]:
     """Parse `name:key,key2` into (name, key) pairs; a bare key is its own name."""
     pairs: list[tuple[str, str]] = []
@@ -99,9 +127,6 @@ def load(env: Mapping[str, str] | None = None) -> Settings:
     """Build Settings from `env` (default: os.environ)."""
     e = os.environ if env is None else env
     d = Settings()
-    pool = _text(e, "CHATQ_WORKER_POOL", d.worker_pool)
-    if pool not in ("gevent", "threads"):
-        raise ConfigError(f"CHATQ_WORKER_POOL must be gevent or threads, got {pool!r}")
     return Settings(
         redis_url=_text(e, "CHATQ_REDIS_URL", d.redis_url),
         bind=_text(e, "CHATQ_BIND", d.bind),
@@ -110,7 +135,8 @@ def load(env: Mapping[str, str] | None = None) -> Settings:
             e, "CHATQ_WEB_WORKER_CONNECTIONS", d.web_worker_connections, 1
         ),
         worker_concurrency=_int(e, "CHATQ_WORKER_CONCURRENCY", d.worker_concurrency, 1),
-        worker_pool=pool,
+        worker_metrics_bind=e.get("CHATQ_WORKER_METRICS_BIND", d.worker_metrics_bind).strip(),
+        worker_pool=_choice(e, "CHATQ_WORKER_POOL", d.worker_pool, ("gevent", "threads")),
         api_keys=parse_api_keys(e.get("CHATQ_API_KEYS", "")),
         upstream_urls=_urls(e.get("CHATQ_UPSTREAM_URLS", ""), d.upstream_urls),
         upstream_api_key=e.get("CHATQ_UPSTREAM_API_KEY", "").strip(),
@@ -124,7 +150,14 @@ def load(env: Mapping[str, str] | None = None) -> Settings:
         max_takeovers=_int(e, "CHATQ_MAX_TAKEOVERS", d.max_takeovers),
         queue_resend_s=_float(e, "CHATQ_QUEUE_RESEND", d.queue_resend_s, 1.0),
         connect_timeout_s=_float(e, "CHATQ_UPSTREAM_CONNECT_TIMEOUT", d.connect_timeout_s, 0.01),
+        first_byte_timeout_s=_float(
+            e, "CHATQ_UPSTREAM_FIRST_BYTE_TIMEOUT", d.first_byte_timeout_s, 0.01
+        ),
         read_timeout_s=_float(e, "CHATQ_UPSTREAM_READ_TIMEOUT", d.read_timeout_s, 0.01),
+        cooldown_s=_float(e, "CHATQ_UPSTREAM_COOLDOWN", d.cooldown_s, 0.1),
+        cooldown_after_failures=_int(
+            e, "CHATQ_UPSTREAM_COOLDOWN_AFTER", d.cooldown_after_failures, 1
+        ),
         max_attempts=_int(e, "CHATQ_UPSTREAM_MAX_ATTEMPTS", d.max_attempts, 1),
         retry_base_s=_float(e, "CHATQ_RETRY_BASE", d.retry_base_s),
         retry_after_max_s=_float(e, "CHATQ_RETRY_AFTER_MAX", d.retry_after_max_s),
@@ -132,4 +165,12 @@ def load(env: Mapping[str, str] | None = None) -> Settings:
         flush_max_chars=_int(e, "CHATQ_FLUSH_MAX_CHARS", d.flush_max_chars, 1),
         backend_retry_after_s=_int(e, "CHATQ_BACKEND_RETRY_AFTER", d.backend_retry_after_s, 1),
         log_level=_text(e, "CHATQ_LOG_LEVEL", d.log_level).upper(),
+        cache_ttl_s=_int(e, "CHATQ_CACHE_TTL", d.cache_ttl_s),
+        max_context_tokens=_int(e, "CHATQ_MAX_CONTEXT_TOKENS", d.max_context_tokens),
+        context_overflow=_choice(
+            e, "CHATQ_CONTEXT_OVERFLOW", d.context_overflow, ("reject", "truncate_oldest")
+        ),
+        cache_shared=_bool(e, "CHATQ_CACHE_SHARED", d.cache_shared),
+        cache_local_entries=_int(e, "CHATQ_CACHE_LOCAL_ENTRIES", d.cache_local_entries),
+        cache_local_ttl_s=_float(e, "CHATQ_CACHE_LOCAL_TTL", d.cache_local_ttl_s),
     )

@@ -29,3 +29,28 @@ def idempotency(owner: str, idem_key: str) -> str:
 def leases() -> str:
     """Sorted set: job id -> unix time by which its holder must have renewed it; no expiry."""
     return PREFIX + "leases"
+
+
+def cooldown(endpoint_id: str) -> str:
+    """String: present while an upstream endpoint cools down; expires after CHATQ_UPSTREAM_COOLDOWN s."""
+    return f"{PREFIX}cooldown:{endpoint_id}"
+
+
+def upstream_failures(endpoint_id: str) -> str:
+    """String (counter): recent consecutive failures of an endpoint; expires 60 s after the last."""
+    return f"{PREFIX}upstream_failures:{endpoint_id}"
+
+
+def followers(job_id: str) -> str:
+    """Set: ids of the jobs that share this (leader) job's upstream call; expires with it."""
+    return f"{PREFIX}followers:{job_id}"
+
+
+def inflight(cache_key: str) -> str:
+    """String: id of the job now running for this cache key; deleted when it ends."""
+    return f"{PREFIX}inflight:{cache_key}"
+
+
+def cache(cache_key: str) -> str:
+    """String: a completed result (chat.completion JSON); expires after its cache TTL."""
+    return f"{PREFIX}cache:{cache_key}"

@@ -1,159 +1,240 @@
-"""Lua sources of the job state machine; each runs as one atomic step in Redis."""
+"""Lua sources of the job state machine; each runs as one atomic step in Redis.
 
-# Shared helpers, prepended to every script. A job's events stream is KEYS[2].
-PRELUDE = """
+The scripts build key names from job ids with the same scheme as chatq/keys.py (so a
+leader can reach its followers); chatq runs on one Redis, not a cluster.
+"""
+
+from chatq import keys
+
+# Shared helpers, prepended to every script.
+PRELUDE = (
+    "local P = '" + keys.PREFIX + "'\n"
+    + """
+local function K(kind, id) return P .. kind .. ':' .. id end
 local function terminal(st)
   return st == 'completed' or st == 'failed' or st == 'cancelled'
 end
-local function event(kind, value, extra)
+local function event(id, kind, value, extra)
   if extra then
-    return redis.call('XADD', KEYS[2], '*', 't', kind, 'v', value, 'f', extra)
+    return redis.call('XADD', K('events', id), '*', 't', kind, 'v', value, 'f', extra)
   end
-  return redis.call('XADD', KEYS[2], '*', 't', kind, 'v', value)
+  return redis.call('XADD', K('events', id), '*', 't', kind, 'v', value)
 end
-local function notify(job_id, st)
-  redis.call('PUBLISH', 'chatq:notify', job_id .. ' ' .. st)
+local function notify(id, st)
+  redis.call('PUBLISH', P .. 'notify', id .. ' ' .. st)
 end
-local function owned(run_id)
-  local v = redis.call('HMGET', KEYS[1], 'status', 'run')
-  return v[1] == 'in_progress' and v[2] == run_id
+local function owned(id, run)
+  local v = redis.call('HMGET', K('job', id), 'status', 'run')
+  return v[1] == 'in_progress' and v[2] == run
 end
-local function expire_all(ttl)
-  redis.call('EXPIRE', KEYS[1], ttl)
-  redis.call('EXPIRE', KEYS[2], ttl)
+local function expire_all(id, ttl)
+  redis.call('EXPIRE', K('job', id), ttl)
+  redis.call('EXPIRE', K('events', id), ttl)
 end
-local function close(job_id, st, now, ttl, reason)
-  redis.call('HSET', KEYS[1], 'status', st, 'completed_at', now, 'run', '')
-  event('status', st)
-  event('end', st, reason)
-  redis.call('ZREM', KEYS[3], job_id)
-  expire_all(ttl)
-  notify(job_id, st)
+-- The job and the followers that share its upstream call.
+local function group(id)
+  local ids = redis.call('SMEMBERS', K('followers', id))
+  table.insert(ids, 1, id)
+  return ids
+end
+local function reset(id)
+  if redis.call('HGET', K('job', id), 'output_text') ~= '' then
+    redis.call('HSET', K('job', id), 'output_text', '')
+    event(id, 'reset', '')
+    notify(id, 'in_progress')
+  end
+end
+local function append(id, text)
+  local out = redis.call('HGET', K('job', id), 'output_text')
+  redis.call('HSET', K('job', id), 'output_text', out .. text)
+  event(id, 'delta', text)
+  notify(id, 'in_progress')
+end
+local function set_status(id, st, now)
+  redis.call('HSET', K('job', id), 'status', st)
+  if st == 'in_progress' and redis.call('HGET', K('job', id), 'started_at') == '' then
+    redis.call('HSET', K('job', id), 'started_at', now)
+  end
+  event(id, 'status', st)
+  notify(id, st)
+end
+local function release_flight(id)
+  local flight = redis.call('HGET', K('job', id), 'flight')
+  if flight and flight ~= '' and redis.call('GET', K('inflight', flight)) == id then
+    redis.call('DEL', K('inflight', flight))
+  end
+end
+local function close(id, st, now, ttl, reason, fields)
+  local key = K('job', id)
+  redis.call('HSET', key, 'status', st, 'completed_at', now, 'run', '')
+  if fields and #fields > 0 then redis.call('HSET', key, unpack(fields)) end
+  event(id, 'status', st)
+  event(id, 'end', st, reason)
+  redis.call('ZREM', P .. 'leases', id)
+  expire_all(id, ttl)
+  notify(id, st)
+end
+-- Ends a leader and its followers alike; the cache keeps a completed result.
+local function close_group(id, st, now, ttl, reason, fields)
+  local ids = group(id)
+  for _, j in ipairs(ids) do close(j, st, now, ttl, reason, fields) end
+  redis.call('DEL', K('followers', id))
+  release_flight(id)
 end
 """
+)
 
-# KEYS job, events, leases, idem ('' for none). ARGV id, ttl, deadline, idem value, fields...
+# ARGV id, ttl, lease deadline, idem key, idem value, flight, flight ttl, state, fields...
+# state 'new' queues the job; 'done' records a finished one (a cache hit).
+# Answers {'created'}, {'idem', earlier value} or {'follower', leader id}.
 CREATE = """
-if KEYS[4] ~= '' then
-  local prev = redis.call('GET', KEYS[4])
-  if prev then return prev end
-  redis.call('SET', KEYS[4], ARGV[4], 'EX', ARGV[2])
+local id, ttl = ARGV[1], ARGV[2]
+if ARGV[4] ~= '' then
+  local prev = redis.call('GET', ARGV[4])
+  if prev then return {'idem', prev} end
+  redis.call('SET', ARGV[4], ARGV[5], 'EX', ttl)
 end
-redis.call('HSET', KEYS[1], unpack(ARGV, 5))
-event('status', 'queued')
-expire_all(ARGV[2])
-redis.call('ZADD', KEYS[3], ARGV[3], ARGV[1])
-return ''
+redis.call('HSET', K('job', id), unpack(ARGV, 9))
+if ARGV[8] == 'done' then
+  event(id, 'status', 'completed')
+  event(id, 'delta', redis.call('HGET', K('job', id), 'output_text'))
+  event(id, 'end', 'completed', redis.call('HGET', K('job', id), 'finish_reason'))
+  expire_all(id, ttl)
+  return {'created'}
+end
+event(id, 'status', 'queued')
+expire_all(id, ttl)
+if ARGV[6] ~= '' then
+  local leader = redis.call('GET', K('inflight', ARGV[6]))
+  local lst = leader and redis.call('HGET', K('job', leader), 'status')
+  if lst and not terminal(lst) then
+    redis.call('HSET', K('job', id), 'leader', leader)
+    redis.call('SADD', K('followers', leader), id)
+    redis.call('EXPIRE', K('followers', leader), ttl)
+    if lst == 'in_progress' then set_status(id, lst, ARGV[3]) end
+    local out = redis.call('HGET', K('job', leader), 'output_text')
+    if out ~= '' then append(id, out) end
+    return {'follower', leader}
+  end
+  redis.call('SET', K('inflight', ARGV[6]), id, 'EX', ARGV[7])
+  redis.call('HSET', K('job', id), 'flight', ARGV[6])
+end
+redis.call('ZADD', P .. 'leases', ARGV[3], id)
+return {'created'}
 """
 
-# KEYS job, events, leases. ARGV id, resend deadline. Once the message is sent, a queued
-# job's lease only guards against a message the broker lost: it becomes long.
+# ARGV id, resend deadline. Once the message is sent, a queued job's lease only guards
+# against a message the broker lost: it becomes long.
 SENT = """
-if redis.call('HGET', KEYS[1], 'status') == 'queued' then
-  redis.call('ZADD', KEYS[3], 'XX', ARGV[2], ARGV[1])
+if redis.call('HGET', K('job', ARGV[1]), 'status') == 'queued' then
+  redis.call('ZADD', P .. 'leases', 'XX', ARGV[2], ARGV[1])
 end
 return 1
 """
 
-# KEYS job, events, leases. ARGV id, run id, now, lease deadline.
+# ARGV id, run id, now, lease deadline.
 CLAIM = """
-local st = redis.call('HGET', KEYS[1], 'status')
+local id = ARGV[1]
+local st = redis.call('HGET', K('job', id), 'status')
 if st ~= 'queued' then return st or 'missing' end
-if redis.call('HGET', KEYS[1], 'output_text') ~= '' then
-  redis.call('HSET', KEYS[1], 'output_text', '')
-  event('reset', '')
+redis.call('HSET', K('job', id), 'run', ARGV[2])
+redis.call('ZADD', P .. 'leases', ARGV[4], id)
+for _, j in ipairs(group(id)) do
+  reset(j)
+  set_status(j, 'in_progress', ARGV[3])
 end
-redis.call('HSET', KEYS[1], 'status', 'in_progress', 'run', ARGV[2])
-if redis.call('HGET', KEYS[1], 'started_at') == '' then
-  redis.call('HSET', KEYS[1], 'started_at', ARGV[3])
-end
-redis.call('ZADD', KEYS[3], ARGV[4], ARGV[1])
-event('status', 'in_progress')
-notify(ARGV[1], 'in_progress')
 return 'claimed'
 """
 
-# KEYS job, events. ARGV id, run id. Counts an upstream attempt; resets partial text.
+# ARGV id, run id. Counts an upstream attempt; resets partial text.
 ATTEMPT = """
-if not owned(ARGV[2]) then return 0 end
-redis.call('HINCRBY', KEYS[1], 'attempts', 1)
-if redis.call('HGET', KEYS[1], 'output_text') ~= '' then
-  redis.call('HSET', KEYS[1], 'output_text', '')
-  event('reset', '')
-  notify(ARGV[1], 'in_progress')
-end
+if not owned(ARGV[1], ARGV[2]) then return 0 end
+redis.call('HINCRBY', K('job', ARGV[1]), 'attempts', 1)
+for _, j in ipairs(group(ARGV[1])) do reset(j) end
 return 1
 """
 
-# KEYS job, events. ARGV id, run id, text.
+# ARGV id, run id, text.
 APPEND = """
-if not owned(ARGV[2]) then return 0 end
-local out = redis.call('HGET', KEYS[1], 'output_text')
-redis.call('HSET', KEYS[1], 'output_text', out .. ARGV[3])
-event('delta', ARGV[3])
-notify(ARGV[1], 'in_progress')
+if not owned(ARGV[1], ARGV[2]) then return 0 end
+for _, j in ipairs(group(ARGV[1])) do append(j, ARGV[3]) end
 return 1
 """
 
-# KEYS job, events, leases. ARGV id, run id, status, now, ttl, finish reason, tail,
-# then field/value pairs (result or error).
+# ARGV id, run id, status, now, ttl, finish reason, tail, then field/value pairs.
 FINISH = """
-if not owned(ARGV[2]) then return 0 end
+local id = ARGV[1]
+if not owned(id, ARGV[2]) then return 0 end
 if ARGV[7] ~= '' then
-  local out = redis.call('HGET', KEYS[1], 'output_text')
-  redis.call('HSET', KEYS[1], 'output_text', out .. ARGV[7])
-  event('delta', ARGV[7])
+  for _, j in ipairs(group(id)) do append(j, ARGV[7]) end
 end
-if #ARGV > 7 then redis.call('HSET', KEYS[1], unpack(ARGV, 8)) end
-close(ARGV[1], ARGV[3], ARGV[4], ARGV[5], ARGV[6])
+local fields = {unpack(ARGV, 8)}
+local job = redis.call('HMGET', K('job', id), 'cache_key', 'cache_ttl', 'result')
+close_group(id, ARGV[3], ARGV[4], ARGV[5], ARGV[6], fields)
+if ARGV[3] == 'completed' and job[1] and job[1] ~= '' then
+  local result = redis.call('HGET', K('job', id), 'result')
+  redis.call('SET', K('cache', job[1]), result, 'EX', job[2])
+end
 return 1
 """
 
-# KEYS job, events, leases. ARGV id, now, ttl.
+# ARGV id, now, ttl, lease deadline. Followers of a cancelled leader go back to the queue
+# on their own; answers {state, ids of jobs to enqueue...}.
 CANCEL = """
-local st = redis.call('HGET', KEYS[1], 'status')
-if not st then return 'missing' end
-if terminal(st) then return st end
-close(ARGV[1], 'cancelled', ARGV[2], ARGV[3], 'cancelled')
-return 'cancelled'
+local id = ARGV[1]
+local v = redis.call('HMGET', K('job', id), 'status', 'leader')
+if not v[1] then return {'missing'} end
+if terminal(v[1]) then return {v[1]} end
+if v[2] and v[2] ~= '' then redis.call('SREM', K('followers', v[2]), id) end
+local out = {'cancelled'}
+for _, f in ipairs(redis.call('SMEMBERS', K('followers', id))) do
+  redis.call('HDEL', K('job', f), 'leader')
+  reset(f)
+  set_status(f, 'queued', ARGV[2])
+  redis.call('ZADD', P .. 'leases', ARGV[4], f)
+  table.insert(out, f)
+end
+redis.call('DEL', K('followers', id))
+release_flight(id)
+close(id, 'cancelled', ARGV[2], ARGV[3], 'cancelled', nil)
+return out
 """
 
-# KEYS job, events, leases. ARGV id, now, new deadline, max takeovers, ttl, error json.
+# ARGV id, now, new deadline, max takeovers, ttl, error json.
 # A queued job is sent again ('resend'); a running one whose worker stopped renewing its
 # lease goes back to the queue ('requeued') or, taken over too often, fails.
 REQUEUE = """
-local score = redis.call('ZSCORE', KEYS[3], ARGV[1])
+local id = ARGV[1]
+local score = redis.call('ZSCORE', P .. 'leases', id)
 if not score or tonumber(score) > tonumber(ARGV[2]) then return 'fresh' end
-local st = redis.call('HGET', KEYS[1], 'status')
+local st = redis.call('HGET', K('job', id), 'status')
 if not st or terminal(st) then
-  redis.call('ZREM', KEYS[3], ARGV[1])
+  redis.call('ZREM', P .. 'leases', id)
   return 'gone'
 end
 if st == 'queued' then
-  redis.call('ZADD', KEYS[3], ARGV[3], ARGV[1])
+  redis.call('ZADD', P .. 'leases', ARGV[3], id)
   return 'resend'
 end
-if redis.call('HINCRBY', KEYS[1], 'takeovers', 1) > tonumber(ARGV[4]) then
-  redis.call('HSET', KEYS[1], 'error', ARGV[6])
-  close(ARGV[1], 'failed', ARGV[2], ARGV[5], 'error')
+if redis.call('HINCRBY', K('job', id), 'takeovers', 1) > tonumber(ARGV[4]) then
+  close_group(id, 'failed', ARGV[2], ARGV[5], 'error', {'error', ARGV[6]})
   return 'failed'
 end
-redis.call('HSET', KEYS[1], 'status', 'queued', 'run', '')
-redis.call('ZADD', KEYS[3], ARGV[3], ARGV[1])
-event('status', 'queued')
-notify(ARGV[1], 'queued')
+redis.call('HSET', K('job', id), 'run', '')
+redis.call('ZADD', P .. 'leases', ARGV[3], id)
+for _, j in ipairs(group(id)) do set_status(j, 'queued', ARGV[2]) end
 return 'requeued'
 """
 
-# KEYS leases, job 1..n. ARGV deadline, then (id, run id) per job. Renews the leases
-# still held; answers each job's status, or 'lost' when another run holds it now.
+# KEYS none. ARGV deadline, then (id, run id) per job. Renews the leases still held;
+# answers each job's status, or 'lost' when another run holds it now.
 HEARTBEAT = """
 local out = {}
-for i = 2, #KEYS do
-  local id, run = ARGV[2 * i - 2], ARGV[2 * i - 1]
-  local v = redis.call('HMGET', KEYS[i], 'status', 'run')
+for i = 2, #ARGV, 2 do
+  local id, run = ARGV[i], ARGV[i + 1]
+  local v = redis.call('HMGET', K('job', id), 'status', 'run')
   if v[2] == run and v[1] == 'in_progress' then
-    redis.call('ZADD', KEYS[1], ARGV[1], id)
+    redis.call('ZADD', P .. 'leases', ARGV[1], id)
     out[#out + 1] = 'in_progress'
   elseif v[1] == 'cancelled' then
     out[#out + 1] = 'cancelled'

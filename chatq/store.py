@@ -41,24 +41,31 @@ class Event:
         return {"type": self.type}
 
 
+@dataclass(frozen=True)
+class Created:
+    """How a create went: 'created', 'idem' (value: the earlier "id digest") or
+    'follower' (value: the leader's id)."""
+
+    kind: str
+    value: str = ""
+
+
 class Store:
     """Job records in one Redis; every state change is one Lua script."""
 
     def __init__(self, client: redis.Redis, job_ttl_s: int) -> None:
         self.redis = client
         self.job_ttl_s = job_ttl_s
-        self._create = client.register_script(lua.PRELUDE + lua.CREATE)
-        self._sent = client.register_script(lua.SENT)
-        self._claim = client.register_script(lua.PRELUDE + lua.CLAIM)
-        self._attempt = client.register_script(lua.PRELUDE + lua.ATTEMPT)
-        self._append = client.register_script(lua.PRELUDE + lua.APPEND)
-        self._finish = client.register_script(lua.PRELUDE + lua.FINISH)
-        self._cancel = client.register_script(lua.PRELUDE + lua.CANCEL)
-        self._requeue = client.register_script(lua.PRELUDE + lua.REQUEUE)
-        self._heartbeat = client.register_script(lua.HEARTBEAT)
-
-    def _job_keys(self, job_id: str) -> list[str]:
-        return [keys.job(job_id), keys.events(job_id), keys.leases()]
+        script = client.register_script
+        self._create = script(lua.PRELUDE + lua.CREATE)
+        self._sent = script(lua.PRELUDE + lua.SENT)
+        self._claim = script(lua.PRELUDE + lua.CLAIM)
+        self._attempt = script(lua.PRELUDE + lua.ATTEMPT)
+        self._append = script(lua.PRELUDE + lua.APPEND)
+        self._finish = script(lua.PRELUDE + lua.FINISH)
+        self._cancel = script(lua.PRELUDE + lua.CANCEL)
+        self._requeue = script(lua.PRELUDE + lua.REQUEUE)
+        self._heartbeat = script(lua.PRELUDE + lua.HEARTBEAT)
 
     def get(self, job_id: str) -> dict[str, str] | None:
         """The job's hash, or None when it does not exist (or has expired)."""
@@ -66,36 +73,44 @@ class Store:
         return record or None
 
     def create(
-        self, record: dict[str, str], enqueue_grace_s: float, idem: tuple[str, str] | None
-    ) -> str:
-        """Write a new job; with `idem` (key, value) answer the earlier value if any, else ''."""
-        job_id = record["id"]
+        self,
+        record: dict[str, str],
+        lease_s: float,
+        idem: tuple[str, str] | None = None,
+        flight: str = "",
+        done: bool = False,
+    ) -> Created:
+        """Write a new job: queued, or already `done` (a cache hit).
+
+        With `idem` (key, value) an earlier job under that key wins; with `flight` (a
+        cache key) the job follows an identical one still running instead of running.
+        """
         idem_key, idem_value = idem if idem else ("", "")
         fields = [item for pair in record.items() for item in pair]
-        deadline = time.time() + enqueue_grace_s
-        args: list[Arg] = [job_id, self.job_ttl_s, deadline, idem_value, *fields]
-        return str(self._create(keys=[*self._job_keys(job_id), idem_key], args=args))
+        flight_ttl_s = self.job_ttl_s
+        args: list[Arg] = [
+            record["id"], self.job_ttl_s, time.time() + lease_s, idem_key, idem_value,
+            flight, flight_ttl_s, "done" if done else "new", *fields,
+        ]
+        answer = [str(x) for x in self._create(keys=[], args=args)]
+        return Created(*answer[:2])
 
     def mark_sent(self, job_id: str, resend_after_s: float) -> None:
         """Note that a queued job's message is sent: resend only if still queued much later."""
-        deadline = time.time() + resend_after_s
-        self._sent(keys=self._job_keys(job_id), args=[job_id, deadline])
+        self._sent(keys=[], args=[job_id, time.time() + resend_after_s])
 
     def claim(self, job_id: str, run_id: str, lease_s: float) -> str:
         """queued -> in_progress for `run_id`; answers 'claimed' or the state that prevented it."""
         now = time.time()
-        args: list[Arg] = [job_id, run_id, repr(now), now + lease_s]
-        return str(self._claim(keys=self._job_keys(job_id), args=args))
+        return str(self._claim(keys=[], args=[job_id, run_id, repr(now), now + lease_s]))
 
     def begin_attempt(self, job_id: str, run_id: str) -> bool:
         """Count an upstream attempt (emitting `reset` if text was sent); False if not ours."""
-        keys_ = self._job_keys(job_id)[:2]
-        return bool(self._attempt(keys=keys_, args=[job_id, run_id]))
+        return bool(self._attempt(keys=[], args=[job_id, run_id]))
 
     def append(self, job_id: str, run_id: str, text: str) -> bool:
         """Append generated text as one delta event; False if the job is no longer ours."""
-        keys_ = self._job_keys(job_id)[:2]
-        return bool(self._append(keys=keys_, args=[job_id, run_id, text]))
+        return bool(self._append(keys=[], args=[job_id, run_id, text]))
 
     def finish(
         self,
@@ -106,24 +121,26 @@ class Store:
         tail: str = "",
         finish_reason: str = "",
     ) -> bool:
-        """in_progress -> `status` with `fields`; False (and nothing written) if not ours."""
+        """in_progress -> `status` with `fields` (followers too); False if not ours."""
         flat = [item for pair in fields.items() for item in pair]
         args: list[Arg] = [
-            job_id, run_id, status, repr(time.time()), self.job_ttl_s, finish_reason, tail
+            job_id, run_id, status, repr(time.time()), self.job_ttl_s, finish_reason, tail, *flat
         ]
-        return bool(self._finish(keys=self._job_keys(job_id), args=[*args, *flat]))
+        return bool(self._finish(keys=[], args=args))
 
-    def cancel(self, job_id: str) -> str:
-        """Cancel a job unless terminal; answers 'cancelled', its terminal state or 'missing'."""
-        args: list[Arg] = [job_id, repr(time.time()), self.job_ttl_s]
-        return str(self._cancel(keys=self._job_keys(job_id), args=args))
+    def cancel(self, job_id: str, lease_s: float) -> tuple[str, list[str]]:
+        """Cancel unless terminal: ('cancelled' or the state, followers to enqueue anew)."""
+        now = time.time()
+        args: list[Arg] = [job_id, repr(now), self.job_ttl_s, now + lease_s]
+        answer = [str(x) for x in self._cancel(keys=[], args=args)]
+        return answer[0], answer[1:]
 
     def requeue_if_expired(self, job_id: str, lease_s: float, max_takeovers: int) -> str:
         """Act on a lease that ran out: 'requeued', 'resend', 'failed', 'fresh' or 'gone'."""
         now = time.time()
         error = json.dumps(WORKER_LOST)
         args: list[Arg] = [job_id, repr(now), now + lease_s, max_takeovers, self.job_ttl_s, error]
-        return str(self._requeue(keys=self._job_keys(job_id), args=args))
+        return str(self._requeue(keys=[], args=args))
 
     def expired_leases(self, limit: int = 500) -> list[str]:
         """Ids of jobs whose lease deadline has passed."""
@@ -134,12 +151,15 @@ class Store:
         """Renew the leases of (job id, run id) pairs; answers each job's state for us."""
         if not runs:
             return []
-        job_keys = [keys.job(job_id) for job_id, _ in runs]
         args: list[Arg] = [time.time() + lease_s]
         for job_id, run_id in runs:
             args += [job_id, run_id]
-        found = self._heartbeat(keys=[keys.leases(), *job_keys], args=args)
-        return [str(s) for s in found]
+        return [str(s) for s in self._heartbeat(keys=[], args=args)]
+
+    def cached_result(self, cache_key: str) -> str | None:
+        """The stored result JSON for a cache key, if any."""
+        found = self.redis.get(keys.cache(cache_key))
+        return str(found) if found is not None else None
 
     def events_after(self, job_id: str, cursor: str, count: int) -> list[Event]:
         """Up to `count` events after the stream id `cursor` ('0' for the start)."""

@@ -135,6 +135,7 @@ def start_web(env: dict[str, str]) -> tuple[Proc, str]:
 
 def start_worker(env: dict[str, str], redis_url: str) -> Proc:
     """A `python -m worker` process; returns once it consumes its queues."""
+    env = {"CHATQ_WORKER_METRICS_BIND": f"127.0.0.1:{free_port()}", **env}
     proc = Proc("worker", ["worker"], env).start()
     wait_until(lambda: "ready." in proc.log_text(), 20, "worker ready")
     return proc

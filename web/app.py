@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from flask import Flask
 
-from chatq import config, logs, redis_conn
+from chatq import config, logs, redis_conn, tokens
+from chatq.cache import LocalCache
 from chatq.celery_app import make_celery
 from chatq.config import Settings
 from chatq.notify import Listener
 from chatq.store import Store
-from web import errors, events, jobs, openai_api, ops
+from web import demo, errors, events, jobs, openai_api, ops
 from web.auth import KeyRing
 from web.context import Services
 
@@ -23,6 +24,7 @@ def _services(settings: Settings) -> Services:
         listener=Listener(client),
         celery=make_celery(settings, max_connections=settings.web_worker_connections),
         keys=KeyRing(settings.api_keys),
+        local_cache=LocalCache(settings.cache_local_entries, settings.cache_local_ttl_s),
     )
 
 
@@ -35,9 +37,11 @@ def create_app(settings: Settings | None = None) -> Flask:
     app.config["MAX_CONTENT_LENGTH"] = settings.max_body_bytes
     app.json.sort_keys = False  # type: ignore[attr-defined]
     app.extensions["chatq"] = _services(settings)
+    tokens.preload()
     errors.register(app)
     app.register_blueprint(jobs.bp)
     app.register_blueprint(events.bp)
     app.register_blueprint(openai_api.bp)
     app.register_blueprint(ops.bp)
+    app.register_blueprint(demo.bp)
     return app

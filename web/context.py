@@ -8,6 +8,7 @@ import redis
 from celery import Celery
 from flask import current_app
 
+from chatq.cache import LocalCache
 from chatq.config import Settings
 from chatq.notify import Listener
 from chatq.store import Store
@@ -24,6 +25,7 @@ class Services:
     listener: Listener
     celery: Celery
     keys: KeyRing
+    local_cache: LocalCache
 
 
 def services() -> Services:

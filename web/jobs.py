@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from flask import Blueprint, Response
+from flask import request as current_request
 
 from chatq import jobs
 from chatq.errors import ApiError, job_not_found
@@ -10,8 +11,8 @@ from web import params
 from web.auth import authenticate
 from web.context import Services, services
 from web.responses import failed_job_error, job_response, json_response
-from web.submit import submit
-from web.validate import chat_request
+from web.submit import enqueue, submit
+from web.validate import chat_request, within_context
 from web.waiting import load_owned, wait_terminal
 
 bp = Blueprint("jobs", __name__, url_prefix="/v1/jobs")
@@ -45,8 +46,11 @@ def create_job() -> Response:
             param="stream",
         )
     request = chat_request(body, svc.settings.default_model)
+    overflow = params.overflow_policy(svc.settings.context_overflow)
+    request = within_context(request, svc.settings.max_context_tokens, overflow)
     request.pop("stream", None)
-    record = submit(svc, owner, request, priority, idem_key)
+    cache_control = current_request.headers.get("Cache-Control", "")
+    record = submit(svc, owner, request, priority, idem_key, cache_control)
     return job_response(wait_terminal(svc, record, wait_s), echo)
 
 
@@ -81,6 +85,10 @@ def cancel_job(job_id: str) -> Response:
     svc = services()
     owner = authenticate(svc.keys)
     _owned(svc, owner, job_id)
-    svc.store.cancel(job_id)
+    _, detached = svc.store.cancel(job_id, svc.settings.lease_s)
+    for follower_id in detached:
+        # They were waiting on this job's upstream call: now they run on their own.
+        follower = svc.store.get(follower_id) or {}
+        enqueue(svc, follower_id, follower.get("priority") or "interactive")
     record = load_owned(svc, job_id, owner)
     return json_response(jobs.public_view(record))

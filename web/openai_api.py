@@ -8,6 +8,7 @@ from typing import Any
 
 import requests
 from flask import Blueprint, Response
+from flask import request as flask_request
 
 from chatq import jobs
 from chatq.errors import ApiError
@@ -18,7 +19,7 @@ from web.context import Services, services
 from web.events import STREAM_ENDING_ERRORS, follow, sse_response
 from web.responses import failed_job_error, job_response, json_response
 from web.submit import submit
-from web.validate import chat_request
+from web.validate import chat_request, within_context
 from web.waiting import load_owned, wait_terminal
 
 log = logging.getLogger(__name__)
@@ -33,9 +34,12 @@ def chat_completions() -> Response:
     owner = authenticate(svc.keys)
     body = params.json_body()
     request = chat_request(body, svc.settings.default_model)
+    overflow = params.overflow_policy(svc.settings.context_overflow)
+    request = within_context(request, svc.settings.max_context_tokens, overflow)
     stream = request.pop("stream", None) is True
     options = request.pop("stream_options", None) or {}
-    record = submit(svc, owner, request, "interactive", params.idempotency_key())
+    cache_control = flask_request.headers.get("Cache-Control", "")
+    record = submit(svc, owner, request, "interactive", params.idempotency_key(), cache_control)
     if stream:
         include_usage = bool(isinstance(options, dict) and options.get("include_usage"))
         return sse_response(_stream(svc, record, include_usage))

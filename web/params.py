@@ -10,6 +10,7 @@ from typing import Any
 from flask import request
 
 from chatq.errors import ApiError
+from chatq.tokens import Policy
 
 _NUMBER = re.compile(r"^(\d+(\.\d*)?|\.\d+)$")
 _PREFER_WAIT = re.compile(r"(?:^|[,;\s])wait\s*=\s*\"?([^\s,;\"]+)", re.IGNORECASE)
@@ -96,6 +97,18 @@ def idempotency_key() -> str | None:
             param="Idempotency-Key",
         )
     return key
+
+
+def overflow_policy(default: str) -> Policy:
+    """`Chatq-Context-Overflow`: reject or truncate_oldest (default from configuration)."""
+    value = request.headers.get("Chatq-Context-Overflow", default).strip().lower()
+    if value == "reject":
+        return "reject"
+    if value == "truncate_oldest":
+        return "truncate_oldest"
+    raise ApiError(400, "invalid_request",
+                   "`Chatq-Context-Overflow` must be reject or truncate_oldest.",
+                   param="Chatq-Context-Overflow")
 
 
 def is_job_id(value: str) -> bool:

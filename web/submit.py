@@ -1,4 +1,4 @@
-"""Turning an accepted request into a job: record first, then the Celery message."""
+"""Turning an accepted request into a job: from the cache, as a follower, or enqueued."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import logging
 import time
 from typing import Any
 
-from chatq import celery_app, jobs, keys
+from chatq import cache, celery_app, jobs, keys, metrics
 from chatq.errors import ApiError
 from web.context import Services
 
@@ -21,7 +21,7 @@ def body_hash(body: dict[str, Any]) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
-def _reused(svc: Services, earlier: str, digest: str) -> dict[str, str] | None:
+def _earlier(svc: Services, earlier: str, digest: str) -> dict[str, str] | None:
     job_id, _, earlier_digest = earlier.partition(" ")
     if earlier_digest != digest:
         raise ApiError(
@@ -33,32 +33,86 @@ def _reused(svc: Services, earlier: str, digest: str) -> dict[str, str] | None:
     return svc.store.get(job_id)
 
 
+def _lookup(svc: Services, key: str) -> str | None:
+    """A cached result from this process's LRU, else from Redis (then kept locally)."""
+    found = svc.local_cache.get(key)
+    if found is not None:
+        return found
+    pipe = svc.redis.pipeline(transaction=False)
+    pipe.get(keys.cache(key))
+    pipe.pttl(keys.cache(key))
+    value, ttl_ms = pipe.execute()
+    if value is not None and ttl_ms > 0:
+        svc.local_cache.put(key, value, ttl_ms / 1000)
+    return str(value) if value is not None else None
+
+
+def _as_cached(record: dict[str, str], result_json: str) -> dict[str, str]:
+    """The record of a job answered from the cache: completed as it is created."""
+    result = json.loads(result_json)
+    choice = (result.get("choices") or [{}])[0]
+    message = choice.get("message") or {}
+    now = record["created_at"]
+    return {
+        **record, "status": jobs.COMPLETED, "cached": "1", "result": result_json,
+        "output_text": message.get("content") or "",
+        "finish_reason": choice.get("finish_reason") or "stop",
+        "started_at": now, "completed_at": now, "cache_key": "", "cache_ttl": "",
+    }
+
+
+def _idem(owner: str, idem_key: str | None, job_id: str, priority: str,
+          request: dict[str, Any]) -> tuple[str, str] | None:
+    if idem_key is None:
+        return None
+    digest = body_hash({"priority": priority, "request": request})
+    return keys.idempotency(owner, idem_key), f"{job_id} {digest}"
+
+
 def submit(
     svc: Services,
     owner: str,
     request: dict[str, Any],
     priority: str,
     idem_key: str | None,
+    cache_control: str = "",
 ) -> dict[str, str]:
-    """Create and enqueue a job (or find the one this Idempotency-Key made); its record."""
+    """Create a job for `request` (or find the one its Idempotency-Key made); its record."""
+    s = svc.settings
+    rule = cache.policy(request, cache_control, s.cache_ttl_s)
+    key = cache.cache_key(request, "*" if s.cache_shared else owner) if rule.cacheable else ""
     job_id = jobs.new_job_id()
     record = jobs.new_record(job_id, owner, request["model"], priority, request, time.time())
-    idem = None
-    if idem_key is not None:
-        digest = body_hash({"priority": priority, "request": request})
-        idem = (keys.idempotency(owner, idem_key), f"{job_id} {digest}")
-    earlier = svc.store.create(record, svc.settings.lease_s, idem)
-    if earlier and idem is not None:
-        found = _reused(svc, earlier, idem[1].partition(" ")[2])
+    if rule.store_ttl_s:
+        record |= {"cache_key": key, "cache_ttl": str(rule.store_ttl_s)}
+    hit = _lookup(svc, key) if rule.lookup else None
+    if rule.lookup:
+        metrics.CACHE_LOOKUPS.labels("hit" if hit else "miss").inc()
+    if hit is not None:
+        record = _as_cached(record, hit)
+    idem = _idem(owner, idem_key, job_id, priority, request)
+    flight = key if rule.lookup and hit is None else ""
+    created = svc.store.create(record, s.lease_s, idem, flight, hit is not None)
+    if created.kind == "idem" and idem is not None:
+        found = _earlier(svc, created.value, idem[1].partition(" ")[2])
         if found is not None:
             return found
-        # The earlier job has expired along with its record: start afresh without the key.
-        svc.store.create(record, svc.settings.lease_s, None)
+        # Only a job deleted by hand leaves its key behind: then start afresh.
+        created = svc.store.create(record, s.lease_s, None, flight, hit is not None)
+    if created.kind == "follower":
+        metrics.CACHE_LOOKUPS.labels("coalesced").inc()
+        return svc.store.get(job_id) or record
+    if hit is None:
+        enqueue(svc, job_id, priority)
+    return record
+
+
+def enqueue(svc: Services, job_id: str, priority: str) -> None:
+    """Send a queued job's message; if that fails the sweeper sends it later."""
     try:
         celery_app.enqueue(svc.celery, job_id, priority)
     except Exception:
         # The short enqueue lease stays: the sweeper sends the message once it runs out.
         log.exception("could not send the message for %s; the sweeper will", job_id)
-        return record
+        return
     svc.store.mark_sent(job_id, svc.settings.queue_resend_s)
-    return record

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from chatq import tokens
 from chatq.errors import ApiError
+from chatq.tokens import Policy
 
 ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
 
@@ -59,6 +61,14 @@ def _check_types(body: dict[str, Any]) -> None:
         if wrong_bool or not isinstance(value, types):
             kinds = " or ".join(t.__name__ for t in types)
             raise _invalid(f"`{name}` must be of type {kinds}.", name)
+
+
+def within_context(
+    request: dict[str, Any], max_context_tokens: int, policy: Policy
+) -> dict[str, Any]:
+    """The request if its prompt fits the model's context, trimmed if allowed; else 422."""
+    fitted, _ = tokens.fit(request, max_context_tokens, policy)
+    return fitted
 
 
 def chat_request(body: dict[str, Any], default_model: str) -> dict[str, Any]:

@@ -13,6 +13,7 @@ from chatq import redis_conn
 from chatq.config import Settings
 from chatq.logs import Redactor
 from chatq.store import Store
+from worker.endpoints import Endpoints
 from worker.running import Registry
 from worker.upstream import make_session
 
@@ -27,6 +28,7 @@ class WorkerContext:
     session: requests.Session
     registry: Registry
     redact: Redactor
+    endpoints: Endpoints
     pid: int
 
 
@@ -45,6 +47,8 @@ def _build(settings: Settings, celery: Celery) -> WorkerContext:
         session=make_session(settings),
         registry=Registry(),
         redact=Redactor(secrets),
+        endpoints=Endpoints(settings.upstream_urls, client, settings.cooldown_s,
+                            settings.cooldown_after_failures),
         pid=os.getpid(),
     )
 

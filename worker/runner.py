@@ -6,16 +6,29 @@ import json
 import logging
 import random
 import time
+from dataclasses import dataclass, field
 from typing import Any
 
-from chatq import jobs
+from chatq import jobs, metrics
 from worker import running
 from worker.context import WorkerContext
+from worker.endpoints import endpoint_label
 from worker.running import DeltaWriter, Handle
-from worker.upstream import Attempt, attempt
+from worker.upstream import Attempt, Timeouts, attempt
 
 log = logging.getLogger(__name__)
 BACKOFF_CAP_S = 20.0
+
+
+@dataclass
+class Run:
+    """One execution of a job by this process."""
+
+    handle: Handle
+    request: dict[str, Any]
+    created_at: float
+    started: float = field(default_factory=time.monotonic)
+    tried: set[str] = field(default_factory=set)
 
 
 def run_job(ctx: WorkerContext, job_id: str) -> None:
@@ -26,14 +39,19 @@ def run_job(ctx: WorkerContext, job_id: str) -> None:
         log.info("job %s not run: it is %s", job_id, claimed)
         return
     record = ctx.store.get(job_id) or {}
-    request = json.loads(record.get("request") or "{}")
+    created_at = float(record.get("created_at") or time.time())
+    metrics.QUEUE_WAIT.observe(max(0.0, time.time() - created_at))
     deadline = time.monotonic() + ctx.settings.job_timeout_s
-    handle = Handle(job_id, run_id, deadline)
-    ctx.registry.add(handle)
+    run = Run(Handle(job_id, run_id, deadline), json.loads(record.get("request") or "{}"),
+              created_at)
+    ctx.registry.add(run.handle)
+    metrics.RUNNING_JOBS.inc()
     try:
-        _execute(ctx, handle, request)
+        _execute(ctx, run)
     finally:
-        ctx.registry.remove(handle)
+        ctx.registry.remove(run.handle)
+        metrics.RUNNING_JOBS.dec()
+        metrics.JOB_DURATION.observe(time.monotonic() - run.started)
 
 
 def _upstream_body(request: dict[str, Any]) -> dict[str, Any]:
@@ -55,27 +73,44 @@ def _backoff_s(ctx: WorkerContext, attempt_no: int, result: Attempt) -> float:
     return random.uniform(0, ceiling)
 
 
-def _execute(ctx: WorkerContext, handle: Handle, request: dict[str, Any]) -> None:
-    s = ctx.settings
-    url = s.upstream_urls[0] + "/chat/completions"
-    body, headers = _upstream_body(request), _headers(ctx)
+def _call(ctx: WorkerContext, run: Run) -> tuple[str, Attempt, str]:
+    """One attempt on the best endpoint: (endpoint, outcome, text not yet written)."""
+    s, handle = ctx.settings, run.handle
+    url = ctx.endpoints.choose(run.tried)
+    run.tried.add(url)
+    writer = DeltaWriter(ctx.store, handle, s.flush_interval_s, s.flush_max_chars)
+    timeouts = Timeouts(s.connect_timeout_s, s.first_byte_timeout_s, s.read_timeout_s)
+    started = time.monotonic()
+    result = attempt(ctx.session, url + "/chat/completions", _upstream_body(run.request),
+                     _headers(ctx), timeouts, handle, writer, ctx.redact)
+    label = endpoint_label(url)
+    metrics.UPSTREAM_DURATION.labels(label, str(result.status or "error")).observe(
+        time.monotonic() - started)
+    if result.ok and result.first_token_s is not None:
+        ctx.endpoints.observe(url, result.first_token_s)
+        metrics.TIME_TO_FIRST_TOKEN.observe(time.monotonic() - run.started)
+    elif result.retryable and (result.status >= 500 or result.status == 0):
+        ctx.endpoints.failed(url)
+    return label, result, writer.take()
+
+
+def _execute(ctx: WorkerContext, run: Run) -> None:
+    handle, s = run.handle, ctx.settings
     for attempt_no in range(s.max_attempts):
         if handle.abort_reason or not ctx.store.begin_attempt(handle.job_id, handle.run_id):
             break
-        writer = DeltaWriter(ctx.store, handle, s.flush_interval_s, s.flush_max_chars)
-        read_s = min(s.read_timeout_s, max(0.01, handle.remaining_s))
-        result = attempt(ctx.session, url, headers, body, (s.connect_timeout_s, read_s),
-                         handle, writer, ctx.redact)
+        label, result, tail = _call(ctx, run)
         if handle.abort_reason:
             break
         if result.ok:
-            _complete(ctx, handle, result, writer.take())
+            _complete(ctx, handle, result, tail)
             return
         delay_s = _backoff_s(ctx, attempt_no, result)
         last = attempt_no + 1 >= s.max_attempts or delay_s >= handle.remaining_s
         if not result.retryable or last:
             _fail(ctx, handle, result)
             return
+        metrics.UPSTREAM_RETRIES.labels(label, str(result.status or "connection")).inc()
         log.info("job %s attempt %d failed (%s); retrying in %.2fs",
                  handle.job_id, attempt_no + 1, result.message, delay_s)
         if not handle.sleep(delay_s):
@@ -84,9 +119,14 @@ def _execute(ctx: WorkerContext, handle: Handle, request: dict[str, Any]) -> Non
 
 
 def _complete(ctx: WorkerContext, handle: Handle, result: Attempt, tail: str) -> None:
-    fields = {"result": json.dumps(result.completion, separators=(",", ":"))}
-    ctx.store.finish(handle.job_id, handle.run_id, jobs.COMPLETED, fields, tail,
-                     result.finish_reason)
+    fields = {"result": json.dumps(result.completion, separators=(",", ":")),
+              "finish_reason": result.finish_reason}
+    if ctx.store.finish(handle.job_id, handle.run_id, jobs.COMPLETED, fields, tail,
+                        result.finish_reason):
+        metrics.JOBS_FINISHED.labels(jobs.COMPLETED).inc()
+        usage = result.completion.get("usage") or {}
+        metrics.TOKENS.labels("in").inc(int(usage.get("prompt_tokens") or 0))
+        metrics.TOKENS.labels("out").inc(int(usage.get("completion_tokens") or 0))
 
 
 def _fail(ctx: WorkerContext, handle: Handle, result: Attempt) -> None:
@@ -95,7 +135,8 @@ def _fail(ctx: WorkerContext, handle: Handle, result: Attempt) -> None:
         status = 504
     error = {"type": "upstream_error", "code": result.code, "message": result.message}
     fields = {"error": json.dumps(error), "error_status": str(status or 502)}
-    ctx.store.finish(handle.job_id, handle.run_id, jobs.FAILED, fields, "", "error")
+    if ctx.store.finish(handle.job_id, handle.run_id, jobs.FAILED, fields, "", "error"):
+        metrics.JOBS_FINISHED.labels(jobs.FAILED).inc()
 
 
 def _aborted(ctx: WorkerContext, handle: Handle) -> None:

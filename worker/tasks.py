@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import prometheus_client
 from celery import signals
 
-from chatq import config, logs
+from chatq import config, logs, metrics
 from chatq.celery_app import RUN_JOB_TASK, make_celery
 from worker.context import context
 from worker.monitor import Monitor
@@ -33,6 +34,11 @@ def _start_monitor(**_: Any) -> None:
     monitor = Monitor(context(settings, app))
     monitor.start()
     _monitors.append(monitor)
+    metrics.WORKER_SLOTS.set(settings.worker_concurrency)
+    if settings.worker_metrics_bind:
+        host, _sep, port = settings.worker_metrics_bind.rpartition(":")
+        # One port per worker process, so that every process is scraped and counted.
+        prometheus_client.start_http_server(int(port), addr=host or "127.0.0.1")
 
 
 @signals.worker_shutting_down.connect

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import socket
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -48,6 +49,15 @@ def make_session(settings: Settings) -> requests.Session:
     return session
 
 
+@dataclass(frozen=True)
+class Timeouts:
+    """Seconds to connect, to the first byte of the answer, and between later chunks."""
+
+    connect_s: float
+    first_byte_s: float
+    read_s: float
+
+
 @dataclass
 class Attempt:
     """How one upstream call ended."""
@@ -60,6 +70,7 @@ class Attempt:
     code: str = "upstream_error"
     message: str = ""
     retry_after_s: float | None = None
+    first_token_s: float | None = None
 
 
 def _error_attempt(response: requests.Response, redact: Redactor) -> Attempt:
@@ -91,8 +102,17 @@ def _retry_after_s(response: requests.Response) -> float | None:
         return None
 
 
-def _read_stream(response: requests.Response, writer: DeltaWriter) -> Attempt:
+def _set_read_timeout(response: requests.Response, timeout_s: float) -> None:
+    """After the first token, allow `timeout_s` between chunks instead of the first-byte wait."""
+    sock = getattr(getattr(response.raw, "connection", None), "sock", None)
+    if sock is not None:
+        sock.settimeout(timeout_s)
+
+
+def _read_stream(response: requests.Response, writer: DeltaWriter, started: float,
+                 read_timeout_s: float) -> Attempt:
     builder = CompletionBuilder()
+    first_token_s: float | None = None
     done = False
     for data in sse_data(response.iter_content(chunk_size=None)):
         if data.strip() == "[DONE]":
@@ -101,30 +121,38 @@ def _read_stream(response: requests.Response, writer: DeltaWriter) -> Attempt:
         chunk = json.loads(data)
         if not isinstance(chunk, dict) or "error" in chunk:
             return Attempt(retryable=True, status=502, message="The upstream sent an error event")
-        if not writer.add(builder.add(chunk)):
+        text = builder.add(chunk)
+        if text and first_token_s is None:
+            first_token_s = time.monotonic() - started
+            _set_read_timeout(response, read_timeout_s)
+        if not writer.add(text):
             return Attempt(message="aborted")
     if not (done or builder.finished):
         return Attempt(retryable=True, status=502, message="The upstream stream ended early")
-    return Attempt(ok=True, completion=builder.completion(), finish_reason=builder.finish_reason)
+    return Attempt(ok=True, status=200, completion=builder.completion(),
+                   finish_reason=builder.finish_reason, first_token_s=first_token_s)
 
 
 def attempt(
     session: requests.Session,
     url: str,
-    headers: dict[str, str],
     body: JSONDict,
-    timeouts: tuple[float, float],
+    headers: dict[str, str],
+    timeouts: Timeouts,
     handle: Handle,
     writer: DeltaWriter,
     redact: Redactor,
 ) -> Attempt:
     """One streamed call to `url`; never raises for network or protocol faults."""
+    started = time.monotonic()
+    first_byte_s = min(timeouts.first_byte_s, max(0.01, handle.remaining_s))
     try:
-        with session.post(url, json=body, headers=headers, stream=True, timeout=timeouts) as resp:
+        with session.post(url, json=body, headers=headers, stream=True,
+                          timeout=(timeouts.connect_s, first_byte_s)) as resp:
             handle.attach(resp)
             if resp.status_code != 200:
                 return _error_attempt(resp, redact)
-            return _read_stream(resp, writer)
+            return _read_stream(resp, writer, started, timeouts.read_s)
     except (requests.Timeout, TimeoutError):
         return Attempt(retryable=True, status=504, code="upstream_timeout",
                        message="The upstream did not answer in time")
