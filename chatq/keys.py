@@ -32,7 +32,7 @@ def leases() -> str:
 
 
 def cooldown(endpoint_id: str) -> str:
-    """String: present while an upstream endpoint cools down; expires after CHATQ_UPSTREAM_COOLDOWN s."""
+    """String: set while an endpoint cools down; expires after CHATQ_UPSTREAM_COOLDOWN s."""
     return f"{PREFIX}cooldown:{endpoint_id}"
 
 
