@@ -17,7 +17,8 @@ import requests
 from scripts.localredis import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
-LOG_DIR = ROOT / ".run" / "test-logs"
+# One folder per test session, so that the secrets check reads only its own logs.
+LOG_DIR = ROOT / ".run" / "test-logs" / str(os.getpid())
 
 
 def wait_until(check: Callable[[], Any], timeout_s: float, what: str, every_s: float = 0.05) -> Any:

@@ -115,9 +115,10 @@ def _read_stream(response: requests.Response, writer: DeltaWriter, started: floa
     first_token_s: float | None = None
     done = False
     for data in sse_data(response.iter_content(chunk_size=None)):
-        if data.strip() == "[DONE]":
+        if done or data.strip() == "[DONE]":
+            # Read on to the end of the body: a connection left mid-body cannot be reused.
             done = True
-            break
+            continue
         chunk = json.loads(data)
         if not isinstance(chunk, dict) or "error" in chunk:
             return Attempt(retryable=True, status=502, message="The upstream sent an error event")
