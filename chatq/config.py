@@ -47,6 +47,13 @@ class Settings:
     flush_max_chars: int = 4096
     backend_retry_after_s: int = 2
     log_level: str = "INFO"
+    log_format: str = "text"
+    metrics_dir: str = ""
+    max_queue_depth: int = 10000
+    rate_limit: str = ""
+    rate_limit_overrides: tuple[tuple[str, str], ...] = ()
+    keepalive_s: int = 5
+    graceful_timeout_s: int = 30
     cache_ttl_s: int = 3600
     max_context_tokens: int = 0
     context_overflow: str = "reject"
@@ -101,6 +108,17 @@ def _choice(env: Mapping[str, str], name: str, default: str, allowed: tuple[str,
     if value not in allowed:
         raise ConfigError(f"{name} must be one of {', '.join(allowed)}, got {value!r}")
     return value
+
+
+def _overrides(raw: str) -> tuple[tuple[str, str], ...]:
+    """`name=10/second name2=100/minute;1000/hour` into (name, limit) pairs."""
+    pairs = []
+    for item in raw.split():
+        name, sep, limit = item.partition("=")
+        if not sep or not name or not limit:
+            raise ConfigError("CHATQ_RATE_LIMIT_OVERRIDES entries must be `name=limit`")
+        pairs.append((name, limit))
+    return tuple(pairs)
 
 
 def parse_api_keys(raw: str) -> tuple[tuple[str, str], ...]:
@@ -165,6 +183,13 @@ def load(env: Mapping[str, str] | None = None) -> Settings:
         flush_max_chars=_int(e, "CHATQ_FLUSH_MAX_CHARS", d.flush_max_chars, 1),
         backend_retry_after_s=_int(e, "CHATQ_BACKEND_RETRY_AFTER", d.backend_retry_after_s, 1),
         log_level=_text(e, "CHATQ_LOG_LEVEL", d.log_level).upper(),
+        log_format=_choice(e, "CHATQ_LOG_FORMAT", d.log_format, ("text", "json")),
+        metrics_dir=e.get("CHATQ_METRICS_DIR", "").strip(),
+        max_queue_depth=_int(e, "CHATQ_MAX_QUEUE_DEPTH", d.max_queue_depth),
+        rate_limit=e.get("CHATQ_RATE_LIMIT", "").strip(),
+        rate_limit_overrides=_overrides(e.get("CHATQ_RATE_LIMIT_OVERRIDES", "")),
+        keepalive_s=_int(e, "CHATQ_KEEPALIVE", d.keepalive_s, 1),
+        graceful_timeout_s=_int(e, "CHATQ_GRACEFUL_TIMEOUT", d.graceful_timeout_s, 1),
         cache_ttl_s=_int(e, "CHATQ_CACHE_TTL", d.cache_ttl_s),
         max_context_tokens=_int(e, "CHATQ_MAX_CONTEXT_TOKENS", d.max_context_tokens),
         context_overflow=_choice(

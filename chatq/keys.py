@@ -41,6 +41,16 @@ def upstream_failures(endpoint_id: str) -> str:
     return f"{PREFIX}upstream_failures:{endpoint_id}"
 
 
+def stats(unix_second: int) -> str:
+    """Hash: arrivals, done and busy_s counted in that second; expires after 300 s."""
+    return f"{PREFIX}stats:{unix_second}"
+
+
+def workers() -> str:
+    """Hash: worker name -> "slots busy unix_time" of its last heartbeat; no expiry."""
+    return PREFIX + "workers"
+
+
 def followers(job_id: str) -> str:
     """Set: ids of the jobs that share this (leader) job's upstream call; expires with it."""
     return f"{PREFIX}followers:{job_id}"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 import sys
@@ -62,12 +63,55 @@ def install_redaction(secrets: Iterable[str]) -> RedactingFilter:
     return flt
 
 
-def setup(level: str, secrets: Iterable[str]) -> None:
-    """Log to stderr at `level`, every handler redacting secrets."""
+# Context a log call may add with `extra=`; printed when present.
+CONTEXT_FIELDS = ("job_id", "key", "method", "path", "status", "duration_ms", "event")
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line: time, level, logger, message and any context fields."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        """The record as a JSON line."""
+        line: dict[str, object] = {
+            "ts": round(record.created, 3),
+            "level": record.levelname,
+            "logger": record.name,
+            "msg": record.getMessage(),
+        }
+        for name in CONTEXT_FIELDS:
+            if hasattr(record, name):
+                line[name] = getattr(record, name)
+        if record.exc_info and not record.exc_text:
+            record.exc_text = self.formatException(record.exc_info)
+        if record.exc_text:
+            line["exc"] = record.exc_text
+        return json.dumps(line, ensure_ascii=False)
+
+
+class TextFormatter(logging.Formatter):
+    """Plain lines, with the context fields appended as key=value."""
+
+    def __init__(self) -> None:
+        super().__init__("%(asctime)s %(levelname)s %(name)s %(message)s")
+
+    def format(self, record: logging.LogRecord) -> str:
+        """The record as a text line."""
+        text = super().format(record)
+        context = [f"{n}={getattr(record, n)}" for n in CONTEXT_FIELDS if hasattr(record, n)]
+        return f"{text} {' '.join(context)}" if context else text
+
+
+def formatter(log_format: str) -> logging.Formatter:
+    """The formatter for CHATQ_LOG_FORMAT (json or text)."""
+    return JsonFormatter() if log_format == "json" else TextFormatter()
+
+
+def setup(level: str, secrets: Iterable[str], log_format: str = "text") -> None:
+    """Log to stderr at `level` in `log_format`, every handler redacting secrets."""
     root = logging.getLogger()
     if not root.handlers:
-        handler = logging.StreamHandler(sys.stderr)
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
-        root.addHandler(handler)
+        root.addHandler(logging.StreamHandler(sys.stderr))
+    for handler in root.handlers:
+        handler.setFormatter(formatter(log_format))
     root.setLevel(level)
     install_redaction(secrets)

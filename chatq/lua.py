@@ -58,6 +58,12 @@ local function set_status(id, st, now)
   event(id, 'status', st)
   notify(id, st)
 end
+-- Per-second counters for /v1/queue's sliding window (arrivals, done, busy_s).
+local function stat(field, amount, now)
+  local key = K('stats', math.floor(tonumber(now)))
+  redis.call('HINCRBYFLOAT', key, field, amount)
+  redis.call('EXPIRE', key, 300)
+end
 local function release_flight(id)
   local flight = redis.call('HGET', K('job', id), 'flight')
   if flight and flight ~= '' and redis.call('GET', K('inflight', flight)) == id then
@@ -66,6 +72,11 @@ local function release_flight(id)
 end
 local function close(id, st, now, ttl, reason, fields)
   local key = K('job', id)
+  local v = redis.call('HMGET', key, 'started_at', 'leader')
+  if v[1] and v[1] ~= '' and not (v[2] and v[2] ~= '') then
+    stat('done', 1, now)
+    stat('busy_s', tonumber(now) - tonumber(v[1]), now)
+  end
   redis.call('HSET', key, 'status', st, 'completed_at', now, 'run', '')
   if fields and #fields > 0 then redis.call('HSET', key, unpack(fields)) end
   event(id, 'status', st)
@@ -84,7 +95,8 @@ end
 """
 )
 
-# ARGV id, ttl, lease deadline, idem key, idem value, flight, flight ttl, state, fields...
+# ARGV id, ttl, lease deadline, idem key, idem value, flight, flight ttl, state, now,
+# then fields...
 # state 'new' queues the job; 'done' records a finished one (a cache hit).
 # Answers {'created'}, {'idem', earlier value} or {'follower', leader id}.
 CREATE = """
@@ -94,7 +106,7 @@ if ARGV[4] ~= '' then
   if prev then return {'idem', prev} end
   redis.call('SET', ARGV[4], ARGV[5], 'EX', ttl)
 end
-redis.call('HSET', K('job', id), unpack(ARGV, 9))
+redis.call('HSET', K('job', id), unpack(ARGV, 10))
 if ARGV[8] == 'done' then
   event(id, 'status', 'completed')
   event(id, 'delta', redis.call('HGET', K('job', id), 'output_text'))
@@ -119,6 +131,7 @@ if ARGV[6] ~= '' then
   redis.call('SET', K('inflight', ARGV[6]), id, 'EX', ARGV[7])
   redis.call('HSET', K('job', id), 'flight', ARGV[6])
 end
+stat('arrivals', 1, ARGV[9])
 redis.call('ZADD', P .. 'leases', ARGV[3], id)
 return {'created'}
 """

@@ -18,6 +18,13 @@ JOBS_SUBMITTED = Counter("chatq_jobs_submitted_total", "Jobs accepted", ["priori
 CACHE_LOOKUPS = Counter(
     "chatq_cache_lookups_total", "Result cache lookups at submit", ["result"]
 )
+HTTP_IN_PROGRESS = Gauge(
+    "chatq_http_requests_in_progress", "HTTP requests being handled",
+    multiprocess_mode="livesum",
+)
+ADMISSION_REJECTIONS = Counter(
+    "chatq_admission_rejections_total", "Requests turned away", ["reason"]
+)
 WAITERS = Gauge(
     "chatq_longpoll_waiters", "Requests parked waiting on a job", multiprocess_mode="livesum"
 )

@@ -9,7 +9,7 @@ from contextlib import contextmanager
 
 import redis
 
-from chatq import jobs, keys
+from chatq import jobs, keys, metrics
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +42,7 @@ class Listener:
         self._started = False
         self._stopping = threading.Event()
         self.connected = threading.Event()
+        self.draining = False
 
     def start(self) -> None:
         """Start the listening thread once (a greenlet under gevent)."""
@@ -54,6 +55,11 @@ class Listener:
     def stop(self) -> None:
         """Ask the listening thread to end."""
         self._stopping.set()
+
+    def drain(self) -> None:
+        """The process is stopping: every waiter answers now with what it has."""
+        self.draining = True
+        self.wake_all()
 
     @property
     def waiter_count(self) -> int:
@@ -72,9 +78,11 @@ class Listener:
         waiter = Waiter(terminal_only)
         with self._lock:
             self._waiters.setdefault(job_id, set()).add(waiter)
+        metrics.WAITERS.inc()
         try:
             yield waiter
         finally:
+            metrics.WAITERS.dec()
             with self._lock:
                 group = self._waiters.get(job_id)
                 if group is not None:

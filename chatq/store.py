@@ -88,9 +88,10 @@ class Store:
         idem_key, idem_value = idem if idem else ("", "")
         fields = [item for pair in record.items() for item in pair]
         flight_ttl_s = self.job_ttl_s
+        now = time.time()
         args: list[Arg] = [
-            record["id"], self.job_ttl_s, time.time() + lease_s, idem_key, idem_value,
-            flight, flight_ttl_s, "done" if done else "new", *fields,
+            record["id"], self.job_ttl_s, now + lease_s, idem_key, idem_value,
+            flight, flight_ttl_s, "done" if done else "new", repr(now), *fields,
         ]
         answer = [str(x) for x in self._create(keys=[], args=args)]
         return Created(*answer[:2])

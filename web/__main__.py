@@ -2,11 +2,35 @@
 
 from __future__ import annotations
 
+import os
+import signal
+import tempfile
 from typing import Any
 
 from gunicorn.app.base import BaseApplication
 
 from chatq import config
+
+
+def _post_worker_init(worker: Any) -> None:
+    """On SIGTERM, first wake every parked long-poll so it answers now, then stop."""
+    stop = signal.getsignal(signal.SIGTERM)
+
+    def on_term(sig: int, frame: Any) -> None:
+        from web.app import drain
+
+        drain(worker.wsgi)
+        if callable(stop):
+            stop(sig, frame)
+
+    signal.signal(signal.SIGTERM, on_term)
+
+
+def _child_exit(_server: Any, worker: Any) -> None:
+    """Drop a dead worker's live gauges from the multiprocess metrics."""
+    from prometheus_client import multiprocess
+
+    multiprocess.mark_process_dead(worker.pid)  # type: ignore[no-untyped-call]
 
 
 class WebServer(BaseApplication):  # type: ignore[misc]
@@ -26,13 +50,15 @@ class WebServer(BaseApplication):  # type: ignore[misc]
             # Parked long-polls count as connections: this caps them per process.
             "worker_connections": s.web_worker_connections,
             "backlog": 4096,
-            "keepalive": 75,
-            "graceful_timeout": int(s.max_wait_s) + 5,
+            "keepalive": s.keepalive_s,
+            "graceful_timeout": s.graceful_timeout_s,
             "timeout": 60,
             "accesslog": None,
             "loglevel": s.log_level.lower(),
             "proc_name": "chatq-web",
             "control_socket_disable": True,
+            "post_worker_init": _post_worker_init,
+            "child_exit": _child_exit,
         }
         for key, value in options.items():
             self.cfg.set(key, value)
@@ -46,6 +72,12 @@ class WebServer(BaseApplication):  # type: ignore[misc]
 
 def main() -> None:
     """Run the web server until it is stopped."""
+    settings = config.load()
+    metrics_dir = settings.metrics_dir or tempfile.mkdtemp(prefix="chatq-metrics-")
+    # prometheus_client reads this in every gunicorn worker: one set of files per process,
+    # summed at scrape time.
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = metrics_dir
+    os.environ["CHATQ_METRICS_DIR"] = metrics_dir
     WebServer(config.load()).run()
 
 

@@ -10,7 +10,8 @@ from chatq.celery_app import make_celery
 from chatq.config import Settings
 from chatq.notify import Listener
 from chatq.store import Store
-from web import demo, errors, events, jobs, openai_api, ops
+from web import demo, errors, events, jobs, observability, openai_api, ops
+from web.admission import Admission
 from web.auth import KeyRing
 from web.context import Services
 
@@ -25,18 +26,28 @@ def _services(settings: Settings) -> Services:
         celery=make_celery(settings, max_connections=settings.web_worker_connections),
         keys=KeyRing(settings.api_keys),
         local_cache=LocalCache(settings.cache_local_entries, settings.cache_local_ttl_s),
+        admission=Admission(settings, client),
     )
+
+
+def drain(app: Flask) -> None:
+    """Stop holding requests: parked long-polls answer with the job as it is now."""
+    svc: Services = app.extensions["chatq"]
+    svc.listener.drain()
 
 
 def create_app(settings: Settings | None = None) -> Flask:
     """Build the app; `settings` default to the CHATQ_* environment."""
     settings = settings or config.load()
     secrets = [key for _, key in settings.api_keys] + [settings.upstream_api_key]
-    logs.setup(settings.log_level, secrets)
+    logs.setup(settings.log_level, secrets, settings.log_format)
     app = Flask(__name__)
     app.config["MAX_CONTENT_LENGTH"] = settings.max_body_bytes
     app.json.sort_keys = False  # type: ignore[attr-defined]
-    app.extensions["chatq"] = _services(settings)
+    svc = _services(settings)
+    app.extensions["chatq"] = svc
+    observability.install_request_log(app)
+    observability.install_metrics(app, svc)
     tokens.preload()
     errors.register(app)
     app.register_blueprint(jobs.bp)

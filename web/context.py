@@ -12,6 +12,7 @@ from chatq.cache import LocalCache
 from chatq.config import Settings
 from chatq.notify import Listener
 from chatq.store import Store
+from web.admission import Admission
 from web.auth import KeyRing
 
 
@@ -26,6 +27,7 @@ class Services:
     celery: Celery
     keys: KeyRing
     local_cache: LocalCache
+    admission: Admission
 
 
 def services() -> Services:

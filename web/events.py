@@ -14,8 +14,8 @@ from chatq.errors import ApiError, job_not_found
 from chatq.redis_conn import BACKEND_ERRORS
 from chatq.store import Event
 from web import params
-from web.auth import authenticate
 from web.context import Services, services
+from web.guard import authorize
 from web.responses import json_response
 from web.waiting import load_owned, wait_events
 
@@ -63,7 +63,7 @@ def wants_sse() -> bool:
 def job_events(job_id: str) -> Response:
     """Events after `cursor`, long-polled; or an SSE stream with `Accept: text/event-stream`."""
     svc = services()
-    owner = authenticate(svc.keys)
+    owner = authorize(svc)
     sse = wants_sse()
     wait_s, asked = params.requested_wait(0.0, svc.settings.max_wait_s)
     cursor = valid_cursor(request.headers.get("Last-Event-ID") if sse else None)
@@ -90,7 +90,7 @@ def follow(svc: Services, job_id: str, cursor: str) -> Iterator[list[Event]]:
     while True:
         events, status = wait_events(svc, job_id, cursor, KEEPALIVE_S)
         yield events
-        if is_done(events, status):
+        if is_done(events, status) or svc.listener.draining:
             return
         if events:
             cursor = events[-1].id

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from flask import Blueprint, Response
+from flask import Blueprint, Response, g
 from flask import request as current_request
 
 from chatq import jobs
 from chatq.errors import ApiError, job_not_found
 from web import params
-from web.auth import authenticate
 from web.context import Services, services
+from web.guard import authorize
 from web.responses import failed_job_error, job_response, json_response
 from web.submit import enqueue, submit
 from web.validate import chat_request, within_context
@@ -21,6 +21,7 @@ bp = Blueprint("jobs", __name__, url_prefix="/v1/jobs")
 def _owned(svc: Services, owner: str, job_id: str) -> dict[str, str]:
     if not params.is_job_id(job_id):
         raise job_not_found()
+    g.chatq_job_id = job_id
     return load_owned(svc, job_id, owner)
 
 
@@ -33,7 +34,7 @@ def _wait(svc: Services, default_s: float) -> tuple[float, float | None]:
 def create_job() -> Response:
     """Enqueue a chat job; answer at once, or when it ends if `wait` is given."""
     svc = services()
-    owner = authenticate(svc.keys)
+    owner = authorize(svc)
     wait_s, echo = _wait(svc, 0.0)
     priority = params.priority()
     idem_key = params.idempotency_key()
@@ -51,6 +52,7 @@ def create_job() -> Response:
     request.pop("stream", None)
     cache_control = current_request.headers.get("Cache-Control", "")
     record = submit(svc, owner, request, priority, idem_key, cache_control)
+    g.chatq_job_id = record["id"]
     return job_response(wait_terminal(svc, record, wait_s), echo)
 
 
@@ -58,7 +60,7 @@ def create_job() -> Response:
 def get_job(job_id: str) -> Response:
     """The job; with `wait`, held until it ends or the wait runs out."""
     svc = services()
-    owner = authenticate(svc.keys)
+    owner = authorize(svc)
     wait_s, echo = _wait(svc, 0.0)
     record = _owned(svc, owner, job_id)
     return job_response(wait_terminal(svc, record, wait_s), echo)
@@ -68,7 +70,7 @@ def get_job(job_id: str) -> Response:
 def get_result(job_id: str) -> Response:
     """The bare upstream completion once completed; its error once failed."""
     svc = services()
-    owner = authenticate(svc.keys)
+    owner = authorize(svc)
     wait_s, echo = _wait(svc, svc.settings.result_wait_s)
     record = _owned(svc, owner, job_id)
     record = wait_terminal(svc, record, wait_s)
@@ -83,7 +85,7 @@ def get_result(job_id: str) -> Response:
 def cancel_job(job_id: str) -> Response:
     """Cancel a queued or running job; a terminal one is left as it is."""
     svc = services()
-    owner = authenticate(svc.keys)
+    owner = authorize(svc)
     _owned(svc, owner, job_id)
     _, detached = svc.store.cancel(job_id, svc.settings.lease_s)
     for follower_id in detached:

@@ -13,10 +13,10 @@ from flask import request as flask_request
 from chatq import jobs
 from chatq.errors import ApiError
 from web import params
-from web.auth import authenticate
 from web.chunks import ChunkMaker, sse, tool_call_deltas
 from web.context import Services, services
 from web.events import STREAM_ENDING_ERRORS, follow, sse_response
+from web.guard import authorize
 from web.responses import failed_job_error, job_response, json_response
 from web.submit import submit
 from web.validate import chat_request, within_context
@@ -31,7 +31,7 @@ _models_session = requests.Session()
 def chat_completions() -> Response:
     """Run a chat completion as an interactive job and answer as the upstream would."""
     svc = services()
-    owner = authenticate(svc.keys)
+    owner = authorize(svc)
     body = params.json_body()
     request = chat_request(body, svc.settings.default_model)
     overflow = params.overflow_policy(svc.settings.context_overflow)
@@ -112,7 +112,7 @@ def _error_body(status: int, code: str, message: str) -> dict[str, Any]:
 def models() -> Response:
     """The upstream's model list, passed through."""
     svc = services()
-    authenticate(svc.keys)
+    authorize(svc)
     headers = {}
     if svc.settings.upstream_api_key:
         headers["Authorization"] = f"Bearer {svc.settings.upstream_api_key}"

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 from flask import Blueprint, Response
 
+from chatq import queue_stats
+from chatq.errors import backend_unavailable
 from chatq.redis_conn import BACKEND_ERRORS
 from web.context import services
+from web.guard import authorize
 from web.openapi import document
 from web.responses import json_response
 
@@ -24,10 +27,17 @@ def readyz() -> Response:
     svc = services()
     try:
         svc.redis.ping()
-    except BACKEND_ERRORS:
-        headers = {"Retry-After": str(svc.settings.backend_retry_after_s)}
-        return json_response({"status": "unavailable", "redis": False}, 503, headers)
+    except BACKEND_ERRORS as exc:
+        raise backend_unavailable(svc.settings.backend_retry_after_s) from exc
     return json_response({"status": "ok", "redis": True})
+
+
+@bp.get("/v1/queue")
+def queue() -> Response:
+    """Queue depth, age, workers and rates, for people and autoscalers."""
+    svc = services()
+    authorize(svc)
+    return json_response(queue_stats.snapshot(svc.redis))
 
 
 @bp.get("/openapi.json")

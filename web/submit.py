@@ -90,6 +90,8 @@ def submit(
         metrics.CACHE_LOOKUPS.labels("hit" if hit else "miss").inc()
     if hit is not None:
         record = _as_cached(record, hit)
+    else:
+        svc.admission.check_queue()
     idem = _idem(owner, idem_key, job_id, priority, request)
     flight = key if rule.lookup and hit is None else ""
     created = svc.store.create(record, s.lease_s, idem, flight, hit is not None)
@@ -104,6 +106,7 @@ def submit(
         return svc.store.get(job_id) or record
     if hit is None:
         enqueue(svc, job_id, priority)
+        metrics.JOBS_SUBMITTED.labels(priority).inc()
     return record
 
 

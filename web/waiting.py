@@ -34,13 +34,13 @@ def _park(
 ) -> T:
     """Read; unless ready, wait for notifications on `job_id` and re-read, until `timeout_s`."""
     value = read()
-    if timeout_s <= 0 or ready(value):
+    if timeout_s <= 0 or ready(value) or svc.listener.draining:
         return value
     deadline = time.monotonic() + timeout_s
     with svc.listener.waiting(job_id, terminal_only) as waiter:
         # Re-read after registering: a change in between is seen here or wakes us.
         value = read()
-        while not ready(value):
+        while not ready(value) and not svc.listener.draining:
             remaining_s = deadline - time.monotonic()
             if remaining_s <= 0:
                 break

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
+import socket
 import threading
 import time
 
-from chatq import celery_app
+from chatq import celery_app, keys, queue_stats
 from chatq.redis_conn import BACKEND_ERRORS
 from worker import running
 from worker.context import WorkerContext
@@ -24,6 +27,7 @@ class Monitor:
     def __init__(self, ctx: WorkerContext) -> None:
         self.ctx = ctx
         self.tick_s = min(TICK_S, ctx.settings.lease_s / 4)
+        self.name = f"{socket.gethostname()}:{os.getpid()}"
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -33,8 +37,10 @@ class Monitor:
         self._thread.start()
 
     def stop(self) -> None:
-        """Ask the thread to end after its current tick."""
+        """Ask the thread to end after its current tick, and leave the workers list."""
         self._stop.set()
+        with contextlib.suppress(*BACKEND_ERRORS):
+            self.ctx.store.redis.hdel(keys.workers(), self.name)
 
     def _run(self) -> None:
         ticks = 0
@@ -57,6 +63,8 @@ class Monitor:
                 handle.abort(running.TIMEOUT)
         runs = [(h.job_id, h.run_id) for h in handles]
         states = self.ctx.store.heartbeat(runs, self.ctx.settings.lease_s)
+        queue_stats.report_worker(self.ctx.store.redis, self.name,
+                                  self.ctx.settings.worker_concurrency, len(handles))
         for handle, state in zip(handles, states, strict=True):
             if state == "cancelled":
                 handle.abort(running.CANCELLED)

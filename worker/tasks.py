@@ -26,7 +26,8 @@ def run(job_id: str) -> None:
 
 @signals.after_setup_logger.connect
 def _redact_logs(**_: Any) -> None:
-    logs.setup(settings.log_level, [settings.upstream_api_key, *(k for _, k in settings.api_keys)])
+    secrets = [settings.upstream_api_key, *(k for _, k in settings.api_keys)]
+    logs.setup(settings.log_level, secrets, settings.log_format)
 
 
 @signals.worker_ready.connect
@@ -41,7 +42,8 @@ def _start_monitor(**_: Any) -> None:
         prometheus_client.start_http_server(int(port), addr=host or "127.0.0.1")
 
 
-@signals.worker_shutting_down.connect
+@signals.worker_shutdown.connect
 def _stop_monitor(**_: Any) -> None:
+    # Only once the pool has drained: running jobs keep their leases until they end.
     for monitor in _monitors:
         monitor.stop()

@@ -1,0 +1,135 @@
+"""Load figures for people and autoscalers: queue depth, age, workers, rates."""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from dataclasses import dataclass
+
+import redis
+
+from chatq import keys
+from chatq.celery_app import QUEUES
+
+# kombu's Redis transport keeps a queue's messages of priority p in `name\x06\x16p`.
+PRIORITY_SEP = "\x06\x16"
+PRIORITY_STEPS = (0, 3, 6, 9)
+WINDOW_S = 60
+WORKER_STALE_S = 10.0
+SAFETY_FACTOR = 1.2
+
+
+def broker_keys(queue: str, prefix: str = "") -> list[str]:
+    """Every Redis list that holds messages of `queue`, priority sub-lists included."""
+    names = [queue] + [f"{queue}{PRIORITY_SEP}{p}" for p in PRIORITY_STEPS if p]
+    return [prefix + name for name in names]
+
+
+def recommended_concurrency(arrival_rate_per_s: float, mean_job_s: float) -> int:
+    """Little's law with a safety factor: slots needed = rate x time in system x 1.2."""
+    return math.ceil(arrival_rate_per_s * mean_job_s * SAFETY_FACTOR)
+
+
+@dataclass(frozen=True)
+class Window:
+    """Rates over the last WINDOW_S seconds."""
+
+    arrival_rate_per_s: float
+    done_rate_per_s: float
+    mean_job_s: float
+
+
+def window(client: redis.Redis, now: float | None = None) -> Window:
+    """Arrivals, completions and mean job time over the sliding window."""
+    second = int(now or time.time())
+    pipe = client.pipeline(transaction=False)
+    for s in range(second - WINDOW_S, second):
+        pipe.hgetall(keys.stats(s))
+    totals = {"arrivals": 0.0, "done": 0.0, "busy_s": 0.0}
+    for bucket in pipe.execute():
+        for name in totals:
+            totals[name] += float(bucket.get(name) or 0)
+    done = totals["done"]
+    return Window(
+        arrival_rate_per_s=totals["arrivals"] / WINDOW_S,
+        done_rate_per_s=done / WINDOW_S,
+        mean_job_s=totals["busy_s"] / done if done else 0.0,
+    )
+
+
+def depths(client: redis.Redis) -> dict[str, int]:
+    """Messages waiting in the broker, per queue (not those a worker has reserved)."""
+    pipe = client.pipeline(transaction=False)
+    for queue in QUEUES:
+        for key in broker_keys(queue):
+            pipe.llen(key)
+    lengths = iter(pipe.execute())
+    return {q: sum(next(lengths) for _ in broker_keys(q)) for q in QUEUES}
+
+
+def oldest_age_s(client: redis.Redis, queue: str, now: float) -> float:
+    """Age of the oldest job waiting in `queue`: the message at the tail of its lists."""
+    oldest = 0.0
+    for key in broker_keys(queue):
+        raw = client.lindex(key, -1)
+        if raw is None:
+            continue
+        try:
+            job_id = json.loads(raw)["headers"]["id"]
+        except (ValueError, KeyError, TypeError):
+            continue
+        created = client.hget(keys.job(job_id), "created_at")
+        if created:
+            oldest = max(oldest, now - float(created))
+    return oldest
+
+
+@dataclass(frozen=True)
+class Workers:
+    """Live worker processes, from their heartbeats."""
+
+    count: int
+    slots: int
+    busy: int
+
+
+def workers(client: redis.Redis, now: float) -> Workers:
+    """Sum the recent heartbeats; forget workers silent for WORKER_STALE_S."""
+    count = slots = busy = 0
+    stale = []
+    for name, value in client.hgetall(keys.workers()).items():
+        slot_s, busy_s, seen = [*value.split(), "0", "0", "0"][:3]
+        if now - float(seen) > WORKER_STALE_S:
+            stale.append(name)
+            continue
+        count, slots, busy = count + 1, slots + int(slot_s), busy + int(busy_s)
+    if stale:
+        client.hdel(keys.workers(), *stale)
+    return Workers(count, slots, busy)
+
+
+def report_worker(client: redis.Redis, name: str, slots: int, busy: int) -> None:
+    """A worker's heartbeat: its slots and how many are busy."""
+    client.hset(keys.workers(), name, f"{slots} {busy} {time.time():.3f}")
+
+
+def snapshot(client: redis.Redis) -> dict[str, object]:
+    """The body of GET /v1/queue."""
+    now = time.time()
+    depth = depths(client)
+    rates = window(client, now)
+    live = workers(client, now)
+    return {
+        "queues": {
+            q: {"depth": depth[q], "oldest_age_s": round(oldest_age_s(client, q, now), 3)}
+            for q in QUEUES
+        },
+        "in_progress": live.busy,
+        "workers": {"count": live.count, "slots": live.slots, "busy": live.busy},
+        "arrival_rate_per_s": round(rates.arrival_rate_per_s, 3),
+        "mean_job_seconds": round(rates.mean_job_s, 3),
+        "recommended_concurrency": recommended_concurrency(
+            rates.arrival_rate_per_s, rates.mean_job_s
+        ),
+    }

@@ -1,0 +1,99 @@
+"""The web's metrics (/metrics) and its one log line per request."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+from collections.abc import Iterator
+from typing import Any
+
+from flask import Flask, Request, Response, g, request
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+from prometheus_flask_exporter import PrometheusMetrics
+from prometheus_flask_exporter.multiprocess import GunicornInternalPrometheusMetrics
+
+from chatq import metrics, queue_stats
+from chatq.redis_conn import BACKEND_ERRORS
+from web.context import Services
+
+log = logging.getLogger("chatq.web.requests")
+
+
+def endpoint(req: Request | None = None) -> str:
+    """The route template of the request (never the raw path: one series per job id)."""
+    rule = (req or request).url_rule
+    return rule.rule if rule else "unmatched"
+
+
+class QueueCollector(Collector):
+    """Queue figures read from Redis at scrape time."""
+
+    def __init__(self, svc: Services) -> None:
+        self.svc = svc
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        """Depth and oldest age per queue, jobs in progress, recommended concurrency."""
+        client, now = self.svc.redis, time.time()
+        try:
+            depths = queue_stats.depths(client)
+            ages = {q: queue_stats.oldest_age_s(client, q, now) for q in depths}
+            busy = queue_stats.workers(client, now).busy
+            rates = queue_stats.window(client, now)
+        except BACKEND_ERRORS:
+            return
+        depth = GaugeMetricFamily("chatq_queue_depth", "Jobs waiting in the broker",
+                                  labels=["queue"])
+        age = GaugeMetricFamily("chatq_queue_oldest_age_seconds", "Age of the oldest waiting job",
+                                labels=["queue"])
+        for name in depths:
+            depth.add_metric([name], depths[name])
+            age.add_metric([name], ages[name])
+        yield depth
+        yield age
+        yield GaugeMetricFamily("chatq_jobs_in_progress", "Jobs running on workers", value=busy)
+        needed = queue_stats.recommended_concurrency(rates.arrival_rate_per_s, rates.mean_job_s)
+        yield GaugeMetricFamily("chatq_recommended_concurrency",
+                                "Worker slots needed by Little's law x 1.2", value=needed)
+
+
+def install_metrics(app: Flask, svc: Services) -> None:
+    """Serve /metrics: multiprocess under `python -m web`, in-process otherwise."""
+    options: dict[str, Any] = {
+        "path": "/metrics",
+        "defaults_prefix": "chatq",
+        "group_by": endpoint,
+        "buckets": metrics.LATENCY_BUCKETS_S,
+        "excluded_paths": ["/metrics"],
+    }
+    exporter_type = GunicornInternalPrometheusMetrics if svc.settings.metrics_dir else (
+        PrometheusMetrics)
+    exporter = exporter_type(app, **options)
+    # A second app in one process (tests) keeps the first one's collector.
+    with contextlib.suppress(ValueError):
+        exporter.registry.register(QueueCollector(svc))
+
+
+def _started() -> None:
+    g.chatq_started = time.perf_counter()
+    metrics.HTTP_IN_PROGRESS.inc()
+
+
+def _finished(response: Response) -> Response:
+    duration_ms = (time.perf_counter() - g.pop("chatq_started", time.perf_counter())) * 1000
+    metrics.HTTP_IN_PROGRESS.dec()
+    if request.path != "/metrics":
+        context = {
+            "method": request.method, "path": endpoint(), "status": response.status_code,
+            "duration_ms": round(duration_ms, 2), "key": g.get("chatq_key", "-"),
+            "job_id": g.get("chatq_job_id", "-"),
+        }
+        log.info("request", extra=context)
+    return response
+
+
+def install_request_log(app: Flask) -> None:
+    """One log line per request, with its key name and job id, and the in-flight gauge."""
+    app.before_request(_started)
+    app.after_request(_finished)
