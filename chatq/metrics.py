@@ -1,4 +1,5 @@
-"""Prometheus metrics of both processes: names under `chatq_`, base units, `_total` counters.
+"""Prometheus metrics of the web (and the buckets both sides use): names under `chatq_`,
+base units, `_total` counters.
 
 Web processes run under gunicorn in multiprocess mode (PROMETHEUS_MULTIPROC_DIR is set by
 `python -m web` before this module is imported), so gauges say how they combine.
@@ -6,7 +7,7 @@ Web processes run under gunicorn in multiprocess mode (PROMETHEUS_MULTIPROC_DIR 
 
 from __future__ import annotations
 
-from prometheus_client import Counter, Gauge, Histogram
+from prometheus_client import Counter, Gauge
 
 # The seed's buckets (0.1 0.5 1 2 5) with finer ones below 0.1 and longer ones above.
 LATENCY_BUCKETS_S = (
@@ -28,30 +29,3 @@ ADMISSION_REJECTIONS = Counter(
 WAITERS = Gauge(
     "chatq_longpoll_waiters", "Requests parked waiting on a job", multiprocess_mode="livesum"
 )
-
-# Worker
-JOBS_FINISHED = Counter("chatq_jobs_finished_total", "Jobs ended, by final status", ["status"])
-QUEUE_WAIT = Histogram(
-    "chatq_job_queue_wait_seconds", "From submit to a worker starting the job",
-    buckets=LATENCY_BUCKETS_S,
-)
-TIME_TO_FIRST_TOKEN = Histogram(
-    "chatq_job_time_to_first_token_seconds", "From a job's start to its first generated text",
-    buckets=LATENCY_BUCKETS_S,
-)
-JOB_DURATION = Histogram(
-    "chatq_job_duration_seconds", "From a job's start to its end", buckets=LATENCY_BUCKETS_S
-)
-UPSTREAM_DURATION = Histogram(
-    "chatq_upstream_request_duration_seconds", "One upstream call, to its last byte",
-    ["endpoint", "status_code"], buckets=LATENCY_BUCKETS_S,
-)
-UPSTREAM_RETRIES = Counter(
-    "chatq_upstream_retries_total", "Upstream attempts retried", ["endpoint", "reason"]
-)
-UPSTREAM_COOLDOWNS = Counter(
-    "chatq_upstream_cooldowns_total", "Times an endpoint was put in cooldown", ["endpoint"]
-)
-TOKENS = Counter("chatq_tokens_total", "Tokens the upstream counted", ["direction"])
-RUNNING_JOBS = Gauge("chatq_worker_running_jobs", "Jobs running in this worker process")
-WORKER_SLOTS = Gauge("chatq_worker_slots", "Concurrent job slots of this worker process")

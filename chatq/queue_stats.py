@@ -44,7 +44,7 @@ def window(client: redis.Redis, now: float | None = None) -> Window:
     """Arrivals, completions and mean job time over the sliding window."""
     second = int(now or time.time())
     pipe = client.pipeline(transaction=False)
-    for s in range(second - WINDOW_S, second):
+    for s in range(second - WINDOW_S + 1, second + 1):
         pipe.hgetall(keys.stats(s))
     totals = {"arrivals": 0.0, "done": 0.0, "busy_s": 0.0}
     for bucket in pipe.execute():

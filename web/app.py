@@ -47,7 +47,7 @@ def create_app(settings: Settings | None = None) -> Flask:
     svc = _services(settings)
     app.extensions["chatq"] = svc
     observability.install_request_log(app)
-    observability.install_metrics(app, svc)
+    observability.install_metrics(app)
     tokens.preload()
     errors.register(app)
     app.register_blueprint(jobs.bp)

@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import time
 from collections.abc import Iterator
-from typing import Any
 
 from flask import Flask, Request, Response, g, request
+from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, generate_latest
 from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.registry import Collector
 from prometheus_flask_exporter import PrometheusMetrics
-from prometheus_flask_exporter.multiprocess import GunicornInternalPrometheusMetrics
 
 from chatq import metrics, queue_stats
 from chatq.redis_conn import BACKEND_ERRORS
@@ -58,21 +57,25 @@ class QueueCollector(Collector):
                                 "Worker slots needed by Little's law x 1.2", value=needed)
 
 
-def install_metrics(app: Flask, svc: Services) -> None:
-    """Serve /metrics: multiprocess under `python -m web`, in-process otherwise."""
-    options: dict[str, Any] = {
-        "path": "/metrics",
-        "defaults_prefix": "chatq",
-        "group_by": endpoint,
-        "buckets": metrics.LATENCY_BUCKETS_S,
-        "excluded_paths": ["/metrics"],
-    }
-    exporter_type = GunicornInternalPrometheusMetrics if svc.settings.metrics_dir else (
-        PrometheusMetrics)
-    exporter = exporter_type(app, **options)
-    # A second app in one process (tests) keeps the first one's collector.
-    with contextlib.suppress(ValueError):
-        exporter.registry.register(QueueCollector(svc))
+def install_metrics(app: Flask) -> None:
+    """Time every request by route template and status (the exporter's HTTP metrics)."""
+    PrometheusMetrics(
+        app, path=None, defaults_prefix="chatq", group_by=endpoint,
+        buckets=metrics.LATENCY_BUCKETS_S, excluded_paths=["/metrics"],
+    )
+
+
+def render_metrics(svc: Services) -> tuple[bytes, str]:
+    """The text exposition: every gunicorn worker's metrics summed, plus the queue's."""
+    queue = CollectorRegistry()
+    queue.register(QueueCollector(svc))
+    if svc.settings.metrics_dir:
+        registry = CollectorRegistry()
+        MultiProcessCollector(registry, path=svc.settings.metrics_dir)  # type: ignore[no-untyped-call]
+        body = generate_latest(registry)
+    else:
+        body = generate_latest(REGISTRY)
+    return body + generate_latest(queue), CONTENT_TYPE_LATEST
 
 
 def _started() -> None:

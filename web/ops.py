@@ -9,6 +9,7 @@ from chatq.errors import backend_unavailable
 from chatq.redis_conn import BACKEND_ERRORS
 from web.context import services
 from web.guard import authorize
+from web.observability import render_metrics
 from web.openapi import document
 from web.responses import json_response
 
@@ -38,6 +39,13 @@ def queue() -> Response:
     svc = services()
     authorize(svc)
     return json_response(queue_stats.snapshot(svc.redis))
+
+
+@bp.get("/metrics")
+def metrics() -> Response:
+    """Prometheus text format: HTTP, long-poll, cache and queue metrics of this web."""
+    body, content_type = render_metrics(services())
+    return Response(body, content_type=content_type)
 
 
 @bp.get("/openapi.json")

@@ -16,8 +16,9 @@ from urllib.parse import urlsplit
 
 import redis
 
-from chatq import keys, metrics
+from chatq import keys
 from chatq.redis_conn import BACKEND_ERRORS
+from worker import metrics
 
 EWMA_WEIGHT = 0.2
 COOLDOWN_CACHE_S = 1.0

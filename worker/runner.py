@@ -9,8 +9,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from chatq import jobs, metrics
-from worker import running
+from chatq import jobs
+from worker import metrics, running
 from worker.context import WorkerContext
 from worker.endpoints import endpoint_label
 from worker.running import DeltaWriter, Handle

@@ -7,8 +7,9 @@ from typing import Any
 import prometheus_client
 from celery import signals
 
-from chatq import config, logs, metrics
+from chatq import config, logs
 from chatq.celery_app import RUN_JOB_TASK, make_celery
+from worker import metrics
 from worker.context import context
 from worker.monitor import Monitor
 from worker.runner import run_job

@@ -1,0 +1,169 @@
+"""Operating chatq: metrics, /v1/queue, admission control, priorities, graceful shutdown."""
+
+from __future__ import annotations
+
+import shutil
+import signal
+import subprocess
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+import requests
+
+from tests.conftest import Stack, start_stack
+from tests.procs import start_web, start_worker, wait_until
+
+
+def _db(redis_url: str, db: int) -> str:
+    return redis_url.rsplit("/", 1)[0] + f"/{db}"
+
+
+@pytest.fixture
+def idle(redis_url: str, fakellm: str) -> Iterator[Stack]:
+    """A web process with no worker, on a database of its own."""
+    s = start_stack(_db(redis_url, 8), fakellm, workers=0, CHATQ_MAX_QUEUE_DEPTH="30")
+    s.redis.flushdb()
+    yield s
+    s.stop()
+
+
+def _promtool(text: str) -> None:
+    promtool = shutil.which("promtool")
+    assert promtool, "promtool is missing: make test installs Debian's `prometheus` package"
+    checked = subprocess.run([promtool, "check", "metrics"], input=text.encode(),
+                             capture_output=True, timeout=30)
+    assert checked.returncode == 0, checked.stdout.decode() + checked.stderr.decode()
+
+
+def _sample(text: str, name: str, **labels: str) -> float:
+    for line in text.splitlines():
+        if line.startswith(name + "{") or line.startswith(name + " "):
+            if all(f'{k}="{v}"' in line for k, v in labels.items()):
+                return float(line.rsplit(" ", 1)[1])
+    return 0.0
+
+
+def test_metrics_of_web_and_worker_pass_promtool_and_move(stack: Stack) -> None:
+    web_before = requests.get(f"{stack.url}/metrics", timeout=10).text
+    bind = stack.procs[0].env["CHATQ_WORKER_METRICS_BIND"]
+    worker_before = requests.get(f"http://{bind}/metrics", timeout=10).text
+    for i in range(3):
+        stack.submit(f"metric {i}", wait=10)
+    stack.submit("fails", model="fake:status=400", wait=10)
+    stack.get("job_" + "z" * 32)
+    web = requests.get(f"{stack.url}/metrics", timeout=10).text
+    worker = requests.get(f"http://{bind}/metrics", timeout=10).text
+    _promtool(web)
+    _promtool(worker)
+    assert 'endpoint="/v1/jobs/<job_id>"' in web and "job_zzz" not in web
+    done = "chatq_jobs_finished_total"
+    assert _sample(worker, done, status="completed") - _sample(worker_before, done,
+                                                                 status="completed") == 3
+    assert _sample(worker, done, status="failed") - _sample(worker_before, done,
+                                                              status="failed") == 1
+    submitted = "chatq_jobs_submitted_total"
+    assert _sample(web, submitted, priority="interactive") - _sample(
+        web_before, submitted, priority="interactive") == 4
+    for name in ("chatq_queue_depth", "chatq_longpoll_waiters",
+                 "chatq_http_request_duration_seconds_bucket", "chatq_http_requests_in_progress"):
+        assert name in web, name
+    for name in ("chatq_upstream_request_duration_seconds_bucket",
+                 "chatq_job_time_to_first_token_seconds_bucket", "chatq_tokens_total",
+                 "chatq_job_queue_wait_seconds_bucket", "chatq_job_duration_seconds_bucket"):
+        assert name in worker, name
+
+
+def test_queue_depth_counts_what_no_worker_took(idle: Stack) -> None:
+    for i in range(7):
+        idle.submit(f"i{i}")
+    for i in range(4):
+        idle.submit(f"b{i}", priority="batch")
+    time.sleep(0.3)
+    q = idle.session().get(f"{idle.url}/v1/queue", timeout=10).json()
+    assert q["queues"]["interactive"]["depth"] == 7 and q["queues"]["batch"]["depth"] == 4
+    assert q["queues"]["interactive"]["oldest_age_s"] >= 0.3
+    assert q["workers"]["count"] == 0 and q["in_progress"] == 0
+    assert q["arrival_rate_per_s"] > 0
+    metrics = requests.get(f"{idle.url}/metrics", timeout=10).text
+    assert _sample(metrics, "chatq_queue_depth", queue="batch") == 4
+    assert requests.get(f"{idle.url}/v1/queue", timeout=10).status_code == 401
+
+
+def test_a_full_queue_answers_503_with_retry_after(idle: Stack) -> None:
+    statuses = [idle.submit(f"fill {i}").status_code for i in range(30)]
+    assert statuses == [202] * 30
+    r = idle.submit("one too many")
+    assert r.status_code == 503 and r.json()["error"]["code"] == "queue_full"
+    assert 1 <= int(r.headers["Retry-After"]) <= 60
+
+
+def test_the_rate_limit_holds_across_two_web_processes(redis_url: str, fakellm: str) -> None:
+    s = start_stack(_db(redis_url, 9), fakellm, workers=0, CHATQ_RATE_LIMIT="6/minute",
+                    CHATQ_RATE_LIMIT_OVERRIDES="bob=100/minute")
+    try:
+        s.redis.flushdb()
+        second, url2 = start_web(s.env)
+        s.procs.append(second)
+        job = s.submit("x").json()["id"]
+        urls = [s.url, url2] * 4
+        codes = [s.session().get(f"{u}/v1/jobs/{job}", timeout=10) for u in urls[:7]]
+        assert [c.status_code for c in codes[:5]] == [202] * 5
+        limited = codes[5]
+        assert limited.status_code == 429
+        assert limited.json()["error"]["code"] == "rate_limit_exceeded"
+        assert int(limited.headers["Retry-After"]) >= 1
+        from tests.procs import BOB_KEY
+
+        assert s.submit("bob is not limited", key=BOB_KEY).status_code == 202
+    finally:
+        s.stop()
+
+
+def test_interactive_jobs_run_before_batch_ones(idle: Stack) -> None:
+    batch = [idle.submit(f"b{i}", priority="batch").json()["id"] for i in range(12)]
+    interactive = [idle.submit(f"i{i}").json()["id"] for i in range(12)]
+    worker = start_worker({**idle.env, "CHATQ_WORKER_CONCURRENCY": "1"}, "")
+    idle.procs.append(worker)
+    done = {j: idle.get(j, wait=30).json() for j in batch + interactive}
+    assert all(job["status"] == "completed" for job in done.values())
+    last_interactive = max(done[j]["started_at"] for j in interactive)
+    first_batch = min(done[j]["started_at"] for j in batch)
+    assert last_interactive < first_batch
+
+
+def test_sigterm_on_a_worker_finishes_its_running_jobs(redis_url: str, fakellm: str) -> None:
+    s = start_stack(_db(redis_url, 10), fakellm, workers=1)
+    try:
+        s.redis.flushdb()
+        ids = [s.submit(f"x{i}", model="fake:tps=10,tokens=20").json()["id"] for i in range(5)]
+        wait_until(lambda: all(s.get(i).json()["output_text"] for i in ids), 10, "streaming")
+        worker = s.procs[0]
+        worker.signal(signal.SIGTERM)
+        assert worker.process is not None
+        worker.process.wait(20)
+        for job_id in ids:
+            job = s.get(job_id).json()
+            assert job["status"] == "completed" and len(job["output_text"].split()) == 20
+            events = s.get(job_id, suffix="/events").json()["events"]
+            assert {"type": "reset"} not in events
+    finally:
+        s.stop()
+
+
+def test_sigterm_on_web_answers_parked_long_polls_then_exits(stack: Stack) -> None:
+    web, url = start_web(stack.env)
+    job_id = stack.submit("x", model="fake:ttft=20").json()["id"]
+    session = stack.session()
+    with ThreadPoolExecutor(3) as pool:
+        polls = [pool.submit(session.get, f"{url}/v1/jobs/{job_id}", params={"wait": 50},
+                             timeout=60) for _ in range(3)]
+        time.sleep(1.0)
+        t0 = time.monotonic()
+        web.signal(signal.SIGTERM)
+        answers = [p.result() for p in polls]
+    assert time.monotonic() - t0 < 5
+    assert [a.status_code for a in answers] == [202] * 3
+    assert web.process is not None and web.process.wait(15) == 0
+    stack.session().post(f"{stack.url}/v1/jobs/{job_id}/cancel", timeout=10)
