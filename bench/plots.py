@@ -1,0 +1,124 @@
+"""PNG plots of one run (matplotlib, Agg backend)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+from matplotlib.axes import Axes
+
+from bench.targets import dig
+
+JSON = dict[str, Any]
+
+
+def _save(fig: Any, path: Path) -> Path:
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def compare_plot(s: JSON, path: Path) -> Path | None:
+    """Added latency (p50 solid, p99 dashed) against concurrency, per alternative."""
+    systems = dig(s, "compare", "systems")
+    if not systems:
+        return None
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    for name, sys_ in systems.items():
+        xs = [lv["clients"] for lv in sys_["levels"]]
+        line, = ax.plot(xs, [lv["latency"]["p50_ms"] for lv in sys_["levels"]], "o-", label=name)
+        ax.plot(xs, [lv["latency"]["p99_ms"] for lv in sys_["levels"]], "--",
+                color=line.get_color())
+    _log_axes(ax, "concurrent clients (1 s jobs)", "added latency, ms (p50 —, p99 --)")
+    ax.set_title("Added latency per job against concurrency")
+    ax.legend(fontsize=8)
+    return _save(fig, path)
+
+
+def _log_axes(ax: Axes, xlabel: str, ylabel: str) -> None:
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.grid(True, which="both", alpha=0.3)
+
+
+def wake_plot(s: JSON, path: Path) -> Path | None:
+    """Wake latency p50/p99 against the number of parked waiters, chatq and gthread."""
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    drawn = False
+    for name, label in (("waiters", "chatq (gevent, 1 process)"),
+                        ("gthread", "Flask+Celery gthread(64)")):
+        levels = dig(s, name, "levels") or []
+        pts = [lv for lv in levels if lv["wake"]["p50_ms"] is not None]
+        if not pts:
+            continue
+        drawn = True
+        xs = [lv["waiters"] + lv["probes"] for lv in pts]
+        line, = ax.plot(xs, [lv["wake"]["p50_ms"] for lv in pts], "o-", label=f"{label} p50")
+        ax.plot(xs, [lv["wake"]["p99_ms"] for lv in pts], "s--", color=line.get_color(),
+                label=f"{label} p99")
+        ax.plot(xs, [lv["probe"]["wake"]["p99_ms"] for lv in pts], "x:",
+                color=line.get_color(), label=f"{label} probe p99")
+    if not drawn:
+        plt.close(fig)
+        return None
+    _log_axes(ax, "parked waiters in one process", "wake latency, ms")
+    ax.set_title("Completion in Redis → waiting client answered")
+    ax.legend(fontsize=7)
+    return _save(fig, path)
+
+
+def scaling_plot(s: JSON, path: Path) -> Path | None:
+    """Client latency against arrival rate: through chatq and straight to fakellm."""
+    points = dig(s, "gateway", "points")
+    if not points:
+        return None
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    xs = [p["rate_per_s"] for p in points]
+    for who, style in (("chatq", "o-"), ("direct", "s-")):
+        for q, alpha in (("p50_ms", 1.0), ("p99_ms", 0.5)):
+            ys = [p[who]["latency"][q] for p in points]
+            ax.plot(xs, ys, style, alpha=alpha, label=f"{who} {q.split('_')[0]}")
+    ax.set_yscale("log")
+    ax.set_xlabel("arrivals per second (Poisson), instant upstream")
+    ax.set_ylabel("client latency, ms")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.set_title("Scaling shape: POST /v1/chat/completions through chatq vs direct")
+    ax.legend(fontsize=8)
+    return _save(fig, path)
+
+
+def throughput_plot(s: JSON, path: Path) -> Path | None:
+    """Jobs/s: chatq (instant, 1 s streaming) against bare Celery."""
+    t = dig(s, "throughput")
+    if not t:
+        return None
+    names = ["chatq instant", "chatq 1 s stream"] + [
+        f"bare Celery {b['pool']}" for b in t["bare_celery"]]
+    values = [t["instant"]["jobs_per_s"], t["streaming_1s"]["jobs_per_s"]] + [
+        b["jobs_per_s"] for b in t["bare_celery"]]
+    fig, ax = plt.subplots(figsize=(7, 3.6))
+    ax.barh(names, [v or 0 for v in values], color=["C0", "C0", "C7", "C7"][: len(names)])
+    ax.set_xlabel("jobs per second (1 web + 1 worker process; bare Celery: 1 worker)")
+    ax.set_title("Throughput on 2 cores")
+    for i, v in enumerate(values):
+        ax.text(v or 0, i, f" {v}", va="center", fontsize=8)
+    return _save(fig, path)
+
+
+def all_plots(s: JSON, folder: Path) -> list[Path]:
+    """Every plot that the run has figures for."""
+    folder.mkdir(parents=True, exist_ok=True)
+    made = [
+        compare_plot(s, folder / "compare.png"),
+        wake_plot(s, folder / "wake.png"),
+        scaling_plot(s, folder / "scaling.png"),
+        throughput_plot(s, folder / "throughput.png"),
+    ]
+    return [p for p in made if p is not None]

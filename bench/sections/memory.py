@@ -1,0 +1,73 @@
+"""Issue 6 measure 6 (second half): Redis bytes per job, and that CHATQ_JOB_TTL cleans up."""
+
+from __future__ import annotations
+
+import time
+
+import redis
+
+from bench.lab import Lab
+from bench.loadrun import run_load
+from bench.sections.common import JSON, body, closed_spec, outcome_summary, target
+
+TTL_S = 3
+STACKS = [("ttl", {"CHATQ_JOB_TTL": str(TTL_S)})]
+
+
+def _used(client: redis.Redis) -> int:
+    return int(client.info("memory")["used_memory"])  # type: ignore[index]
+
+
+def _job_keys(client: redis.Redis) -> dict[str, int]:
+    """How many chatq keys of each kind exist, and the leases set's size."""
+    counts: dict[str, int] = {}
+    for key in client.scan_iter("chatq:*", count=1000):
+        kind = str(key).split(":")[1]
+        counts[kind] = counts.get(kind, 0) + 1
+    counts["leases_members"] = int(client.zcard("chatq:leases"))  # type: ignore[arg-type]
+    return counts
+
+
+def _wait_expired(client: redis.Redis, timeout_s: float) -> float:
+    """Seconds until no job or events key is left (or the timeout)."""
+    start = time.monotonic()
+    while time.monotonic() - start < timeout_s:
+        left = _job_keys(client)
+        if not left.get("job") and not left.get("events"):
+            break
+        time.sleep(0.2)
+    return time.monotonic() - start
+
+
+def _sample_sizes(client: redis.Redis) -> JSON:
+    """MEMORY USAGE of one job hash and its events stream."""
+    job_key = next(iter(client.scan_iter("chatq:job:*", count=1000)), None)
+    if job_key is None:
+        return {}
+    job_id = str(job_key).split(":", 2)[2]
+    return {"job_hash_bytes": client.memory_usage(job_key),
+            "events_stream_bytes": client.memory_usage(f"chatq:events:{job_id}")}
+
+
+def run(lab: Lab) -> JSON:
+    """Warm up, then N jobs at once: bytes per job; then wait out the TTL."""
+    name, recipe = STACKS[0]
+    stack = lab.chatq(name, **recipe)
+    client = stack.client()
+    run_load(closed_spec("chatq", target(stack.url, body()), 4, 0.5))
+    before = _used(client)  # after a warm-up, whose few jobs expire with the rest
+    count = lab.sizes.memory_jobs
+    summary = outcome_summary(run_load(closed_spec(
+        "chatq", target(stack.url, body()), count, 0.01, 0.0)))
+    after, keys_after, sizes = _used(client), _job_keys(client), _sample_sizes(client)
+    waited_s = _wait_expired(client, TTL_S + 30)
+    left, left_bytes = _job_keys(client), _used(client) - before
+    lab.drop("ttl")
+    return {
+        "jobs": summary["jobs"], "errors": summary["errors"], "ttl_s": TTL_S,
+        "bytes_per_job": round((after - before) / max(summary["jobs"], 1)),
+        "keys_after_jobs": keys_after, **sizes,
+        "expired_after_s": round(waited_s, 1), "keys_left_after_ttl": left,
+        "bytes_left_after_ttl": left_bytes,
+        "cleaned": not left.get("job") and not left.get("events"),
+    }

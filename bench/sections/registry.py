@@ -1,0 +1,37 @@
+"""Every section by name, in the order a full run takes them."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from types import ModuleType
+from typing import Any
+
+from bench.lab import Lab, Recipe
+from bench.sections import (
+    cache,
+    compare,
+    connections,
+    gateway,
+    gthread,
+    memory,
+    pooling,
+    throughput,
+    tokens,
+    waiters,
+)
+
+Section = Callable[[Lab], dict[str, Any]]
+MODULES: dict[str, ModuleType] = {
+    "compare": compare, "waiters": waiters, "gthread": gthread, "throughput": throughput,
+    "gateway": gateway, "memory": memory, "tokens": tokens, "pooling": pooling, "cache": cache,
+    "connections": connections,
+}
+SECTIONS: dict[str, Section] = {name: module.run for name, module in MODULES.items()}
+
+
+def stacks_of(names: list[str]) -> list[Recipe]:
+    """The chatq stacks these sections will ask for."""
+    recipes: list[Recipe] = []
+    for name in names:
+        recipes += [r for r in getattr(MODULES[name], "STACKS", []) if r not in recipes]
+    return recipes

@@ -1,0 +1,100 @@
+"""Issue 6 measure 4: jobs/s through 1 web + 1 worker, and bare Celery as the baseline."""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from statistics import median
+
+import redis
+from celery import Celery
+
+from bench.alt.stack import alt_env, start_celery
+from bench.lab import Lab
+from bench.loadrun import run_load
+from bench.procstat import CpuMeter
+from bench.sections.common import JSON, body, closed_spec, outcome_summary, target
+from bench.stats import time_average_concurrency
+from tests.procs import UPSTREAM_KEY
+
+STREAM_MODEL = "fake:tps=20,tokens=21"  # first token at once, then 20 more over 1.0 s
+STREAM_S = 1.0
+BASELINE_SLOTS = 100
+
+STACKS = [("main", {})]
+
+def _in_flight(result: JSON) -> JSON:
+    """Mean and peak jobs in progress over the load window, from the jobs' own stamps."""
+    done = [o for o in result["outcomes"] if o["ok"] and o.get("started")]
+    if not done:
+        return {"mean": None, "peak": None}
+    offset = median(o["t1_wall"] - o["t1"] for o in done)
+    start, end = (t + offset for t in result["window"])
+    spans = [(o["started"], o["completed"]) for o in done]
+    mean, peak = time_average_concurrency(spans, start, end)
+    return {"mean": round(mean, 1), "peak": peak}
+
+
+def _chatq_run(lab: Lab, model: str, clients: int, duration_s: float, minus_s: float) -> JSON:
+    stack = lab.chatq()
+    pids = {**stack.pids(), "fakellm": lab.fakellm_pid("main")}
+    spec = closed_spec("chatq", target(stack.url, body(model)), clients, duration_s)
+    meter = CpuMeter(pids).start()
+    result = run_load(spec)
+    cpu = meter.stop()
+    summary = outcome_summary(result, minus_s)
+    summary["in_flight"] = _in_flight(result)
+    summary["cpu"] = {**cpu, "loadgen": result["loadgen_cpu"]}
+    jobs_s = (summary["jobs_per_s"] or 0) * duration_s
+    summary["cpu_ms_per_job"] = {
+        k: round(1000 * v["cpu_s"] / jobs_s, 2) for k, v in cpu.items() if jobs_s
+    }
+    summary["clients"] = clients
+    return summary
+
+
+def _send_all(app: Celery, count: int) -> None:
+    ids = [str(uuid.uuid4()) for _ in range(count)]
+    with ThreadPoolExecutor(4) as pool:
+        list(pool.map(lambda i: app.send_task("alt.write_result", args=[i], queue="alt"), ids))
+
+
+def _baseline(lab: Lab, pool: str, count: int) -> JSON:
+    """Bare Celery: `count` trivial tasks that write their own result; jobs/s end to end."""
+    server = lab.redis()
+    env = alt_env(server.url, lab.fakellm(), UPSTREAM_KEY, BASELINE_SLOTS)
+    worker = start_celery(env, pool, BASELINE_SLOTS)
+    app = Celery("alt", broker=server.url)
+    client = redis.Redis.from_url(server.url)
+    _send_all(app, 20)  # warm up connections on both sides
+    while int(client.get("alt:done") or 0) < 20:
+        time.sleep(0.01)
+    client.set("alt:done", 0)
+    meter = CpuMeter({"celery": worker.pid, "producer (harness)": os.getpid()}).start()
+    t0 = time.monotonic()
+    _send_all(app, count)
+    while int(client.get("alt:done") or 0) < count and time.monotonic() - t0 < 120:
+        time.sleep(0.005)
+    elapsed_s = time.monotonic() - t0
+    cpu = meter.stop()
+    done = int(client.get("alt:done") or 0)
+    worker.stop()
+    return {"pool": pool, "tasks": count, "done": done, "jobs_per_s": round(done / elapsed_s, 1),
+            "cpu": cpu, "cpu_ms_per_task": round(1000 * cpu["celery"]["cpu_s"] / max(done, 1), 2)}
+
+
+def run(lab: Lab) -> JSON:
+    """Instant upstream, 1 s streaming upstream, then bare Celery (threads and gevent)."""
+    s = lab.sizes
+    instant = _chatq_run(lab, "fake", s.throughput_clients, s.throughput_duration_s, 0.0)
+    streaming = _chatq_run(lab, STREAM_MODEL, s.stream_clients, s.stream_duration_s, STREAM_S)
+    baselines = [_baseline(lab, pool, s.baseline_tasks) for pool in s.baseline_pools]
+    best = max(b["jobs_per_s"] for b in baselines)
+    return {
+        "instant": instant, "streaming_1s": streaming, "stream_model": STREAM_MODEL,
+        "worker_concurrency": int(lab.chatq().env["CHATQ_WORKER_CONCURRENCY"]),
+        "bare_celery": baselines, "bare_celery_best_jobs_per_s": best,
+        "instant_vs_bare_pct": round(100 * (instant["jobs_per_s"] or 0) / best, 1),
+    }

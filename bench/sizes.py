@@ -1,0 +1,96 @@
+"""How big each benchmark is: the full set (`make bench`) or tiny (`--quick`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Sizes:
+    """Counts, rates and durations of every section."""
+
+    quick: bool
+    compare_levels: tuple[int, ...]
+    compare_duration_s: float
+    long_job_s: float
+    long_job_clients: int
+    waiter_levels: tuple[int, ...]
+    waiter_rate_per_s: float
+    waiter_probes: int
+    burst_waiters: int
+    gthread_levels: tuple[int, ...]
+    throughput_clients: int
+    throughput_duration_s: float
+    stream_clients: int
+    stream_duration_s: float
+    baseline_tasks: int
+    baseline_pools: tuple[str, ...]
+    gateway_rates: tuple[float, ...]
+    gateway_duration_s: float
+    memory_jobs: int
+    token_streams: int
+    token_count: int
+    pool_calls: int
+    pool_concurrency: int
+    cache_hits: int
+    conn_calls: int
+    conn_top_up_cap_s: float
+
+
+FULL = Sizes(
+    quick=False,
+    compare_levels=(4, 16, 64, 128, 256),
+    compare_duration_s=4.0,
+    long_job_s=10.0,
+    long_job_clients=10,
+    waiter_levels=(100, 1000, 10000),
+    waiter_rate_per_s=500.0,
+    waiter_probes=20,
+    burst_waiters=4000,
+    gthread_levels=(32, 64, 128),
+    throughput_clients=128,
+    throughput_duration_s=12.0,
+    stream_clients=300,
+    stream_duration_s=15.0,
+    baseline_tasks=3000,
+    baseline_pools=("threads", "gevent"),
+    gateway_rates=(5, 25, 50, 100, 150, 200, 300, 400),
+    gateway_duration_s=4.0,
+    memory_jobs=1000,
+    token_streams=100,
+    token_count=30,
+    pool_calls=1000,
+    pool_concurrency=50,
+    cache_hits=300,
+    conn_calls=10000,
+    conn_top_up_cap_s=90.0,
+)
+
+QUICK = Sizes(
+    quick=True,
+    compare_levels=(4,),
+    compare_duration_s=1.0,
+    long_job_s=1.5,
+    long_job_clients=2,
+    waiter_levels=(20, 50),
+    waiter_rate_per_s=200.0,
+    waiter_probes=3,
+    burst_waiters=50,
+    gthread_levels=(4,),
+    throughput_clients=8,
+    throughput_duration_s=1.5,
+    stream_clients=8,
+    stream_duration_s=2.0,
+    baseline_tasks=50,
+    baseline_pools=("threads",),
+    gateway_rates=(5, 20),
+    gateway_duration_s=1.0,
+    memory_jobs=20,
+    token_streams=4,
+    token_count=6,
+    pool_calls=30,
+    pool_concurrency=4,
+    cache_hits=10,
+    conn_calls=100,
+    conn_top_up_cap_s=10.0,
+)
