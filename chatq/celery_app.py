@@ -29,7 +29,8 @@ def make_celery(settings: Settings, max_connections: int = 200) -> Celery:
         worker_enable_remote_control=False,
         broker_connection_retry_on_startup=True,
         broker_connection_timeout=2.0,
-        broker_pool_limit=None,
+        # None would mean a new broker connection per message sent: keep a pool.
+        broker_pool_limit=max(10, min(max_connections, 100)),
         task_publish_retry_policy={
             "max_retries": 2,
             "interval_start": 0,

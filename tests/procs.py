@@ -36,6 +36,14 @@ def wait_until(check: Callable[[], Any], timeout_s: float, what: str, every_s: f
         time.sleep(every_s)
 
 
+def _die_with_parent() -> None:
+    """In the child: be killed if the test run itself dies (no orphans left behind)."""
+    import ctypes
+
+    pr_set_pdeathsig = 1
+    ctypes.CDLL("libc.so.6", use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL)
+
+
 class Proc:
     """One child process (`python -m NAME …`) with its output in a log file."""
 
@@ -52,7 +60,7 @@ class Proc:
         log = open(self.log_path, "ab")  # noqa: SIM115
         self.process = subprocess.Popen(
             self.args, cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT,
-            start_new_session=True,
+            start_new_session=True, preexec_fn=_die_with_parent,
         )
         return self
 
