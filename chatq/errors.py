@@ -58,7 +58,7 @@ def backend_unavailable(retry_after_s: int) -> ApiError:
 FAILED_JOB_STATUS = {
     "upstream_timeout": 504,
     "context_length_exceeded": 422,
-    "worker_lost": 500,
+    "worker_lost": 502,
     "invalid_request": 400,
 }
 

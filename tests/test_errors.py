@@ -141,3 +141,8 @@ def test_http10_client_long_polls_and_gets_an_unchunked_answer(stack: Stack) -> 
     assert b" 200 " in head.split(b"\r\n")[0]
     assert b"chunked" not in head.lower() and b"content-length" in head.lower()
     assert json.loads(payload)["output_text"] == "old client"
+
+
+def test_wait_in_exponent_notation_is_a_number(stack: Stack) -> None:
+    job = stack.submit("exp", wait="1e1")
+    assert job.status_code == 200 and job.headers["Preference-Applied"] == "wait=10"

@@ -75,7 +75,8 @@ def get_result(job_id: str) -> Response:
     record = _owned(svc, owner, job_id)
     record = wait_terminal(svc, record, wait_s)
     if record["status"] == jobs.COMPLETED:
-        return json_response(jobs.public_view(record)["result"])
+        headers = {"Preference-Applied": f"wait={echo:g}"} if echo is not None else {}
+        return json_response(jobs.public_view(record)["result"], 200, headers)
     if jobs.is_terminal(record["status"]):
         raise failed_job_error(record)
     return job_response(record, echo)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import random
 import re
 from typing import Any
@@ -12,7 +13,7 @@ from flask import request
 from chatq.errors import ApiError
 from chatq.tokens import Policy
 
-_NUMBER = re.compile(r"^(\d+(\.\d*)?|\.\d+)$")
+_NUMBER = re.compile(r"^(\d+(\.\d*)?|\.\d+)([eE][+-]?\d{1,3})?$")
 _PREFER_WAIT = re.compile(r"(?:^|[,;\s])wait\s*=\s*\"?([^\s,;\"]+)", re.IGNORECASE)
 _JOB_ID = re.compile(r"^job_[A-Za-z0-9_-]{16,64}$")
 MAX_IDEMPOTENCY_KEY_CHARS = 255
@@ -36,7 +37,10 @@ def json_body() -> dict[str, Any]:
 
 def _parse_wait(raw: str) -> float | None:
     raw = raw.strip()
-    return float(raw) if _NUMBER.match(raw) else None
+    if not _NUMBER.match(raw):
+        return None
+    value = float(raw)
+    return value if math.isfinite(value) else None
 
 
 def prefers_async() -> bool:
