@@ -52,7 +52,7 @@ class Settings:
     max_queue_depth: int = 10000
     rate_limit: str = ""
     rate_limit_overrides: tuple[tuple[str, str], ...] = ()
-    keepalive_s: int = 5
+    keepalive_s: int = 75
     graceful_timeout_s: int = 30
     cache_ttl_s: int = 3600
     max_context_tokens: int = 0

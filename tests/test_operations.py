@@ -164,6 +164,7 @@ def test_sigterm_on_web_answers_parked_long_polls_then_exits(stack: Stack) -> No
         web.signal(signal.SIGTERM)
         answers = [p.result() for p in polls]
     assert time.monotonic() - t0 < 5
+    session.close()  # idle keep-alive connections would hold the exit until graceful_timeout
     assert [a.status_code for a in answers] == [202] * 3
     assert web.process is not None and web.process.wait(15) == 0
     stack.session().post(f"{stack.url}/v1/jobs/{job_id}/cancel", timeout=10)

@@ -6,6 +6,7 @@ import hashlib
 import json
 import logging
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from chatq import cache, celery_app, jobs, keys, metrics
@@ -69,6 +70,34 @@ def _idem(owner: str, idem_key: str | None, job_id: str, priority: str,
     return keys.idempotency(owner, idem_key), f"{job_id} {digest}"
 
 
+@dataclass
+class Draft:
+    """A job about to be created: its record, and what the cache said about it."""
+
+    record: dict[str, str]
+    hit: bool
+    flight: str
+
+
+def _draft(svc: Services, owner: str, request: dict[str, Any], priority: str,
+           cache_control: str) -> Draft:
+    """The new job's record, answered from the cache when it can be."""
+    s = svc.settings
+    rule = cache.policy(request, cache_control, s.cache_ttl_s)
+    key = cache.cache_key(request, "*" if s.cache_shared else owner) if rule.cacheable else ""
+    record = jobs.new_record(jobs.new_job_id(), owner, request["model"], priority, request,
+                             time.time())
+    if rule.store_ttl_s:
+        record |= {"cache_key": key, "cache_ttl": str(rule.store_ttl_s)}
+    if not rule.lookup:
+        return Draft(record, False, "")
+    hit = _lookup(svc, key)
+    metrics.CACHE_LOOKUPS.labels("hit" if hit else "miss").inc()
+    if hit is None:
+        return Draft(record, False, key)
+    return Draft(_as_cached(record, hit), True, "")
+
+
 def submit(
     svc: Services,
     owner: str,
@@ -78,33 +107,22 @@ def submit(
     cache_control: str = "",
 ) -> dict[str, str]:
     """Create a job for `request` (or find the one its Idempotency-Key made); its record."""
-    s = svc.settings
-    rule = cache.policy(request, cache_control, s.cache_ttl_s)
-    key = cache.cache_key(request, "*" if s.cache_shared else owner) if rule.cacheable else ""
-    job_id = jobs.new_job_id()
-    record = jobs.new_record(job_id, owner, request["model"], priority, request, time.time())
-    if rule.store_ttl_s:
-        record |= {"cache_key": key, "cache_ttl": str(rule.store_ttl_s)}
-    hit = _lookup(svc, key) if rule.lookup else None
-    if rule.lookup:
-        metrics.CACHE_LOOKUPS.labels("hit" if hit else "miss").inc()
-    if hit is not None:
-        record = _as_cached(record, hit)
-    else:
+    draft = _draft(svc, owner, request, priority, cache_control)
+    record, job_id = draft.record, draft.record["id"]
+    if not draft.hit:
         svc.admission.check_queue()
     idem = _idem(owner, idem_key, job_id, priority, request)
-    flight = key if rule.lookup and hit is None else ""
-    created = svc.store.create(record, s.lease_s, idem, flight, hit is not None)
+    created = svc.store.create(record, svc.settings.lease_s, idem, draft.flight, draft.hit)
     if created.kind == "idem" and idem is not None:
         found = _earlier(svc, created.value, idem[1].partition(" ")[2])
         if found is not None:
             return found
         # Only a job deleted by hand leaves its key behind: then start afresh.
-        created = svc.store.create(record, s.lease_s, None, flight, hit is not None)
+        created = svc.store.create(record, svc.settings.lease_s, None, draft.flight, draft.hit)
     if created.kind == "follower":
         metrics.CACHE_LOOKUPS.labels("coalesced").inc()
         return svc.store.get(job_id) or record
-    if hit is None:
+    if not draft.hit:
         enqueue(svc, job_id, priority)
         metrics.JOBS_SUBMITTED.labels(priority).inc()
     return record
