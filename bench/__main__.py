@@ -27,6 +27,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--quick", action="store_true", help="tiny sizes (a smoke run, ~1 min)")
     parser.add_argument("--only", default="", help=f"comma-separated of: {', '.join(SECTIONS)}")
     parser.add_argument("--out", type=Path, default=HERE / "results" / "latest.json")
+    parser.add_argument("--profile", action="store_true",
+                        help="py-spy the servers during the measurements (results/profiles/)")
     parser.add_argument("--readme", action="store_true",
                         help="write bench/README.md and bench/plots even for a partial run")
     return parser.parse_args(argv)
@@ -83,7 +85,8 @@ def main(argv: list[str] | None = None) -> int:
     command = "python -m bench" + (" --quick" if args.quick else "") + (
         f" --only {args.only}" if args.only else "")
     info = meta.describe(command)
-    lab = Lab(QUICK if args.quick else FULL)
+    profiles = args.out.parent / "profiles" if args.profile else None
+    lab = Lab(QUICK if args.quick else FULL, profiles)
     t0 = time.monotonic()
     if args.quick:  # start-up dominates a short run; a full run starts stacks one by one
         lab.prestart(stacks_of(names))

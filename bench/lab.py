@@ -7,12 +7,14 @@ import socket
 import tempfile
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 import requests
 
+from bench.profiling import recording
 from bench.sizes import Sizes
 from bench.stack import ChatqStack, start_chatq
 from scripts.localredis import LocalRedis, free_port
@@ -26,8 +28,9 @@ Recipe = tuple[str, dict[str, Any]]
 class Lab:
     """Starts shared processes on first use (or ahead, with `prestart`) and stops them all."""
 
-    def __init__(self, sizes: Sizes) -> None:
+    def __init__(self, sizes: Sizes, profile_dir: Path | None = None) -> None:
         self.sizes = sizes
+        self.profile_dir = profile_dir
         self.tmp = Path(tempfile.mkdtemp(prefix="chatq-bench-"))
         self._lock = threading.RLock()
         self._pool = ThreadPoolExecutor(2)
@@ -36,6 +39,10 @@ class Lab:
         self._procs: list[Proc] = []
         self._redises: list[LocalRedis] = []
         self._tap: tuple[Proc, str] | None = None
+
+    def profiled(self, tag: str, pids: dict[str, int]) -> AbstractContextManager[None]:
+        """A py-spy recording of `pids` around a block, when the run was asked to profile."""
+        return recording(self.profile_dir, tag, pids)
 
     def fakellm(self, name: str = "shared") -> str:
         """The base URL (…/v1) of the fakellm called `name` (the main stack has its own)."""

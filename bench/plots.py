@@ -100,11 +100,13 @@ def throughput_plot(s: JSON, path: Path) -> Path | None:
     if not t:
         return None
     names = ["chatq instant", "chatq 1 s stream"] + [
-        f"bare Celery {b['pool']}" for b in t["bare_celery"]]
+        f"bare Celery {b['settings']} {b['pool']}" for b in t["bare_celery"]]
     values = [t["instant"]["jobs_per_s"], t["streaming_1s"]["jobs_per_s"]] + [
         b["jobs_per_s"] for b in t["bare_celery"]]
     fig, ax = plt.subplots(figsize=(7, 3.6))
-    ax.barh(names, [v or 0 for v in values], color=["C0", "C0", "C7", "C7"][: len(names)])
+    colours = ["C0", "C0"] + ["C7" if b["settings"] == "plain" else "C1"
+                              for b in t["bare_celery"]]
+    ax.barh(names, [v or 0 for v in values], color=colours)
     ax.set_xlabel("jobs per second (1 web + 1 worker process; bare Celery: 1 worker)")
     ax.set_title("Throughput on 2 cores")
     for i, v in enumerate(values):

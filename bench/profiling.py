@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 PY_SPY = Path(sys.executable).with_name("py-spy")
@@ -62,3 +65,26 @@ def render(summary: dict[str, list[tuple[str, float]]]) -> str:
         lines.append(f"-- top by {part} time (% of samples)")
         lines += [f"{share:5.1f}%  {name}" for name, share in summary[part]]
     return "\n".join(lines)
+
+
+@contextmanager
+def recording(folder: Path | None, tag: str, pids: dict[str, int]) -> Iterator[None]:
+    """py-spy on each of `pids` for the duration of the block (nothing when `folder` is None);
+    then a summary per process, `folder/TAG-NAME.txt`, beside the raw profile."""
+    if folder is None:
+        yield
+        return
+    folder.mkdir(parents=True, exist_ok=True)
+    raws = {name: folder / f"{tag}-{name}.raw" for name in pids}
+    procs = [start_record(pid, raws[name], 900) for name, pid in pids.items()]
+    try:
+        yield
+    finally:
+        for proc in procs:
+            proc.send_signal(signal.SIGINT)
+        for proc in procs:
+            proc.wait(60)
+        for name, raw in raws.items():
+            if raw.exists():
+                text = render(summarise(raw, 25))
+                raw.with_suffix(".txt").write_text(f"{tag} / {name}\n{text}\n")

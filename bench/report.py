@@ -63,7 +63,8 @@ def throughput_table(s: JSON) -> str:
             rows.append([f"chatq {name}", r["clients"], r["jobs_per_s"], r["latency"]["p50_ms"],
                          r["in_flight"]["mean"], cpu_line(r["cpu"])])
     for b in t.get("bare_celery", []):
-        rows.append([f"bare Celery ({b['pool']})", "—", b["jobs_per_s"], None, None,
+        rows.append([f"bare Celery ({b['settings']} settings, {b['pool']} x{b['slots']})", "—",
+                     b["jobs_per_s"], None, None,
                      cpu_line(b["cpu"])])
     return table(["run", "clients", "jobs/s", "latency p50 ms", "in flight", "CPU (% of a core)"],
                  rows)
@@ -98,9 +99,13 @@ def other_lines(s: JSON) -> str:
                      f"({tok['tokens_seen']}/{tok['tokens_expected']} tokens seen).")
     mem = dig(s, "memory")
     if mem:
-        lines.append(f"- Redis memory: {mem['bytes_per_job']:,} bytes per finished job; with "
-                     f"CHATQ_JOB_TTL={mem['ttl_s']} s every job key was gone after "
-                     f"{mem['expired_after_s']} s: {mem['cleaned']} (left: "
+        lines.append(f"- Redis memory per finished job: {mem.get('record_bytes_per_job')} bytes "
+                     f"by MEMORY USAGE (job hash {mem.get('job_hash_bytes')} + events stream "
+                     f"{mem.get('events_stream_bytes')}, {mem.get('events_in_stream')} events); "
+                     f"used_memory grew {mem['used_bytes_per_job']:,} bytes per job (dataset "
+                     f"{mem['dataset_bytes_per_job']:,}) over {mem['jobs']:,} jobs. With "
+                     f"CHATQ_JOB_TTL={mem['ttl_s']} s, every job key was gone "
+                     f"{mem['expired_after_s']} s later: {mem['cleaned']} (keys left: "
                      f"{mem['keys_left_after_ttl']}).")
     con = dig(s, "connections")
     if con:

@@ -24,7 +24,7 @@ class Sizes:
     stream_clients: int
     stream_duration_s: float
     baseline_tasks: int
-    baseline_pools: tuple[str, ...]
+    baseline_variants: tuple[tuple[str, str, int], ...]
     gateway_rates: tuple[float, ...]
     gateway_duration_s: float
     memory_jobs: int
@@ -39,8 +39,8 @@ class Sizes:
 
 FULL = Sizes(
     quick=False,
-    compare_levels=(4, 16, 64, 128, 256),
-    compare_duration_s=4.0,
+    compare_levels=(4, 64, 128, 256),
+    compare_duration_s=3.0,
     long_job_s=10.0,
     long_job_clients=10,
     waiter_levels=(100, 1000, 10000),
@@ -49,11 +49,12 @@ FULL = Sizes(
     burst_waiters=4000,
     gthread_levels=(32, 64, 128),
     throughput_clients=128,
-    throughput_duration_s=12.0,
+    throughput_duration_s=10.0,
     stream_clients=300,
-    stream_duration_s=15.0,
-    baseline_tasks=3000,
-    baseline_pools=("threads", "gevent"),
+    stream_duration_s=12.0,
+    baseline_tasks=2000,
+    baseline_variants=(("plain", "threads", 100), ("plain", "gevent", 100),
+                       ("chatq", "gevent", 300)),
     gateway_rates=(5, 25, 50, 100, 150, 200, 300, 400),
     gateway_duration_s=4.0,
     memory_jobs=1000,
@@ -63,7 +64,7 @@ FULL = Sizes(
     pool_concurrency=50,
     cache_hits=300,
     conn_calls=10000,
-    conn_top_up_cap_s=90.0,
+    conn_top_up_cap_s=60.0,
 )
 
 QUICK = Sizes(
@@ -82,7 +83,7 @@ QUICK = Sizes(
     stream_clients=8,
     stream_duration_s=2.0,
     baseline_tasks=50,
-    baseline_pools=("threads",),
+    baseline_variants=(("plain", "threads", 100), ("chatq", "gevent", 20)),
     gateway_rates=(5, 20),
     gateway_duration_s=1.0,
     memory_jobs=20,

@@ -32,6 +32,10 @@ class ChatqStack:
             named["worker" if i == 0 else f"worker{i}"] = worker.pid
         return named
 
+    def python_pids(self) -> dict[str, int]:
+        """The chatq processes only (what py-spy can profile)."""
+        return {k: v for k, v in self.pids().items() if k != "redis"}
+
     def stop(self) -> None:
         """Stop every process of the stack."""
         for proc in [self.web, *self.workers]:

@@ -18,10 +18,11 @@ def alt_env(redis_url: str, upstream: str, key: str, pool_size: int) -> dict[str
     return env
 
 
-def start_celery(env: dict[str, str], pool: str, concurrency: int) -> Proc:
-    """`celery worker` on the alternative's app; returns once it is ready."""
-    args = ["celery", "-A", "bench.alt.tasks", "worker", f"--pool={pool}",
-            f"--concurrency={concurrency}", "-Q", "alt", "--without-gossip",
+def start_celery(env: dict[str, str], pool: str, concurrency: int,
+                 app: str = "bench.alt.tasks", queues: str = "alt") -> Proc:
+    """`celery worker` on one of the alternative's apps; returns once it is ready."""
+    args = ["celery", "-A", app, "worker", f"--pool={pool}",
+            f"--concurrency={concurrency}", "-Q", queues, "--without-gossip",
             "--without-mingle", "--without-heartbeat", "--loglevel=INFO"]
     proc = Proc(f"alt-celery-{pool}", args, env).start()
     wait_until(lambda: "ready." in proc.log_text(), 30, "alt celery worker ready")

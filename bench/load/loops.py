@@ -13,22 +13,25 @@ from bench.load.flows import FLOWS, Outcome, Target, guarded
 
 
 async def _client(s: aiohttp.ClientSession, flow: str, t: Target, start: float, end: float,
-                  out: list[Outcome]) -> None:
+                  out: list[Outcome], budget: list[int]) -> None:
     await asyncio.sleep(max(0.0, start - time.monotonic()))
-    while time.monotonic() < end:
+    while time.monotonic() < end and budget[0] > 0:
+        budget[0] -= 1
         out.append(await guarded(FLOWS[flow], s, t))
 
 
 async def closed_loop(s: aiohttp.ClientSession, spec: dict[str, Any]) -> dict[str, Any]:
-    """`clients` clients each running jobs back to back for `duration_s` (starts staggered)."""
+    """`clients` clients each running jobs back to back for `duration_s` (starts staggered),
+    or until `max_jobs` jobs have been started in all."""
     t = Target(**spec["target"])
     now = time.monotonic()
     stagger_s = float(spec.get("stagger_s", 0.5))
     end = now + stagger_s + float(spec["duration_s"])
+    budget = [int(spec.get("max_jobs") or 10**9)]
     rng = random.Random(7)
     out: list[Outcome] = []
     tasks = [
-        _client(s, spec["flow"], t, now + rng.uniform(0, stagger_s), end, out)
+        _client(s, spec["flow"], t, now + rng.uniform(0, stagger_s), end, out, budget)
         for _ in range(int(spec["clients"]))
     ]
     await asyncio.gather(*tasks)

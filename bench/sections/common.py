@@ -21,10 +21,12 @@ def target(base: str, request: JSON, key: str = ALICE_KEY, wait_s: float = 30.0)
 
 
 def closed_spec(flow: str, tgt: JSON, clients: int, duration_s: float,
-                stagger_s: float = 0.5) -> JSON:
-    """A closed-loop load spec; clients start spread over `stagger_s`."""
+                stagger_s: float = 0.5, max_jobs: int = 0) -> JSON:
+    """A closed-loop load spec; clients start spread over `stagger_s`; with `max_jobs`, no
+    more jobs than that in all (then `duration_s` is only a bound)."""
     return {"mode": "closed", "flow": flow, "target": tgt, "clients": clients,
-            "duration_s": duration_s, "stagger_s": stagger_s, "timeout_s": 120}
+            "duration_s": duration_s, "stagger_s": stagger_s, "timeout_s": 120,
+            "max_jobs": max_jobs}
 
 
 def open_spec(flow: str, tgt: JSON, rate_per_s: float, duration_s: float) -> JSON:

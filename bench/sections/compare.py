@@ -49,7 +49,8 @@ def _long_jobs(lab: Lab, base: str) -> JSON:
     """Requests per job for a long job: short polling and chatq side by side, at once."""
     job_s = lab.sizes.long_job_s
     tgt = target(base, body(f"fake:ttft={job_s:g}"), wait_s=30)
-    runs = {flow: LoadRun(closed_spec(flow, tgt, lab.sizes.long_job_clients, 0.01, 0.0))
+    runs = {flow: LoadRun(closed_spec(flow, tgt, lab.sizes.long_job_clients, 600, 0.0,
+                                            lab.sizes.long_job_clients))
             for flow in ("short_poll", "chatq")}
     out: JSON = {"job_s": job_s}
     for flow, run in runs.items():

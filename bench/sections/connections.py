@@ -24,10 +24,13 @@ def run(lab: Lab) -> JSON:
     wanted, cap_s = lab.sizes.conn_calls, lab.sizes.conn_top_up_cap_s
     start = time.monotonic()
     reads = 1
-    while lab.fakellm_stats("main")["requests"] < wanted and time.monotonic() - start < cap_s:
+    while (left := wanted - lab.fakellm_stats("main")["requests"]) > 0:
         reads += 1
-        spec = closed_spec("chatq", target(stack.url, body()), TOP_UP_CLIENTS, TOP_UP_STEP_S)
-        run_load(spec)
+        step_s = min(TOP_UP_STEP_S, cap_s - (time.monotonic() - start))
+        if step_s <= 0:
+            break
+        run_load(closed_spec("chatq", target(stack.url, body()), TOP_UP_CLIENTS, step_s,
+                             max_jobs=left))
     stats = lab.fakellm_stats("main")
     slots = int(stack.env["CHATQ_WORKER_CONCURRENCY"])
     opened = stats["connections_opened"] - reads  # each /stats read opened one itself

@@ -20,7 +20,8 @@ def _point(lab: Lab, rate: float) -> JSON:
     direct = outcome_summary(run_load(open_spec(
         "front_door", target(direct_base, body(), key=UPSTREAM_KEY), rate, duration_s)))
     meter = CpuMeter({**stack.pids(), "fakellm": lab.fakellm_pid("main")}).start()
-    result = run_load(open_spec("front_door", target(stack.url, body()), rate, duration_s))
+    with lab.profiled(f"gateway-{rate:g}", stack.python_pids()):
+        result = run_load(open_spec("front_door", target(stack.url, body()), rate, duration_s))
     cpu = meter.stop()
     chatq = outcome_summary(result)
     chatq["jobs_per_s"] = round(len([o for o in result["outcomes"] if o["ok"]]) / duration_s, 1)

@@ -23,7 +23,7 @@ def run(lab: Lab) -> JSON:
     levels = []
     for count in lab.sizes.gthread_levels:
         runs = celery_ids(count + 1)
-        levels.append(measure_level(url, "flask", proc.pid, {"gunicorn": proc.pid,
+        levels.append(measure_level(lab, url, "flask", proc.pid, {"gunicorn": proc.pid,
                                     "redis": redis_pid}, runs, count, finish,
                                     lab.sizes.waiter_rate_per_s))
     proc.stop()

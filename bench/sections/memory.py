@@ -11,11 +11,15 @@ from bench.loadrun import run_load
 from bench.sections.common import JSON, body, closed_spec, outcome_summary, target
 
 TTL_S = 3
+CLIENTS = 32
 STACKS = [("ttl", {"CHATQ_JOB_TTL": str(TTL_S)})]
 
 
-def _used(client: redis.Redis) -> int:
-    return int(client.info("memory")["used_memory"])  # type: ignore[index]
+def _used(client: redis.Redis) -> dict[str, int]:
+    """used_memory, and its dataset part (without client buffers and server overheads)."""
+    info = client.info("memory")
+    return {"used": int(info["used_memory"]),  # type: ignore[index]
+            "dataset": int(info["used_memory_dataset"])}  # type: ignore[index]
 
 
 def _job_keys(client: redis.Redis) -> dict[str, int]:
@@ -40,34 +44,40 @@ def _wait_expired(client: redis.Redis, timeout_s: float) -> float:
 
 
 def _sample_sizes(client: redis.Redis) -> JSON:
-    """MEMORY USAGE of one job hash and its events stream."""
+    """MEMORY USAGE (key included) of one job hash and its events stream."""
     job_key = next(iter(client.scan_iter("chatq:job:*", count=1000)), None)
     if job_key is None:
         return {}
     job_id = str(job_key).split(":", 2)[2]
-    return {"job_hash_bytes": client.memory_usage(job_key),
-            "events_stream_bytes": client.memory_usage(f"chatq:events:{job_id}")}
+    job_b = int(client.memory_usage(job_key) or 0)  # type: ignore[arg-type]
+    events_b = int(client.memory_usage(f"chatq:events:{job_id}") or 0)  # type: ignore[arg-type]
+    return {"job_hash_bytes": job_b, "events_stream_bytes": events_b,
+            "record_bytes_per_job": job_b + events_b,
+            "events_in_stream": int(client.xlen(f"chatq:events:{job_id}"))}
+
+
+def _per_job(before: dict[str, int], after: dict[str, int], jobs: int) -> JSON:
+    return {f"{k}_bytes_per_job": round((after[k] - before[k]) / max(jobs, 1)) for k in before}
 
 
 def run(lab: Lab) -> JSON:
-    """Warm up, then N jobs at once: bytes per job; then wait out the TTL."""
+    """Warm up, then N jobs from 32 clients: bytes per job; then wait out the TTL."""
     name, recipe = STACKS[0]
     stack = lab.chatq(name, **recipe)
     client = stack.client()
-    run_load(closed_spec("chatq", target(stack.url, body()), 4, 0.5))
-    before = _used(client)  # after a warm-up, whose few jobs expire with the rest
-    count = lab.sizes.memory_jobs
-    summary = outcome_summary(run_load(closed_spec(
-        "chatq", target(stack.url, body()), count, 0.01, 0.0)))
+    tgt = target(stack.url, body())
+    run_load(closed_spec("chatq", tgt, CLIENTS, 30, max_jobs=CLIENTS))
+    before = _used(client)  # after a warm-up (connections made), whose jobs expire with the rest
+    summary = outcome_summary(run_load(closed_spec("chatq", tgt, CLIENTS, 120,
+                                                   max_jobs=lab.sizes.memory_jobs)))
     after, keys_after, sizes = _used(client), _job_keys(client), _sample_sizes(client)
     waited_s = _wait_expired(client, TTL_S + 30)
-    left, left_bytes = _job_keys(client), _used(client) - before
-    lab.drop("ttl")
+    left, final = _job_keys(client), _used(client)
+    lab.drop(name)
     return {
         "jobs": summary["jobs"], "errors": summary["errors"], "ttl_s": TTL_S,
-        "bytes_per_job": round((after - before) / max(summary["jobs"], 1)),
-        "keys_after_jobs": keys_after, **sizes,
+        **_per_job(before, after, summary["jobs"]), "keys_after_jobs": keys_after, **sizes,
         "expired_after_s": round(waited_s, 1), "keys_left_after_ttl": left,
-        "bytes_left_after_ttl": left_bytes,
+        "dataset_bytes_left_after_ttl": final["dataset"] - before["dataset"],
         "cleaned": not left.get("job") and not left.get("events"),
     }

@@ -17,11 +17,12 @@ from bench.loadrun import run_load
 from bench.procstat import CpuMeter
 from bench.sections.common import JSON, body, closed_spec, outcome_summary, target
 from bench.stats import time_average_concurrency
-from tests.procs import UPSTREAM_KEY
+from chatq.celery_app import make_celery
+from chatq.config import Settings
+from tests.procs import UPSTREAM_KEY, Proc
 
 STREAM_MODEL = "fake:tps=20,tokens=21"  # first token at once, then 20 more over 1.0 s
 STREAM_S = 1.0
-BASELINE_SLOTS = 100
 
 STACKS = [("main", {})]
 
@@ -42,7 +43,8 @@ def _chatq_run(lab: Lab, model: str, clients: int, duration_s: float, minus_s: f
     pids = {**stack.pids(), "fakellm": lab.fakellm_pid("main")}
     spec = closed_spec("chatq", target(stack.url, body(model)), clients, duration_s)
     meter = CpuMeter(pids).start()
-    result = run_load(spec)
+    with lab.profiled(f"throughput-{model.replace(':', '_')}", stack.python_pids()):
+        result = run_load(spec)
     cpu = meter.stop()
     summary = outcome_summary(result, minus_s)
     summary["in_flight"] = _in_flight(result)
@@ -55,34 +57,57 @@ def _chatq_run(lab: Lab, model: str, clients: int, duration_s: float, minus_s: f
     return summary
 
 
-def _send_all(app: Celery, count: int) -> None:
+def _send_all(app: Celery, queue: str, count: int) -> None:
     ids = [str(uuid.uuid4()) for _ in range(count)]
     with ThreadPoolExecutor(4) as pool:
-        list(pool.map(lambda i: app.send_task("alt.write_result", args=[i], queue="alt"), ids))
+        list(pool.map(lambda i: app.send_task("alt.write_result", args=[i], queue=queue,
+                                              routing_key=queue), ids))
 
 
-def _baseline(lab: Lab, pool: str, count: int) -> JSON:
-    """Bare Celery: `count` trivial tasks that write their own result; jobs/s end to end."""
+def _baseline_worker(lab: Lab, settings: str, pool: str, slots: int
+                     ) -> tuple[Proc, Celery, str, redis.Redis]:
+    """A Celery worker for the bare task, and the producer's app, queue and Redis client."""
     server = lab.redis()
-    env = alt_env(server.url, lab.fakellm(), UPSTREAM_KEY, BASELINE_SLOTS)
-    worker = start_celery(env, pool, BASELINE_SLOTS)
-    app = Celery("alt", broker=server.url)
+    env = alt_env(server.url, lab.fakellm(), UPSTREAM_KEY, slots)
     client = redis.Redis.from_url(server.url)
-    _send_all(app, 20)  # warm up connections on both sides
-    while int(client.get("alt:done") or 0) < 20:
-        time.sleep(0.01)
+    if settings == "chatq":
+        worker = start_celery(env, pool, slots, "bench.alt.chatq_tasks", "interactive")
+        return worker, make_celery(Settings(redis_url=server.url)), "interactive", client
+    worker = start_celery(env, pool, slots)
+    return worker, Celery("alt", broker=server.url), "alt", client
+
+
+def _drain(client: redis.Redis, count: int, timeout_s: float = 120) -> int:
+    """Wait until `count` tasks have written their result; answer how many did."""
+    start = time.monotonic()
+    while int(client.get("alt:done") or 0) < count and time.monotonic() - start < timeout_s:
+        time.sleep(0.005)
+    return int(client.get("alt:done") or 0)
+
+
+def _baseline(lab: Lab, variant: tuple[str, str, int], count: int) -> JSON:
+    """Bare Celery: `count` trivial tasks that write their own result; jobs/s end to end.
+
+    `variant` is (settings, pool, slots): "plain" is Celery's defaults; "chatq" is chatq's
+    own Celery settings (make_celery) and queue, to tell the settings' cost from the code's.
+    """
+    settings, pool, slots = variant
+    worker, app, queue, client = _baseline_worker(lab, settings, pool, slots)
+    _send_all(app, queue, 20)  # warm up connections on both sides
+    _drain(client, 20)
     client.set("alt:done", 0)
     meter = CpuMeter({"celery": worker.pid, "producer (harness)": os.getpid()}).start()
     t0 = time.monotonic()
-    _send_all(app, count)
-    while int(client.get("alt:done") or 0) < count and time.monotonic() - t0 < 120:
-        time.sleep(0.005)
+    _send_all(app, queue, count)
+    done = _drain(client, count)
     elapsed_s = time.monotonic() - t0
     cpu = meter.stop()
-    done = int(client.get("alt:done") or 0)
     worker.stop()
-    return {"pool": pool, "tasks": count, "done": done, "jobs_per_s": round(done / elapsed_s, 1),
-            "cpu": cpu, "cpu_ms_per_task": round(1000 * cpu["celery"]["cpu_s"] / max(done, 1), 2)}
+    return {"settings": settings, "pool": pool, "slots": slots, "tasks": count, "done": done,
+            "jobs_per_s": round(done / elapsed_s, 1), "cpu": cpu,
+            "cpu_ms_per_task": round(1000 * cpu["celery"]["cpu_s"] / max(done, 1), 2),
+            "producer_cpu_ms_per_task": round(
+                1000 * cpu["producer (harness)"]["cpu_s"] / max(done, 1), 2)}
 
 
 def run(lab: Lab) -> JSON:
@@ -90,8 +115,8 @@ def run(lab: Lab) -> JSON:
     s = lab.sizes
     instant = _chatq_run(lab, "fake", s.throughput_clients, s.throughput_duration_s, 0.0)
     streaming = _chatq_run(lab, STREAM_MODEL, s.stream_clients, s.stream_duration_s, STREAM_S)
-    baselines = [_baseline(lab, pool, s.baseline_tasks) for pool in s.baseline_pools]
-    best = max(b["jobs_per_s"] for b in baselines)
+    baselines = [_baseline(lab, v, s.baseline_tasks) for v in s.baseline_variants]
+    best = max(b["jobs_per_s"] for b in baselines if b["settings"] == "plain")
     return {
         "instant": instant, "streaming_1s": streaming, "stream_model": STREAM_MODEL,
         "worker_concurrency": int(lab.chatq().env["CHATQ_WORKER_CONCURRENCY"]),

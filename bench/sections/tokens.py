@@ -31,7 +31,8 @@ def run(lab: Lab) -> JSON:
     s = lab.sizes
     spec = {"mode": "follow", "base": stack.url, "key": ALICE_KEY, "timeout_s": 60,
             "requests": _requests(s.token_streams, s.token_count)}
-    result = run_load(spec, timeout_s=120)
+    with lab.profiled("tokens", stack.python_pids()):
+        result = run_load(spec, timeout_s=120)
     lab.drop(name)
     tap.signal(signal.SIGTERM)
     assert tap.process is not None

@@ -58,18 +58,20 @@ def park(url: str, kind: str, ids: list[str], web_pid: int) -> tuple[LoadRun, fl
     return run, time.monotonic() - t0
 
 
-def measure_level(url: str, kind: str, server_pid: int, pids: dict[str, int], runs: list[Run],
-                  count: int, finish: Callable[[Run], None], rate: float) -> JSON:
+def measure_level(lab: Lab, url: str, kind: str, server_pid: int, pids: dict[str, int],
+                  runs: list[Run], count: int, finish: Callable[[Run], None], rate: float
+                  ) -> JSON:
     """Park all `runs` (the first `count` are waiters, the rest probes), then wake them."""
     web_pid = serving_pid(server_pid)
     rss_before = rss_bytes(web_pid)
     run, park_s = park(url, kind, [r[0] for r in runs], web_pid)
     rss_parked = rss_bytes(web_pid)
     meter = CpuMeter({**pids, "harness (completer)": os.getpid()}).start()
-    probe_stamps = finish_at_rate(finish, runs[count:], rate)
-    time.sleep(PROBE_GRACE_S)
-    stamps = finish_at_rate(finish, runs[:count], rate)
-    result = run.result(WAIT_S + 60)
+    with lab.profiled(f"{kind}-wake-{count}", {"web": server_pid}):
+        probe_stamps = finish_at_rate(finish, runs[count:], rate)
+        time.sleep(PROBE_GRACE_S)
+        stamps = finish_at_rate(finish, runs[:count], rate)
+        result = run.result(WAIT_S + 60)
     answers = result["answers"]
     return {
         "waiters": count, "probes": len(runs) - count, "rate_per_s": rate,
@@ -81,15 +83,16 @@ def measure_level(url: str, kind: str, server_pid: int, pids: dict[str, int], ru
     }
 
 
-def _burst(stack: ChatqStack, count: int) -> JSON:
+def _burst(lab: Lab, stack: ChatqStack, count: int) -> JSON:
     """Park `count` waiters, end all their jobs at once: how fast does one process wake them?"""
     store = chatq_store(stack.redis.url, TTL_S)
     runs = create_running(store, count)
     run, _ = park(stack.url, "chatq", [r[0] for r in runs], serving_pid(stack.web.pid))
     meter = CpuMeter({**stack.pids(), "harness (completer)": os.getpid()}).start()
-    stamps = finish_burst(chatq_finisher(store), runs)
+    with lab.profiled("chatq-burst", {"web": stack.web.pid}):
+        stamps = finish_burst(chatq_finisher(store), runs)
+        result = run.result(WAIT_S + 60)
     finish_s = max(stamps.values()) - min(stamps.values())
-    result = run.result(WAIT_S + 60)
     answers = result["answers"]
     last = max(float(a[0]) for a in answers.values())  # type: ignore[arg-type]
     span_s = last - min(stamps.values())
@@ -110,8 +113,8 @@ def run(lab: Lab) -> JSON:
     levels = []
     for count in sizes.waiter_levels:
         runs = create_running(store, count + sizes.waiter_probes)
-        levels.append(measure_level(stack.url, "chatq", stack.web.pid, stack.pids(), runs,
+        levels.append(measure_level(lab, stack.url, "chatq", stack.web.pid, stack.pids(), runs,
                                     count, finish, sizes.waiter_rate_per_s))
-    burst = _burst(stack, sizes.burst_waiters)
+    burst = _burst(lab, stack, sizes.burst_waiters)
     lab.drop("waiters")
     return {"levels": levels, "burst": burst, "probe_grace_s": PROBE_GRACE_S}
