@@ -53,6 +53,7 @@ class Settings:
     rate_limit: str = ""
     rate_limit_overrides: tuple[tuple[str, str], ...] = ()
     keepalive_s: int = 75
+    cancel_on_disconnect: bool = False
     graceful_timeout_s: int = 30
     cache_ttl_s: int = 3600
     max_context_tokens: int = 0
@@ -189,6 +190,7 @@ def load(env: Mapping[str, str] | None = None) -> Settings:
         rate_limit=e.get("CHATQ_RATE_LIMIT", "").strip(),
         rate_limit_overrides=_overrides(e.get("CHATQ_RATE_LIMIT_OVERRIDES", "")),
         keepalive_s=_int(e, "CHATQ_KEEPALIVE", d.keepalive_s, 1),
+        cancel_on_disconnect=_bool(e, "CHATQ_CANCEL_ON_DISCONNECT", d.cancel_on_disconnect),
         graceful_timeout_s=_int(e, "CHATQ_GRACEFUL_TIMEOUT", d.graceful_timeout_s, 1),
         cache_ttl_s=_int(e, "CHATQ_CACHE_TTL", d.cache_ttl_s),
         max_context_tokens=_int(e, "CHATQ_MAX_CONTEXT_TOKENS", d.max_context_tokens),

@@ -134,3 +134,35 @@ def test_fakellm_output_validates_against_openai_schemas(fakellm: str) -> None:
     raw = client.chat.completions.with_raw_response.create(
         model="fake", messages=[{"role": "user", "content": "hi"}])
     openai_schemas.check("CreateChatCompletionResponse", json.loads(raw.content))
+
+
+def _disconnect_mid_stream(stack: Stack) -> str:
+    body = {"model": "fake:tps=20,tokens=40", "messages": [{"role": "user", "content": "x"}],
+            "stream": True}
+    r = stack.session().post(f"{stack.url}/v1/chat/completions", json=body, stream=True,
+                             timeout=30)
+    job_id = r.headers["Chatq-Job-Id"]
+    lines = r.iter_lines()
+    while b"content" not in next(lines):
+        pass
+    r.close()
+    return job_id
+
+
+def test_a_client_leaving_mid_stream_does_not_cancel_the_job(stack: Stack) -> None:
+    job_id = _disconnect_mid_stream(stack)
+    job = stack.get(job_id, wait=15).json()
+    assert job["status"] == "completed" and len(job["output_text"].split()) == 40
+
+
+def test_cancel_on_disconnect_when_configured(redis_url: str, fakellm: str) -> None:
+    from tests.conftest import start_stack
+
+    s = start_stack(redis_url.rsplit("/", 1)[0] + "/11", fakellm,
+                    CHATQ_CANCEL_ON_DISCONNECT="1")
+    try:
+        job_id = _disconnect_mid_stream(s)
+        job = s.get(job_id, wait=15).json()
+        assert job["status"] == "cancelled"
+    finally:
+        s.stop()

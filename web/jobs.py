@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+
 from flask import Blueprint, Response, g
 from flask import request as current_request
 
@@ -15,6 +17,7 @@ from web.submit import enqueue, submit
 from web.validate import chat_request, within_context
 from web.waiting import load_owned, wait_terminal
 
+log = logging.getLogger(__name__)
 bp = Blueprint("jobs", __name__, url_prefix="/v1/jobs")
 
 
@@ -88,7 +91,9 @@ def cancel_job(job_id: str) -> Response:
     svc = services()
     owner = authorize(svc)
     _owned(svc, owner, job_id)
-    _, detached = svc.store.cancel(job_id, svc.settings.lease_s)
+    state, detached = svc.store.cancel(job_id, svc.settings.lease_s)
+    log.info("job %s cancel: %s", job_id, state,
+             extra={"job_id": job_id, "key": owner, "event": "cancel"})
     for follower_id in detached:
         # They were waiting on this job's upstream call: now they run on their own.
         follower = svc.store.get(follower_id) or {}

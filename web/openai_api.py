@@ -42,7 +42,9 @@ def chat_completions() -> Response:
     record = submit(svc, owner, request, "interactive", params.idempotency_key(), cache_control)
     if stream:
         include_usage = bool(isinstance(options, dict) and options.get("include_usage"))
-        return sse_response(_stream(svc, record, include_usage))
+        response = sse_response(_stream(svc, record, include_usage))
+        response.headers["Chatq-Job-Id"] = record["id"]
+        return response
     return _hold(svc, record)
 
 
@@ -81,6 +83,11 @@ def _stream(svc: Services, record: dict[str, str], include_usage: bool) -> Itera
                     yield sse(_error_body(502, "stream_reset", "The answer restarted upstream."))
                     return
         yield from _stream_end(svc, record, maker, include_usage)
+    except GeneratorExit:
+        # The client went away mid-stream: the job carries on unless configured otherwise.
+        if svc.settings.cancel_on_disconnect:
+            svc.store.cancel(job_id, svc.settings.lease_s)
+        raise
     except STREAM_ENDING_ERRORS as exc:
         log.warning("stream of %s ended early: %s", job_id, type(exc).__name__)
         yield sse(_error_body(503, "backend_unavailable", "The stream was interrupted."))

@@ -27,6 +27,7 @@ class Run:
     handle: Handle
     request: dict[str, Any]
     created_at: float
+    owner: str
     started: float = field(default_factory=time.monotonic)
     tried: set[str] = field(default_factory=set)
 
@@ -43,7 +44,8 @@ def run_job(ctx: WorkerContext, job_id: str) -> None:
     metrics.QUEUE_WAIT.observe(max(0.0, time.time() - created_at))
     deadline = time.monotonic() + ctx.settings.job_timeout_s
     run = Run(Handle(job_id, run_id, deadline), json.loads(record.get("request") or "{}"),
-              created_at)
+              created_at, record.get("owner", "-"))
+    transition(run, "in_progress")
     ctx.registry.add(run.handle)
     metrics.RUNNING_JOBS.inc()
     try:
@@ -103,46 +105,63 @@ def _execute(ctx: WorkerContext, run: Run) -> None:
         if handle.abort_reason:
             break
         if result.ok:
-            _complete(ctx, handle, result, tail)
+            if _complete(ctx, handle, result, tail):
+                transition(run, jobs.COMPLETED)
             return
         delay_s = _backoff_s(ctx, attempt_no, result)
         last = attempt_no + 1 >= s.max_attempts or delay_s >= handle.remaining_s
         if not result.retryable or last:
-            _fail(ctx, handle, result)
+            if _fail(ctx, handle, result):
+                transition(run, jobs.FAILED, result.code)
             return
         metrics.UPSTREAM_RETRIES.labels(label, str(result.status or "connection")).inc()
         log.info("job %s attempt %d failed (%s); retrying in %.2fs",
                  handle.job_id, attempt_no + 1, result.message, delay_s)
         if not handle.sleep(delay_s):
             break
-    _aborted(ctx, handle)
+    _aborted(ctx, run)
 
 
-def _complete(ctx: WorkerContext, handle: Handle, result: Attempt, tail: str) -> None:
+def transition(run: Run, status: str, detail: str = "") -> None:
+    """One log line per job transition, with the job id and the key name."""
+    context = {"job_id": run.handle.job_id, "key": run.owner, "event": status}
+    log.info("job %s %s%s", run.handle.job_id, status, f" ({detail})" if detail else "",
+             extra=context)
+
+
+def _complete(ctx: WorkerContext, handle: Handle, result: Attempt, tail: str) -> bool:
     fields = {"result": json.dumps(result.completion, separators=(",", ":")),
               "finish_reason": result.finish_reason}
-    if ctx.store.finish(handle.job_id, handle.run_id, jobs.COMPLETED, fields, tail,
-                        result.finish_reason):
-        metrics.JOBS_FINISHED.labels(jobs.COMPLETED).inc()
-        usage = result.completion.get("usage") or {}
-        metrics.TOKENS.labels("in").inc(int(usage.get("prompt_tokens") or 0))
-        metrics.TOKENS.labels("out").inc(int(usage.get("completion_tokens") or 0))
+    if not ctx.store.finish(handle.job_id, handle.run_id, jobs.COMPLETED, fields, tail,
+                            result.finish_reason):
+        return False
+    metrics.JOBS_FINISHED.labels(jobs.COMPLETED).inc()
+    usage = result.completion.get("usage") or {}
+    metrics.TOKENS.labels("in").inc(int(usage.get("prompt_tokens") or 0))
+    metrics.TOKENS.labels("out").inc(int(usage.get("completion_tokens") or 0))
+    return True
 
 
-def _fail(ctx: WorkerContext, handle: Handle, result: Attempt) -> None:
+def _fail(ctx: WorkerContext, handle: Handle, result: Attempt) -> bool:
     status = 502 if result.status in (401, 403) or result.status >= 500 else result.status
     if result.code == "upstream_timeout":
         status = 504
     error = {"type": "upstream_error", "code": result.code, "message": result.message}
     fields = {"error": json.dumps(error), "error_status": str(status or 502)}
-    if ctx.store.finish(handle.job_id, handle.run_id, jobs.FAILED, fields, "", "error"):
-        metrics.JOBS_FINISHED.labels(jobs.FAILED).inc()
+    if not ctx.store.finish(handle.job_id, handle.run_id, jobs.FAILED, fields, "", "error"):
+        return False
+    metrics.JOBS_FINISHED.labels(jobs.FAILED).inc()
+    return True
 
 
-def _aborted(ctx: WorkerContext, handle: Handle) -> None:
+def _aborted(ctx: WorkerContext, run: Run) -> None:
     """Cancelled or lost jobs need nothing more; a job past its deadline fails."""
+    handle = run.handle
     if handle.abort_reason in ("", running.TIMEOUT) and handle.remaining_s <= 0:
         timeout_s = ctx.settings.job_timeout_s
         result = Attempt(status=504, code="upstream_timeout",
                          message=f"The job did not finish within {timeout_s:g} s")
-        _fail(ctx, handle, result)
+        if _fail(ctx, handle, result):
+            transition(run, jobs.FAILED, result.code)
+    else:
+        transition(run, "stopped", handle.abort_reason or "no longer ours")
