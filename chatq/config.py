@@ -54,6 +54,7 @@ class Settings:
     rate_limit_overrides: tuple[tuple[str, str], ...] = ()
     keepalive_s: int = 75
     cancel_on_disconnect: bool = False
+    sse_keepalive_s: float = 15.0
     graceful_timeout_s: int = 30
     cache_ttl_s: int = 3600
     max_context_tokens: int = 0
@@ -190,6 +191,7 @@ def load(env: Mapping[str, str] | None = None) -> Settings:
         rate_limit=e.get("CHATQ_RATE_LIMIT", "").strip(),
         rate_limit_overrides=_overrides(e.get("CHATQ_RATE_LIMIT_OVERRIDES", "")),
         keepalive_s=_int(e, "CHATQ_KEEPALIVE", d.keepalive_s, 1),
+        sse_keepalive_s=_float(e, "CHATQ_SSE_KEEPALIVE", d.sse_keepalive_s, 0.1),
         cancel_on_disconnect=_bool(e, "CHATQ_CANCEL_ON_DISCONNECT", d.cancel_on_disconnect),
         graceful_timeout_s=_int(e, "CHATQ_GRACEFUL_TIMEOUT", d.graceful_timeout_s, 1),
         cache_ttl_s=_int(e, "CHATQ_CACHE_TTL", d.cache_ttl_s),

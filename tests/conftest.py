@@ -79,7 +79,7 @@ def start_stack(redis_url: str, fakellm: str, workers: int = 1, **env: str) -> S
 @pytest.fixture(scope="session")
 def stack(redis_url: str, fakellm: str) -> Iterator[Stack]:
     """The shared chatq stack most tests use."""
-    s = start_stack(redis_url, fakellm)
+    s = start_stack(redis_url, fakellm, CHATQ_SSE_KEEPALIVE="2")
     yield s
     s.stop()
 

@@ -110,6 +110,8 @@ def base_env(redis_url: str, upstream_url: str, **overrides: str) -> dict[str, s
         CHATQ_API_KEYS=f"alice:{ALICE_KEY},bob:{BOB_KEY}",
         CHATQ_DEFAULT_MODEL="fake",
         CHATQ_LOG_LEVEL="INFO",
+        # Idle keep-alive connections would hold a stopping web for the whole grace period.
+        CHATQ_GRACEFUL_TIMEOUT="2",
         PYTHONUNBUFFERED="1",
     )
     env.update(overrides)

@@ -138,8 +138,8 @@ def test_sse_streams_every_event_and_resumes_from_last_event_id(stack: Stack) ->
 
 
 def test_sse_sends_keepalive_comments(stack: Stack) -> None:
-    # A job that stays silent longer than the keepalive interval.
-    job_id = stack.submit("x", model="fake:ttft=16").json()["id"]
+    # A job that stays silent longer than the keepalive interval (2 s in the test stack).
+    job_id = stack.submit("x", model="fake:ttft=6").json()["id"]
     url = f"{stack.url}/v1/jobs/{job_id}/events"
     with stack.session().get(url, headers={"Accept": "text/event-stream"}, stream=True,
                              timeout=30) as r:

@@ -124,7 +124,10 @@ def test_the_rate_limit_holds_across_two_web_processes(redis_url: str, fakellm: 
 def test_interactive_jobs_run_before_batch_ones(idle: Stack) -> None:
     batch = [idle.submit(f"b{i}", priority="batch").json()["id"] for i in range(12)]
     interactive = [idle.submit(f"i{i}").json()["id"] for i in range(12)]
-    worker = start_worker({**idle.env, "CHATQ_WORKER_CONCURRENCY": "1"}, "")
+    # One slot, so that order is observable; the threads pool, because Celery's gevent
+    # loop polls a saturated worker's queue only every 2 s.
+    one_slot = {**idle.env, "CHATQ_WORKER_CONCURRENCY": "1", "CHATQ_WORKER_POOL": "threads"}
+    worker = start_worker(one_slot, "")
     idle.procs.append(worker)
     done = {j: idle.get(j, wait=30).json() for j in batch + interactive}
     assert all(job["status"] == "completed" for job in done.values())

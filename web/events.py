@@ -22,7 +22,6 @@ from web.waiting import load_owned, wait_events
 bp = Blueprint("events", __name__, url_prefix="/v1/jobs")
 # Once headers are sent these can only end a stream: the job expired, or Redis left.
 STREAM_ENDING_ERRORS: tuple[type[Exception], ...] = (ApiError, *BACKEND_ERRORS)
-KEEPALIVE_S = 15.0
 _CURSOR = re.compile(r"^(0|\d{1,20}-\d{1,20})$")
 
 
@@ -86,9 +85,9 @@ def sse_response(body: Iterator[str]) -> Response:
 
 
 def follow(svc: Services, job_id: str, cursor: str) -> Iterator[list[Event]]:
-    """Pages of new events until the job ends; an empty page every KEEPALIVE_S of silence."""
+    """Pages of new events until the job ends; an empty page after each keepalive interval."""
     while True:
-        events, status = wait_events(svc, job_id, cursor, KEEPALIVE_S)
+        events, status = wait_events(svc, job_id, cursor, svc.settings.sse_keepalive_s)
         yield events
         if is_done(events, status) or svc.listener.draining:
             return
