@@ -103,3 +103,15 @@ def test_redis_outage_answers_503_then_recovers_without_restart(fakellm: str) ->
     finally:
         s.stop()
         server.stop()
+
+
+def test_the_celery_command_line_runs_the_same_worker(web_only: Stack) -> None:
+    from tests.procs import Proc
+
+    args = ["celery", "-A", "worker", "worker", "--pool=gevent", "--concurrency=5",
+            "--queues=interactive,batch", "--without-mingle", "--without-gossip"]
+    proc = Proc("celery-worker", args, {**web_only.env, "CHATQ_WORKER_METRICS_BIND": ""}).start()
+    web_only.procs.append(proc)
+    wait_until(lambda: "ready." in proc.log_text(), 20, "celery worker ready")
+    job = web_only.submit("via celery -A worker", wait=10).json()
+    assert job["status"] == "completed" and job["output_text"] == "via celery -A worker"
