@@ -6,7 +6,8 @@ import hashlib
 
 PREFIX = "chatq:"
 
-# Pub/sub channel; message "<job id> <status>", published on every change of a job.
+# Pub/sub channel; message "<job id> <status>" on every change of a job, and on its last one
+# "<job id> <status> <record as JSON, less the request>".
 NOTIFY_CHANNEL = PREFIX + "notify"
 
 

@@ -70,6 +70,16 @@ local function release_flight(id)
     redis.call('DEL', K('inflight', flight))
   end
 end
+-- The final record (less the request) rides on the last notification, so that a woken
+-- waiter answers without reading it back.
+local function snapshot(id)
+  local flat = redis.call('HGETALL', K('job', id))
+  local record = {}
+  for i = 1, #flat, 2 do
+    if flat[i] ~= 'request' then record[flat[i]] = flat[i + 1] end
+  end
+  return cjson.encode(record)
+end
 local function close(id, st, now, ttl, reason, fields)
   local key = K('job', id)
   local v = redis.call('HMGET', key, 'started_at', 'leader')
@@ -83,7 +93,7 @@ local function close(id, st, now, ttl, reason, fields)
   event(id, 'end', st, reason)
   redis.call('ZREM', P .. 'leases', id)
   expire_all(id, ttl)
-  notify(id, st)
+  redis.call('PUBLISH', P .. 'notify', id .. ' ' .. st .. ' ' .. snapshot(id))
 end
 -- Ends a leader and its followers alike; the cache keeps a completed result.
 local function close_group(id, st, now, ttl, reason, fields)

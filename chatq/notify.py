@@ -19,11 +19,12 @@ RECONNECT_DELAY_S = 0.5
 class Waiter:
     """A request parked on one job; `terminal_only` waiters ignore non-final changes."""
 
-    __slots__ = ("event", "terminal_only")
+    __slots__ = ("event", "snapshot", "terminal_only")
 
     def __init__(self, terminal_only: bool) -> None:
         self.event = threading.Event()
         self.terminal_only = terminal_only
+        self.snapshot = ""
 
     def wait(self, timeout_s: float) -> bool:
         """Block until woken or `timeout_s` passes; True when woken."""
@@ -90,13 +91,14 @@ class Listener:
                     if not group:
                         del self._waiters[job_id]
 
-    def wake(self, job_id: str, status: str) -> None:
+    def wake(self, job_id: str, status: str, snapshot: str = "") -> None:
         """Wake the waiters of `job_id` that care about a change to `status`."""
         final = jobs.is_terminal(status)
         with self._lock:
             group = list(self._waiters.get(job_id, ()))
         for waiter in group:
             if final or not waiter.terminal_only:
+                waiter.snapshot = snapshot or waiter.snapshot
                 waiter.event.set()
 
     def wake_all(self) -> None:
@@ -136,5 +138,6 @@ class Listener:
             return
         data = message.get("data")
         if message.get("type") == "message" and isinstance(data, str):
-            job_id, _, status = data.partition(" ")
-            self.wake(job_id, status)
+            job_id, _, rest = data.partition(" ")
+            status, _, snapshot = rest.partition(" ")
+            self.wake(job_id, status, snapshot)

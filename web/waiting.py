@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
 from typing import TypeVar
 
 from chatq import jobs, keys
 from chatq.errors import job_not_found
+from chatq.notify import Waiter
 from chatq.store import Event, parse_event
 from web.context import Services
 from web.params import jittered
@@ -27,26 +29,35 @@ def load_owned(svc: Services, job_id: str, owner: str) -> dict[str, str]:
 def _park(
     svc: Services,
     job_id: str,
-    read: Callable[[], T],
+    read: Callable[[Waiter | None], T],
     ready: Callable[[T], bool],
     timeout_s: float,
     terminal_only: bool,
 ) -> T:
     """Read; unless ready, wait for notifications on `job_id` and re-read, until `timeout_s`."""
-    value = read()
+    value = read(None)
     if timeout_s <= 0 or ready(value) or svc.listener.draining:
         return value
     deadline = time.monotonic() + timeout_s
     with svc.listener.waiting(job_id, terminal_only) as waiter:
         # Re-read after registering: a change in between is seen here or wakes us.
-        value = read()
+        value = read(None)
         while not ready(value) and not svc.listener.draining:
             remaining_s = deadline - time.monotonic()
             if remaining_s <= 0:
                 break
             if waiter.wait(remaining_s):
-                value = read()
+                value = read(waiter)
     return value
+
+
+def _final(svc: Services, waiter: Waiter | None, job_id: str, owner: str) -> dict[str, str]:
+    """The record the last notification carried, else the one in Redis."""
+    if waiter is not None and waiter.snapshot:
+        record: dict[str, str] = json.loads(waiter.snapshot)
+        if record.get("owner") == owner:
+            return record
+    return load_owned(svc, job_id, owner)
 
 
 def wait_terminal(svc: Services, record: dict[str, str], wait_s: float) -> dict[str, str]:
@@ -57,7 +68,7 @@ def wait_terminal(svc: Services, record: dict[str, str], wait_s: float) -> dict[
     return _park(
         svc,
         job_id,
-        lambda: load_owned(svc, job_id, owner),
+        lambda waiter: _final(svc, waiter, job_id, owner),
         lambda r: jobs.is_terminal(r["status"]),
         jittered(wait_s),
         terminal_only=True,
@@ -82,7 +93,7 @@ def wait_events(
     return _park(
         svc,
         job_id,
-        lambda: read_events(svc, job_id, cursor),
+        lambda _waiter: read_events(svc, job_id, cursor),
         lambda found: bool(found[0]) or jobs.is_terminal(found[1]),
         timeout_s,
         terminal_only=False,
