@@ -6,10 +6,11 @@ from typing import Any
 
 import prometheus_client
 from celery import signals
+from kombu.utils.compat import detect_environment
 
 from chatq import config, logs
 from chatq.celery_app import RUN_JOB_TASK, make_celery
-from worker import metrics
+from worker import metrics, pollfix
 from worker.context import context
 from worker.monitor import Monitor
 from worker.runner import run_job
@@ -29,6 +30,12 @@ def run(job_id: str) -> None:
 def _redact_logs(**_: Any) -> None:
     secrets = [settings.upstream_api_key, *(k for _, k in settings.api_keys)]
     logs.setup(settings.log_level, secrets, settings.log_format)
+
+
+@signals.worker_init.connect
+def _shorten_gevent_poll(**_: Any) -> None:
+    if detect_environment() == "gevent":  # however the pool was chosen (also `celery -P`)
+        pollfix.install()
 
 
 @signals.worker_ready.connect
