@@ -124,8 +124,8 @@ def test_the_rate_limit_holds_across_two_web_processes(redis_url: str, fakellm: 
 def test_interactive_jobs_run_before_batch_ones(idle: Stack) -> None:
     batch = [idle.submit(f"b{i}", priority="batch").json()["id"] for i in range(12)]
     interactive = [idle.submit(f"i{i}").json()["id"] for i in range(12)]
-    # One slot, so that order is observable; the threads pool, because Celery's gevent
-    # loop polls a saturated worker's queue only every 2 s.
+    # One slot, so that order is observable; the threads pool, so that this pool runs in
+    # the suite too (the others use the default gevent pool).
     one_slot = {**idle.env, "CHATQ_WORKER_CONCURRENCY": "1", "CHATQ_WORKER_POOL": "threads"}
     worker = start_worker(one_slot, "")
     idle.procs.append(worker)
