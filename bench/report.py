@@ -53,21 +53,32 @@ def cpu_line(cpu: JSON | None) -> str:
     return ", ".join(f"{k} {v['cpu_pct']} %" for k, v in (cpu or {}).items())
 
 
+def _where(b: JSON | None) -> str:
+    """A job's added time by stage (p50, ms)."""
+    if not b:
+        return ""
+    return (f"submit {b['submit_to_created_ms']}, queued {b['queued_ms']}, run +"
+            f"{b['run_beyond_upstream_ms']}, to client {b['completed_to_client_ms']}")
+
+
 def throughput_table(s: JSON) -> str:
     """Measure 4 with CPU per process, and the bare Celery baselines."""
     t = dig(s, "throughput") or {}
     rows = []
-    for name in ("instant", "streaming_1s"):
+    for name in ("instant", "streaming_1s", "instant_threads_pool"):
         r = t.get(name)
         if r:
             rows.append([f"chatq {name}", r["clients"], r["jobs_per_s"], r["latency"]["p50_ms"],
-                         r["in_flight"]["mean"], cpu_line(r["cpu"])])
+                         r["in_flight"]["mean"], cpu_line(r["cpu"]), _where(r.get("breakdown"))])
     for b in t.get("bare_celery", []):
         rows.append([f"bare Celery ({b['settings']} settings, {b['pool']} x{b['slots']})", "—",
-                     b["jobs_per_s"], None, None,
-                     cpu_line(b["cpu"])])
-    return table(["run", "clients", "jobs/s", "latency p50 ms", "in flight", "CPU (% of a core)"],
-                 rows)
+                     b["jobs_per_s"], None, None, cpu_line(b["cpu"]), ""])
+    for b in t.get("bare_celery_1s_tasks", []):
+        rows.append([f"bare Celery (chatq settings but prefetch x{b['prefetch_multiplier']}, "
+                     f"gevent x{b['slots']}), 1 s tasks", "—", b["jobs_per_s"], None,
+                     b["in_flight"], cpu_line(b["cpu"]), ""])
+    return table(["run", "clients", "jobs/s", "added p50 ms", "in flight", "CPU (% of a core)",
+                  "where a job's time goes (p50 ms)"], rows)
 
 
 def gateway_table(s: JSON) -> str:

@@ -25,6 +25,7 @@ class Sizes:
     stream_duration_s: float
     baseline_tasks: int
     baseline_variants: tuple[tuple[str, str, int], ...]
+    slow_task_variants: tuple[tuple[int, int], ...]
     gateway_rates: tuple[float, ...]
     gateway_duration_s: float
     memory_jobs: int
@@ -47,7 +48,7 @@ FULL = Sizes(
     waiter_rate_per_s=500.0,
     waiter_probes=20,
     burst_waiters=4000,
-    gthread_levels=(32, 64, 128),
+    gthread_levels=(63, 64, 128),
     throughput_clients=128,
     throughput_duration_s=10.0,
     stream_clients=300,
@@ -55,6 +56,7 @@ FULL = Sizes(
     baseline_tasks=2000,
     baseline_variants=(("plain", "threads", 100), ("plain", "gevent", 100),
                        ("chatq", "gevent", 300)),
+    slow_task_variants=((1, 1200), (4, 1200)),
     gateway_rates=(5, 25, 50, 100, 150, 200, 300, 400),
     gateway_duration_s=4.0,
     memory_jobs=1000,
@@ -83,7 +85,8 @@ QUICK = Sizes(
     stream_clients=8,
     stream_duration_s=2.0,
     baseline_tasks=50,
-    baseline_variants=(("plain", "threads", 100), ("chatq", "gevent", 20)),
+    baseline_variants=(("plain", "threads", 100),),
+    slow_task_variants=((1, 40),),
     gateway_rates=(5, 20),
     gateway_duration_s=1.0,
     memory_jobs=20,

@@ -15,7 +15,7 @@ from bench.alt.stack import alt_env, start_celery
 from bench.lab import Lab
 from bench.loadrun import run_load
 from bench.procstat import CpuMeter
-from bench.sections.common import JSON, body, closed_spec, outcome_summary, target
+from bench.sections.common import JSON, body, breakdown, closed_spec, outcome_summary, target
 from bench.stats import time_average_concurrency
 from chatq.celery_app import make_celery
 from chatq.config import Settings
@@ -23,8 +23,11 @@ from tests.procs import UPSTREAM_KEY, Proc
 
 STREAM_MODEL = "fake:tps=20,tokens=21"  # first token at once, then 20 more over 1.0 s
 STREAM_S = 1.0
+SLOW_SLOTS = 300
+SLOW_TASK_S = 1.0
 
-STACKS = [("main", {})]
+STACKS = [("main", {}), ("threads", {"CHATQ_WORKER_POOL": "threads",
+                                      "CHATQ_WORKER_CONCURRENCY": "100"})]
 
 def _in_flight(result: JSON) -> JSON:
     """Mean and peak jobs in progress over the load window, from the jobs' own stamps."""
@@ -38,9 +41,12 @@ def _in_flight(result: JSON) -> JSON:
     return {"mean": round(mean, 1), "peak": peak}
 
 
-def _chatq_run(lab: Lab, model: str, clients: int, duration_s: float, minus_s: float) -> JSON:
-    stack = lab.chatq()
-    pids = {**stack.pids(), "fakellm": lab.fakellm_pid("main")}
+def _chatq_run(lab: Lab, model: str, clients: int, duration_s: float, minus_s: float,
+               stack_name: str = "main") -> JSON:
+    """Closed-loop jobs through one web and one worker process; jobs/s, CPU, where time goes."""
+    stack = lab.chatq(*STACKS[1]) if stack_name == "threads" else lab.chatq()
+    upstream = "main" if stack_name == "main" else "shared"
+    pids = {**stack.pids(), "fakellm": lab.fakellm_pid(upstream)}
     spec = closed_spec("chatq", target(stack.url, body(model)), clients, duration_s)
     meter = CpuMeter(pids).start()
     with lab.profiled(f"throughput-{model.replace(':', '_')}", stack.python_pids()):
@@ -48,6 +54,7 @@ def _chatq_run(lab: Lab, model: str, clients: int, duration_s: float, minus_s: f
     cpu = meter.stop()
     summary = outcome_summary(result, minus_s)
     summary["in_flight"] = _in_flight(result)
+    summary["breakdown"] = breakdown(result["outcomes"], minus_s)
     summary["cpu"] = {**cpu, "loadgen": result["loadgen_cpu"]}
     jobs_s = (summary["jobs_per_s"] or 0) * duration_s
     summary["cpu_ms_per_job"] = {
@@ -57,18 +64,22 @@ def _chatq_run(lab: Lab, model: str, clients: int, duration_s: float, minus_s: f
     return summary
 
 
-def _send_all(app: Celery, queue: str, count: int) -> None:
-    ids = [str(uuid.uuid4()) for _ in range(count)]
+def _send_all(app: Celery, queue: str, count: int, task_s: float = 0.0) -> None:
+    """`count` trivial tasks, or (task_s > 0) tasks that first wait task_s seconds."""
+    name = "alt.sleep_write" if task_s else "alt.write_result"
+    extra = [task_s] if task_s else []
     with ThreadPoolExecutor(4) as pool:
-        list(pool.map(lambda i: app.send_task("alt.write_result", args=[i], queue=queue,
-                                              routing_key=queue), ids))
+        list(pool.map(lambda _: app.send_task(name, args=[str(uuid.uuid4()), *extra],
+                                              queue=queue, routing_key=queue), range(count)))
 
 
-def _baseline_worker(lab: Lab, settings: str, pool: str, slots: int
+def _baseline_worker(lab: Lab, settings: str, pool: str, slots: int, prefetch: int = 0
                      ) -> tuple[Proc, Celery, str, redis.Redis]:
     """A Celery worker for the bare task, and the producer's app, queue and Redis client."""
     server = lab.redis()
     env = alt_env(server.url, lab.fakellm(), UPSTREAM_KEY, slots)
+    if prefetch:
+        env["ALT_PREFETCH"] = str(prefetch)
     client = redis.Redis.from_url(server.url)
     if settings == "chatq":
         worker = start_celery(env, pool, slots, "bench.alt.chatq_tasks", "interactive")
@@ -110,15 +121,40 @@ def _baseline(lab: Lab, variant: tuple[str, str, int], count: int) -> JSON:
                 1000 * cpu["producer (harness)"]["cpu_s"] / max(done, 1), 2)}
 
 
+def _slow_tasks(lab: Lab, prefetch: int, count: int) -> JSON:
+    """chatq's Celery settings, 300 gevent slots, tasks that wait 1 s: how many run at once?"""
+    worker, app, queue, client = _baseline_worker(lab, "chatq", "gevent", SLOW_SLOTS, prefetch)
+    _send_all(app, queue, 20)
+    _drain(client, 20)
+    client.set("alt:done", 0)
+    meter = CpuMeter({"celery": worker.pid}).start()
+    t0 = time.monotonic()
+    _send_all(app, queue, count, SLOW_TASK_S)
+    done = _drain(client, count)
+    elapsed_s = time.monotonic() - t0
+    cpu = meter.stop()
+    worker.stop()
+    rate = done / elapsed_s
+    return {"prefetch_multiplier": prefetch, "slots": SLOW_SLOTS, "task_s": SLOW_TASK_S,
+            "tasks": count, "done": done, "jobs_per_s": round(rate, 1),
+            "in_flight": round(rate * SLOW_TASK_S, 1), "cpu": cpu}
+
+
 def run(lab: Lab) -> JSON:
-    """Instant upstream, 1 s streaming upstream, then bare Celery (threads and gevent)."""
+    """Instant and 1 s streaming upstream; instant with the threads pool; bare Celery."""
     s = lab.sizes
     instant = _chatq_run(lab, "fake", s.throughput_clients, s.throughput_duration_s, 0.0)
     streaming = _chatq_run(lab, STREAM_MODEL, s.stream_clients, s.stream_duration_s, STREAM_S)
+    threads = _chatq_run(lab, "fake", s.throughput_clients, s.throughput_duration_s, 0.0,
+                         "threads")
+    lab.drop("threads")
     baselines = [_baseline(lab, v, s.baseline_tasks) for v in s.baseline_variants]
     best = max(b["jobs_per_s"] for b in baselines if b["settings"] == "plain")
+    slow = [_slow_tasks(lab, prefetch, n) for prefetch, n in s.slow_task_variants]
     return {
+        "bare_celery_1s_tasks": slow,
         "instant": instant, "streaming_1s": streaming, "stream_model": STREAM_MODEL,
+        "instant_threads_pool": threads,
         "worker_concurrency": int(lab.chatq().env["CHATQ_WORKER_CONCURRENCY"]),
         "bare_celery": baselines, "bare_celery_best_jobs_per_s": best,
         "instant_vs_bare_pct": round(100 * (instant["jobs_per_s"] or 0) / best, 1),
