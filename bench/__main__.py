@@ -76,6 +76,37 @@ def update_readme(block: str, plot_paths: list[Path]) -> None:
     path.write_text(text[:start] + "\n" + block + "\n" + images + "\n" + text[end:])
 
 
+def _run(args: argparse.Namespace, names: list[str]) -> tuple[dict[str, Any], float]:
+    """Run the sections, every process stopped afterwards; (sections, elapsed seconds)."""
+    profiles = args.out.parent / "profiles" if args.profile else None
+    lab = Lab(QUICK if args.quick else FULL, profiles)
+    t0 = time.monotonic()
+    if args.quick:  # start-up dominates a short run; a full run starts stacks one by one
+        lab.prestart(stacks_of(names))
+    try:
+        return run_sections(lab, names), time.monotonic() - t0
+    finally:
+        lab.close()
+
+
+def _publish(args: argparse.Namespace, info: dict[str, Any], sections: dict[str, Any],
+             elapsed_s: float) -> str:
+    """Write the JSON, the plots and (full runs) the README; answer the Markdown block."""
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps({"meta": info, "sections": sections}, indent=1))
+    fine = {name: s for name, s in sections.items() if "error" not in s}
+    rows = evaluate(fine)
+    full = args.readme or (not args.quick and not args.only)
+    plot_paths = plots.all_plots(fine, HERE / "plots" if full else args.out.parent / "plots")
+    block = header(info, elapsed_s) + "\n" + report.markdown(rows, fine)
+    args.out.write_text(json.dumps({"meta": info, "elapsed_s": round(elapsed_s, 1),
+                                    "targets": [r.as_dict() for r in rows],
+                                    "sections": sections}, indent=1))
+    if full:
+        update_readme(block, plot_paths)
+    return block
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run, then write JSON, plots and (full runs) the README; print the table."""
     args = parse_args(argv)
@@ -85,27 +116,8 @@ def main(argv: list[str] | None = None) -> int:
     command = "python -m bench" + (" --quick" if args.quick else "") + (
         f" --only {args.only}" if args.only else "")
     info = meta.describe(command)
-    profiles = args.out.parent / "profiles" if args.profile else None
-    lab = Lab(QUICK if args.quick else FULL, profiles)
-    t0 = time.monotonic()
-    if args.quick:  # start-up dominates a short run; a full run starts stacks one by one
-        lab.prestart(stacks_of(names))
-    try:
-        sections = run_sections(lab, names)
-    finally:
-        lab.close()
-    elapsed_s = time.monotonic() - t0
-    rows = evaluate(sections)
-    full = args.readme or (not args.quick and not args.only)
-    plot_paths = plots.all_plots(sections, HERE / "plots" if full else args.out.parent / "plots")
-    block = header(info, elapsed_s) + "\n" + report.markdown(rows, sections)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({"meta": info, "elapsed_s": round(elapsed_s, 1),
-                                    "targets": [r.as_dict() for r in rows],
-                                    "sections": sections}, indent=1))
-    if full:
-        update_readme(block, plot_paths)
-    print(block)
+    sections, elapsed_s = _run(args, names)
+    print(_publish(args, info, sections, elapsed_s))
     failed = [n for n, s in sections.items() if "error" in s]
     for name in failed:
         print(f"[bench] section {name} failed: {sections[name]['error']}", file=sys.stderr)

@@ -188,6 +188,15 @@ JUDGES: list[Callable[[JSON], list[Row]]] = [
 ]
 
 
+def _judged(judge: Callable[[JSON], list[Row]], sections: JSON) -> list[Row]:
+    """A judge's rows; a section that failed or lacks a figure gives a row saying so."""
+    try:
+        return judge(sections)
+    except (KeyError, IndexError, TypeError, ZeroDivisionError) as exc:
+        doc = (judge.__doc__ or judge.__name__).strip()
+        return [Row(doc, "see issue 6", f"no figure: {type(exc).__name__} {exc}", None)]
+
+
 def evaluate(sections: JSON) -> list[Row]:
     """Every target row, in issue 6's order."""
-    return [row for judge in JUDGES for row in judge(sections)]
+    return [row for judge in JUDGES for row in _judged(judge, sections)]

@@ -44,9 +44,9 @@ def _in_flight(result: JSON) -> JSON:
 def _chatq_run(lab: Lab, model: str, clients: int, duration_s: float, minus_s: float,
                stack_name: str = "main") -> JSON:
     """Closed-loop jobs through one web and one worker process; jobs/s, CPU, where time goes."""
-    stack = lab.chatq(*STACKS[1]) if stack_name == "threads" else lab.chatq()
-    upstream = "main" if stack_name == "main" else "shared"
-    pids = {**stack.pids(), "fakellm": lab.fakellm_pid(upstream)}
+    name, recipe = next(r for r in STACKS if r[0] == stack_name)
+    stack = lab.chatq(name, **recipe)
+    pids = {**stack.pids(), "fakellm": lab.fakellm_pid("main" if name == "main" else "shared")}
     spec = closed_spec("chatq", target(stack.url, body(model)), clients, duration_s)
     meter = CpuMeter(pids).start()
     with lab.profiled(f"throughput-{model.replace(':', '_')}", stack.python_pids()):
