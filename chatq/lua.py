@@ -133,7 +133,7 @@ if ARGV[6] ~= '' then
     redis.call('HSET', K('job', id), 'leader', leader)
     redis.call('SADD', K('followers', leader), id)
     redis.call('EXPIRE', K('followers', leader), ttl)
-    if lst == 'in_progress' then set_status(id, lst, ARGV[3]) end
+    if lst == 'in_progress' then set_status(id, lst, ARGV[9]) end
     local out = redis.call('HGET', K('job', leader), 'output_text')
     if out ~= '' then append(id, out) end
     return {'follower', leader}

@@ -9,8 +9,8 @@ checked here directly; /metrics (text) and / (HTML) are in the run, checked for 
 content type.
 
 The promise: no 5xx, no answer that violates the document. A failure schemathesis reports
-is either a known product bug (listed in KNOWN_BUGS, each with its own strict-xfail test
-below that reproduces it without schemathesis) or a disagreement accepted on purpose
+is either a known product bug (listed in KNOWN_BUGS, each with its own test that
+reproduces it without schemathesis) or a disagreement accepted on purpose
 (ACCEPTED, each with its reason); anything else fails the test.
 """
 
@@ -56,26 +56,9 @@ class Finding:
                 f"| {self.request_uri} {self.request_headers} {self.request_body[:300]}")
 
 
-def _upstream_status_passed_through(f: Finding) -> bool:
-    return (f.code == "ST103" and f.operation == "POST /v1/chat/completions"
-            and '"upstream_error"' in f.body and f.status is not None and f.status < 500)
-
-
-def _tool_calls_not_a_list(f: Finding) -> bool:
-    return f.code == "ST202" and "content is required" in f.body
-
-
-def _cursor_reaches_redis(f: Finding) -> bool:
-    return (f.operation == "GET /v1/jobs/{id}/events" and f.status == 500
-            and '"internal_error"' in f.body)
-
-
-# Product bugs, each reproduced by a strict-xfail test below (or in test_security.py).
-KNOWN_BUGS: dict[str, Callable[[Finding], bool]] = {
-    "test_upstream_4xx_answers_use_statuses_the_document_lists": _upstream_status_passed_through,
-    "test_the_message_schema_and_the_server_agree_on_tool_calls": _tool_calls_not_a_list,
-    "test_security.py::test_unchecked_cursors_are_400_not_500": _cursor_reaches_redis,
-}
+# Product bugs this run found once, now fixed; a new one is listed here, with a test of
+# its own that reproduces it, only while it is being fixed.
+KNOWN_BUGS: dict[str, Callable[[Finding], bool]] = {}
 
 
 def _opaque_cursor_refused(f: Finding) -> bool:
@@ -270,10 +253,6 @@ def _validator(doc: dict[str, Any], name: str) -> Draft202012Validator:
                                 registry=registry)
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: an upstream 4xx other than 400/422 (e.g. 404 for "
-                   "an unknown model) becomes the status of POST /v1/chat/completions "
-                   "(worker/runner._fail keeps result.status), a status its OpenAPI entry does "
-                   "not list")
 def test_upstream_4xx_answers_use_statuses_the_document_lists(stack: Stack) -> None:
     documented = set(_document(stack)["paths"]["/v1/chat/completions"]["post"]["responses"])
     body = {"model": "no-such-model", "messages": [{"role": "user", "content": "hi"}]}
@@ -283,9 +262,6 @@ def test_upstream_4xx_answers_use_statuses_the_document_lists(stack: Stack) -> N
     assert str(r.status_code) in documented, (r.status_code, sorted(documented))
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: the ChatMessage schema accepts a message with no "
-                   "content whose tool_calls is null, empty or not a list; the server answers "
-                   "400 missing_field (the document's anyOf needs tool_calls: array, minItems 1)")
 def test_the_message_schema_and_the_server_agree_on_tool_calls(stack: Stack) -> None:
     validator = _validator(_document(stack), "JobRequest")
     for tool_calls in (None, [], {}, 0, "x"):

@@ -263,9 +263,6 @@ def _chunks(data: bytes, size: int = 65536) -> Iterator[bytes]:
         yield data[i:i + size]
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: a chunked body (no Content-Length) over "
-                   "CHATQ_MAX_BODY_BYTES is silently truncated at the limit and answered 400 "
-                   "invalid_json instead of 413 request_too_large (web/params.json_body)")
 @pytest.mark.parametrize("path", ["/v1/jobs", "/v1/chat/completions"])
 def test_a_chunked_body_over_the_limit_is_413_too(stack: Stack, path: str) -> None:
     big = json.dumps(_body("w " * (1024 * 1024 // 2 + 10))).encode()
@@ -307,9 +304,6 @@ def test_an_oversize_request_line_is_refused_and_the_web_survives(stack: Stack) 
     assert requests.get(f"{stack.url}/healthz", timeout=10).ok
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: gunicorn's own 431/414 answers to oversize "
-                   "headers or request lines are text/html pages, not OpenAI's JSON error "
-                   "(API.md: every 4xx/5xx body has OpenAI's shape)")
 def test_oversize_headers_are_refused_in_openai_shape(stack: Stack) -> None:
     r = requests.get(f"{stack.url}/v1/queue", headers={**_headers(), "X-Big": "a" * 9000},
                      timeout=10)
@@ -381,20 +375,12 @@ UNCHECKED_CURSORS = {
 }
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: cursors of the accepted shape that are no stream "
-                   "id (20-digit overflow, a trailing newline, non-ASCII digits) reach XRANGE, "
-                   "Redis answers ERR and the web gives 500 internal_error "
-                   "(web/events.valid_cursor: \\d and $ instead of [0-9] and \\Z, no range check)")
 def test_unchecked_cursors_are_400_not_500(stack: Stack, done_job: dict[str, Any]) -> None:
     for cursor in UNCHECKED_CURSORS.values():
         r = stack.get(done_job["id"], suffix="/events", cursor=cursor)
         _assert_openai_error(r, 400, "invalid_cursor")
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: with Accept: text/event-stream, an overflowing "
-                   "Last-Event-ID passes validation and the stream dies mid-response (the "
-                   "redis ResponseError is not in STREAM_ENDING_ERRORS): the client sees a "
-                   "broken chunked body, not a 400")
 def test_an_overflowing_last_event_id_is_400_not_a_broken_stream(
     stack: Stack, done_job: dict[str, Any]
 ) -> None:

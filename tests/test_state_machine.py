@@ -438,9 +438,6 @@ def test_a_terminal_job_ignores_every_later_transition(client: redis.Redis) -> N
     assert before[0]["output_text"] == "hello world"
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: a follower joining a running leader gets "
-                   "started_at = the lease deadline (now + CHATQ_LEASE), not now (lua.CREATE "
-                   "passes ARGV[3] to set_status)")
 def test_a_follower_joining_a_running_job_starts_now_not_in_the_future(
     client: redis.Redis,
 ) -> None:

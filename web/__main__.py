@@ -10,6 +10,7 @@ from typing import Any
 from gunicorn.app.base import BaseApplication
 
 from chatq import config
+from web import gunicorn_errors
 
 
 def _post_worker_init(worker: Any) -> None:
@@ -78,6 +79,7 @@ def main() -> None:
     # summed at scrape time.
     os.environ["PROMETHEUS_MULTIPROC_DIR"] = metrics_dir
     os.environ["CHATQ_METRICS_DIR"] = metrics_dir
+    gunicorn_errors.install()
     WebServer(config.load()).run()
 
 

@@ -7,6 +7,7 @@ import re
 import time
 from collections.abc import Iterator
 
+import redis
 from flask import Blueprint, Response, request
 
 from chatq import jobs
@@ -21,15 +22,21 @@ from web.waiting import load_owned, wait_events
 
 bp = Blueprint("events", __name__, url_prefix="/v1/jobs")
 # Once headers are sent these can only end a stream: the job expired, or Redis left.
-STREAM_ENDING_ERRORS: tuple[type[Exception], ...] = (ApiError, *BACKEND_ERRORS)
-_CURSOR = re.compile(r"^(0|\d{1,20}-\d{1,20})$")
+STREAM_ENDING_ERRORS: tuple[type[Exception], ...] = (
+    ApiError, redis.ResponseError, *BACKEND_ERRORS
+)
+_CURSOR = re.compile(r"(0|([0-9]{1,20})-([0-9]{1,20}))\Z")
+_MAX_ID_PART = 2**64 - 1
 
 
 def valid_cursor(raw: str | None) -> str:
     """A cursor from the client ('0' when absent); 400 when it is not one we gave out."""
     if raw is None or raw == "":
         return "0"
-    if not _CURSOR.match(raw):
+    match = _CURSOR.match(raw)
+    parts = [int(p) for p in match.groups()[1:] if p is not None] if match else []
+    # A Redis stream id is two 64-bit numbers, and nothing comes after the largest one.
+    if not match or any(p > _MAX_ID_PART for p in parts) or parts == [_MAX_ID_PART] * 2:
         raise ApiError(400, "invalid_cursor", "`cursor` is not a cursor this API gave out.",
                        param="cursor")
     return raw

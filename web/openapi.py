@@ -223,9 +223,11 @@ def _openai_paths() -> dict[str, Schema]:
          "202": _response("Only when asked with `Prefer: wait=N` (and N passed) or "
                           "`Prefer: respond-async`: the job.", _json("Job"),
                           "Location", "Preference-Applied"),
-         **_error_responses((400, _BAD_JSON), 401, 409, 413, (422, _REUSED_OR_CONTEXT), 429,
-                            502, (503, _FULL), (504, _ERRORS[504] + " `job_timeout`: the job "
-                                                "did not end within CHATQ_JOB_TIMEOUT."))},
+         **_error_responses((400, _BAD_JSON), 401,
+                            (404, "`upstream_error`: the upstream does not know the model."),
+                            409, 413, (422, _REUSED_OR_CONTEXT), 429, 502, (503, _FULL),
+                            (504, _ERRORS[504] + " `job_timeout`: the job did not end within "
+                             "CHATQ_JOB_TIMEOUT."))},
         _param("Prefer"), _param("IdempotencyKey"), body="ChatCompletionRequest",
         description="Decided by `stream` in the body, not by Accept. Runs as an `interactive` "
                     "job; held until it ends (up to CHATQ_JOB_TIMEOUT).",

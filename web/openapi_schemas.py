@@ -63,8 +63,13 @@ def _message_schema() -> Schema:
             "items": {"type": "object"},
             "description": "Text, or a list of content parts; required unless `tool_calls`.",
         },
+        tool_calls={"type": ["array", "null"], "items": {"type": "object"}},
     )
-    message["anyOf"] = [{"required": ["content"]}, {"required": ["tool_calls"]}]
+    message["anyOf"] = [
+        {"required": ["content"]},
+        {"required": ["tool_calls"], "properties": {"tool_calls": {"type": "array",
+                                                                   "minItems": 1}}},
+    ]
     return message
 
 

@@ -8,7 +8,8 @@ import random
 import re
 from typing import Any
 
-from flask import request
+from flask import current_app, request
+from werkzeug.exceptions import RequestEntityTooLarge
 
 from chatq.errors import ApiError
 from chatq.tokens import Policy
@@ -23,9 +24,19 @@ def _no_constants(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
 
 
+def _read_body() -> bytes:
+    """The body, refused with 413 past MAX_CONTENT_LENGTH, with or without Content-Length."""
+    limit = current_app.config["MAX_CONTENT_LENGTH"]
+    raw = request.stream.read(limit)
+    # A chunked body stops at the limit without a word: one more byte tells if it was cut.
+    if len(raw) >= limit and request.stream.read(1):
+        raise RequestEntityTooLarge()
+    return raw
+
+
 def json_body() -> dict[str, Any]:
     """The body parsed as a JSON object in UTF-8, whatever the Content-Type says."""
-    raw = request.get_data(cache=True)
+    raw = _read_body()
     try:
         body = json.loads(raw.decode("utf-8"), parse_constant=_no_constants)
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:

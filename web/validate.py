@@ -43,10 +43,15 @@ def _check_message(index: int, message: Any) -> None:
     role = message.get("role")
     if role is None:
         raise _invalid(f"{param}.role is required.", f"{param}.role", "missing_field")
-    if role not in ROLES:
+    if not isinstance(role, str) or role not in ROLES:
         raise _invalid(f"{param}.role must be one of {sorted(ROLES)}.", f"{param}.role")
     content = message.get("content")
-    if "content" not in message and not message.get("tool_calls"):
+    calls = message.get("tool_calls")
+    if calls is not None and not (
+        isinstance(calls, list) and all(isinstance(c, dict) for c in calls)
+    ):
+        raise _invalid(f"{param}.tool_calls must be a list of objects.", f"{param}.tool_calls")
+    if "content" not in message and not calls:
         raise _invalid(f"{param}.content is required.", f"{param}.content", "missing_field")
     if content is not None and not isinstance(content, str | list):
         raise _invalid(f"{param}.content must be a string or a list of parts.", f"{param}.content")
