@@ -13,7 +13,7 @@ TEST_DEB_PACKAGES ?= chromium prometheus
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: venv deb-packages up test test-slow lint bench clean
+.PHONY: venv deb-packages up test test-slow lint bench soak clean
 
 venv: $(STAMP)
 
@@ -49,6 +49,10 @@ test-slow: deb-packages venv
 lint: venv
 	$(VENV)/bin/ruff check chatq web worker fakellm scripts tests
 	$(VENV)/bin/mypy chatq web worker fakellm
+
+# 30 minutes at 100 jobs/s with 1,000 waiters (not in CI); figures go to bench/README.md.
+soak: venv
+	$(PY) -m scripts.soak
 
 bench: venv
 	$(PY) -m bench
