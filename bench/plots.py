@@ -94,23 +94,36 @@ def scaling_plot(s: JSON, path: Path) -> Path | None:
     return _save(fig, path)
 
 
+def _throughput_bars(t: JSON) -> list[tuple[str, float, str]]:
+    """(label, jobs/s, colour) for each throughput figure of a run."""
+    bars = [("chatq instant (gevent)", t["instant"]["jobs_per_s"], "C0"),
+            ("chatq 1 s stream", t["streaming_1s"]["jobs_per_s"], "C0")]
+    if t.get("instant_threads_pool"):
+        bars.append(("chatq instant (threads)", t["instant_threads_pool"]["jobs_per_s"], "C0"))
+    for b in t["bare_celery"]:
+        colour = "C7" if b["settings"] == "plain" else "C1"
+        bars.append((f"bare Celery {b['settings']} {b['pool']}", b["jobs_per_s"], colour))
+    for b in t.get("bare_celery_1s_tasks", []):
+        bars.append((f"bare Celery chatq, 1 s tasks, prefetch x{b['prefetch_multiplier']}",
+                     b["jobs_per_s"], "C1"))
+    return bars
+
+
 def throughput_plot(s: JSON, path: Path) -> Path | None:
-    """Jobs/s: chatq (instant, 1 s streaming) against bare Celery."""
+    """Jobs/s: chatq (instant, 1 s streaming) against bare Celery, with the 60 % line."""
     t = dig(s, "throughput")
     if not t:
         return None
-    names = ["chatq instant", "chatq 1 s stream"] + [
-        f"bare Celery {b['settings']} {b['pool']}" for b in t["bare_celery"]]
-    values = [t["instant"]["jobs_per_s"], t["streaming_1s"]["jobs_per_s"]] + [
-        b["jobs_per_s"] for b in t["bare_celery"]]
-    fig, ax = plt.subplots(figsize=(7, 3.6))
-    colours = ["C0", "C0"] + ["C7" if b["settings"] == "plain" else "C1"
-                              for b in t["bare_celery"]]
-    ax.barh(names, [v or 0 for v in values], color=colours)
+    bars = _throughput_bars(t)
+    fig, ax = plt.subplots(figsize=(7.5, 0.45 * len(bars) + 1.4))
+    ax.barh([b[0] for b in bars], [b[1] or 0 for b in bars], color=[b[2] for b in bars])
+    for i, (_, value, _) in enumerate(bars):
+        ax.text(value or 0, i, f" {value}", va="center", fontsize=8)
+    ax.axvline(0.6 * t["bare_celery_best_jobs_per_s"], color="C3", linestyle=":",
+               label="60 % of the best bare Celery")
     ax.set_xlabel("jobs per second (1 web + 1 worker process; bare Celery: 1 worker)")
     ax.set_title("Throughput on 2 cores")
-    for i, v in enumerate(values):
-        ax.text(v or 0, i, f" {v}", va="center", fontsize=8)
+    ax.legend(fontsize=8, loc="lower right")
     return _save(fig, path)
 
 

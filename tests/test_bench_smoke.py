@@ -29,7 +29,7 @@ NUMBERS: dict[str, list[tuple[Any, ...]]] = {
                    ("streaming_1s", "in_flight", "mean"), ("bare_celery", 0, "jobs_per_s"),
                    ("instant", "cpu", "web", "cpu_s"), ("instant", "cpu", "worker", "cpu_s")],
     "gateway": [("points", 0, "overhead", "p50_ms"), ("points", 0, "direct", "latency", "p99_ms")],
-    "memory": [("bytes_per_job",), ("expired_after_s",)],
+    "memory": [("record_bytes_per_job",), ("used_bytes_per_job",), ("expired_after_s",)],
     "tokens": [("latency", "p50_ms"), ("latency", "p99_ms"), ("tokens_seen",)],
     "pooling": [("variants", i, key) for i in range(6)
                 for key in ("connections_opened", "cpu_ms_per_call")],
