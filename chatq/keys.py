@@ -12,7 +12,7 @@ NOTIFY_CHANNEL = PREFIX + "notify"
 
 
 def job(job_id: str) -> str:
-    """Hash: the job record. Expires CHATQ_JOB_TTL s after the job ends."""
+    """Hash: the job record. No expiry while active; CHATQ_JOB_TTL s once it has ended."""
     return f"{PREFIX}job:{job_id}"
 
 
@@ -53,7 +53,7 @@ def workers() -> str:
 
 
 def followers(job_id: str) -> str:
-    """Set: ids of the jobs that share this (leader) job's upstream call; expires with it."""
+    """Set: ids of the jobs that share this (leader) job's upstream call; deleted when it ends."""
     return f"{PREFIX}followers:{job_id}"
 
 

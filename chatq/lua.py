@@ -124,15 +124,15 @@ if ARGV[8] == 'done' then
   expire_all(id, ttl)
   return {'created'}
 end
+-- An active job never expires (its TTL starts when it ends): every one is either in the
+-- leases set, which the sweeper watches until it ends, or a follower of one that is.
 event(id, 'status', 'queued')
-expire_all(id, ttl)
 if ARGV[6] ~= '' then
   local leader = redis.call('GET', K('inflight', ARGV[6]))
   local lst = leader and redis.call('HGET', K('job', leader), 'status')
   if lst and not terminal(lst) then
     redis.call('HSET', K('job', id), 'leader', leader)
     redis.call('SADD', K('followers', leader), id)
-    redis.call('EXPIRE', K('followers', leader), ttl)
     if lst == 'in_progress' then set_status(id, lst, ARGV[9]) end
     local out = redis.call('HGET', K('job', leader), 'output_text')
     if out ~= '' then append(id, out) end

@@ -203,3 +203,11 @@ def test_a_thousand_concurrent_jobs_and_long_polls_all_complete(stack: Stack) ->
     assert statuses == ["completed"] * count
     # Long-polling, not polling: about one status request per job.
     assert polls < count * 1.5
+
+
+def test_an_active_job_has_no_expiry_until_it_ends(stack: Stack) -> None:
+    job_id = stack.submit("x", model="fake:ttft=2").json()["id"]
+    assert stack.redis.ttl(keys.job(job_id)) == -1
+    assert stack.redis.ttl(keys.events(job_id)) == -1
+    stack.get(job_id, wait=10)
+    assert stack.redis.ttl(keys.job(job_id)) > 0
