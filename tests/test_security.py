@@ -22,6 +22,7 @@ import pytest
 import requests
 
 from chatq import jobs, keys
+from scripts.localredis import LocalRedis
 from tests.conftest import Stack, start_stack
 from tests.procs import ALICE_KEY, BOB_KEY, ROOT, UPSTREAM_KEY, wait_until
 from web.auth import KeyRing
@@ -101,6 +102,20 @@ class RecordingUpstream:
     def stop(self) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+
+class EchoingUpstream(RecordingUpstream):
+    """An upstream that refuses every call with an error quoting the key and headers it got,
+    as some APIs quote a wrong key back: status from the model name, `echo:401`."""
+
+    def forward(self, method: str, path: str, headers: dict[str, str],
+                body: bytes) -> tuple[int, str, bytes]:
+        model = json.loads(body or b"{}").get("model", "echo:401")
+        status = int(model.partition(":")[2] or 401)
+        message = (f"Incorrect API key provided: {headers.get('Authorization')}. "
+                   f"Your request had headers {json.dumps(headers)}")
+        error = {"error": {"message": message, "type": "invalid_request_error", "code": "x"}}
+        return status, "application/json", json.dumps(error).encode()
 
 
 @pytest.fixture(scope="module")
@@ -497,6 +512,41 @@ def test_the_front_door_and_models_list_ignore_client_upstream_hints(
     assert r.status_code == 200 and r.json()["object"] == "list"
     _assert_only_the_configured_upstream_was_called(recorder, bait,
                                                     recorder.requests[before:], "/v1/models")
+
+
+@pytest.fixture
+def echoing() -> Iterator[Stack]:
+    """A stack on a Redis of its own whose upstream quotes our upstream key back in errors."""
+    server = LocalRedis().start()
+    upstream = EchoingUpstream()
+    s = start_stack(server.url, upstream.url + "/v1", CHATQ_UPSTREAM_MAX_ATTEMPTS="2",
+                    CHATQ_RETRY_BASE="0.05")
+    yield s
+    s.stop()
+    upstream.stop()
+    server.stop()
+
+
+def test_an_upstream_error_quoting_our_key_never_reaches_the_client(echoing: Stack) -> None:
+    seen = []
+    for model in ("echo:401", "echo:400", "echo:404", "echo:429", "echo:503"):
+        job = echoing.submit("x", model=model, wait=20).json()
+        assert job["status"] == "failed", job
+        seen += [json.dumps(job), echoing.get(job["id"], suffix="/result").text,
+                 echoing.get(job["id"], suffix="/events").text]
+        front = requests.post(f"{echoing.url}/v1/chat/completions", json=_body("y", model),
+                              headers=_headers(), timeout=30)
+        assert front.status_code >= 400
+        seen.append(front.text)
+    models = requests.get(f"{echoing.url}/v1/models", headers=_headers(), timeout=30)
+    assert models.status_code == 502
+    seen.append(models.text)
+    assert "Incorrect API key provided" in "".join(seen)  # the upstream's words do come through
+    for text in seen:
+        assert UPSTREAM_KEY not in text and ALICE_KEY not in text, text[:500]
+    for proc in echoing.procs:
+        log = proc.log_text()
+        assert UPSTREAM_KEY not in log and ALICE_KEY not in log, proc.name
 
 
 # --- keys ------------------------------------------------------------------------------
