@@ -56,9 +56,16 @@ class Finding:
                 f"| {self.request_uri} {self.request_headers} {self.request_body[:300]}")
 
 
+def _list_items_unchecked(f: Finding) -> bool:
+    return f.code == "ST201" and bool(
+        re.search(r"/properties/(stop|tools|messages/items/properties/content)/items", f.message))
+
+
 # Product bugs this run found once, now fixed; a new one is listed here, with a test of
 # its own that reproduces it, only while it is being fixed.
-KNOWN_BUGS: dict[str, Callable[[Finding], bool]] = {}
+KNOWN_BUGS: dict[str, Callable[[Finding], bool]] = {
+    "test_list_items_are_checked_as_the_document_types_them": _list_items_unchecked,
+}
 
 
 def _opaque_cursor_refused(f: Finding) -> bool:
@@ -71,7 +78,7 @@ def _unknown_accept_served(f: Finding) -> bool:
 
 
 def _sse_event_vs_stream_schema(f: Finding) -> bool:
-    return f.code == "ST108"
+    return f.code == "ST108" and 'is not of type "string"' in f.message
 
 
 def _null_is_absent(f: Finding) -> bool:
@@ -269,3 +276,28 @@ def test_the_message_schema_and_the_server_agree_on_tool_calls(stack: Stack) -> 
         r = requests.post(f"{stack.url}/v1/jobs", json=body, timeout=30,
                           headers={"Authorization": f"Bearer {ALICE_KEY}"})
         assert validator.is_valid(body) == (r.status_code != 400), (tool_calls, r.text)
+
+
+ITEM_TYPE_VIOLATIONS = {
+    "stop items are strings": {"stop": [{}]},
+    "stop items are strings, not numbers": {"stop": [1]},
+    "tools items are objects": {"tools": [1]},
+    "content parts are objects": {"messages": [{"role": "user", "content": [1, "x"]}]},
+}
+
+
+@pytest.mark.xfail(strict=True, reason="BUG: list fields are type-checked as lists but not "
+                   "their items: `stop: [{}]`, `tools: [1]`, `content: [1]` are accepted and sent "
+                   "upstream although the document types the items (web/validate._check_types)")
+@pytest.mark.parametrize("path,schema", [("/v1/jobs", "JobRequest"),
+                                         ("/v1/chat/completions", "ChatCompletionRequest")])
+def test_list_items_are_checked_as_the_document_types_them(
+    stack: Stack, path: str, schema: str
+) -> None:
+    validator = _validator(_document(stack), schema)
+    for name, extra in ITEM_TYPE_VIOLATIONS.items():
+        body = {"messages": [{"role": "user", "content": "hi"}], **extra}
+        assert not validator.is_valid(body), name
+        r = requests.post(f"{stack.url}{path}", json=body, timeout=30,
+                          headers={"Authorization": f"Bearer {ALICE_KEY}", "Prefer": "wait=0"})
+        assert r.status_code == 400, (name, r.status_code, r.text[:200])
