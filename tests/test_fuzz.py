@@ -56,16 +56,9 @@ class Finding:
                 f"| {self.request_uri} {self.request_headers} {self.request_body[:300]}")
 
 
-def _list_items_unchecked(f: Finding) -> bool:
-    return f.code == "ST201" and bool(
-        re.search(r"/properties/(stop|tools|messages/items/properties/content)/items", f.message))
-
-
 # Product bugs this run found once, now fixed; a new one is listed here, with a test of
 # its own that reproduces it, only while it is being fixed.
-KNOWN_BUGS: dict[str, Callable[[Finding], bool]] = {
-    "test_list_items_are_checked_as_the_document_types_them": _list_items_unchecked,
-}
+KNOWN_BUGS: dict[str, Callable[[Finding], bool]] = {}
 
 
 def _opaque_cursor_refused(f: Finding) -> bool:
@@ -286,9 +279,6 @@ ITEM_TYPE_VIOLATIONS = {
 }
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: list fields are type-checked as lists but not "
-                   "their items: `stop: [{}]`, `tools: [1]`, `content: [1]` are accepted and sent "
-                   "upstream although the document types the items (web/validate._check_types)")
 @pytest.mark.parametrize("path,schema", [("/v1/jobs", "JobRequest"),
                                          ("/v1/chat/completions", "ChatCompletionRequest")])
 def test_list_items_are_checked_as_the_document_types_them(

@@ -14,7 +14,7 @@ from werkzeug.exceptions import RequestEntityTooLarge
 from chatq.errors import ApiError
 from chatq.tokens import Policy
 
-_NUMBER = re.compile(r"^(\d+(\.\d*)?|\.\d+)([eE][+-]?\d{1,3})?$")
+_NUMBER = re.compile(r"([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]{1,3})?\Z")
 _PREFER_WAIT = re.compile(r"(?:^|[,;\s])wait\s*=\s*\"?([^\s,;\"]+)", re.IGNORECASE)
 _JOB_ID = re.compile(r"^job_[A-Za-z0-9_-]{16,64}$")
 MAX_IDEMPOTENCY_KEY_CHARS = 255

@@ -53,8 +53,13 @@ def _check_message(index: int, message: Any) -> None:
         raise _invalid(f"{param}.tool_calls must be a list of objects.", f"{param}.tool_calls")
     if "content" not in message and not calls:
         raise _invalid(f"{param}.content is required.", f"{param}.content", "missing_field")
-    if content is not None and not isinstance(content, str | list):
+    parts_ok = isinstance(content, list) and all(isinstance(p, dict) for p in content)
+    if content is not None and not (isinstance(content, str) or parts_ok):
         raise _invalid(f"{param}.content must be a string or a list of parts.", f"{param}.content")
+
+
+# The type of each item of the list fields.
+ITEM_TYPES: dict[str, type] = {"stop": str, "tools": dict}
 
 
 def _check_types(body: dict[str, Any]) -> None:
@@ -66,6 +71,11 @@ def _check_types(body: dict[str, Any]) -> None:
         if wrong_bool or not isinstance(value, types):
             kinds = " or ".join(t.__name__ for t in types)
             raise _invalid(f"`{name}` must be of type {kinds}.", name)
+        item_type = ITEM_TYPES.get(name)
+        if isinstance(value, list) and item_type and not all(
+            isinstance(item, item_type) for item in value
+        ):
+            raise _invalid(f"`{name}` must be a list of {item_type.__name__}.", name)
 
 
 def within_context(
