@@ -173,3 +173,11 @@ def test_served_front_door_models_and_events_match_their_schemas(stack: Stack) -
     page = stack.get(job_id, suffix="/events", wait=5)
     assert page.status_code == 200 and page.json()["done"] is True
     _validator(doc, "EventsPage").validate(page.json())
+
+
+def test_every_field_the_server_type_checks_is_typed_in_the_document() -> None:
+    from web.openapi import document
+    from web.validate import FIELD_TYPES
+
+    properties = document()["components"]["schemas"]["ChatCompletionRequest"]["properties"]
+    assert sorted(set(FIELD_TYPES) - set(properties)) == []

@@ -82,9 +82,12 @@ def _request_schemas() -> dict[str, Schema]:
         model={"type": "string", "minLength": 1, "description": "Default: CHATQ_DEFAULT_MODEL."},
         messages={"type": "array", "minItems": 1, "items": ref("ChatMessage")},
         stream={"type": "boolean", "default": False},
-        temperature=number, top_p=number, max_tokens=integer, seed=integer,
+        # Every field the server checks (web/validate.FIELD_TYPES) is typed here too.
+        temperature=number, top_p=number, presence_penalty=number, frequency_penalty=number,
+        max_tokens=integer, max_completion_tokens=integer, n=integer, seed=integer,
         stop={"type": ["string", "array"], "items": {"type": "string"}},
-        response_format={"type": "object"},
+        response_format={"type": "object"}, stream_options={"type": "object"},
+        metadata={"type": "object"}, user={"type": "string"},
         tools={"type": "array", "items": {"type": "object"}},
     )
     request["description"] = "OpenAI's request; fields not listed go to the upstream unchanged."
