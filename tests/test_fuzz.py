@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import re
 import subprocess
 import sys
@@ -175,6 +176,8 @@ def _schemathesis(stack: Stack, tmp_path: Path, examples: int, peers: bool) -> R
         # One worker: with threads, hypothesis's lambda descriptions hit a CPython 3.11 AST
         # race ("AST constructor recursion depth mismatch") reported as schemathesis errors.
         "--max-examples", str(examples), "--workers", "1", "--request-timeout", "70",
+        # A fixed seed keeps CI repeatable; CHATQ_FUZZ_SEED=<n> explores other cases.
+        "--seed", os.environ.get("CHATQ_FUZZ_SEED", "20261130"),
         "--report", "json,ndjson", "--report-json-path", str(report),
         "--report-ndjson-path", str(ndjson),
     ]
