@@ -7,6 +7,7 @@ machine with nothing but Python still runs chatq.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import shutil
 import socket
@@ -49,13 +50,25 @@ def answers(url: str, timeout_s: float = 0.5) -> bool:
         return False
 
 
+def _die_with_parent() -> None:
+    """In the child: stop when whoever started it dies, so no Redis is left behind."""
+    import ctypes
+    import signal
+
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
 class LocalRedis:
     """A redis-server process on a free loopback port, its data in a temporary folder."""
 
-    def __init__(self, port: int | None = None, appendonly: bool = False) -> None:
+    def __init__(
+        self, port: int | None = None, appendonly: bool = False, die_with_parent: bool = True
+    ) -> None:
         self.port = port or free_port()
         self.dir = tempfile.mkdtemp(prefix="chatq-redis-")
         self.appendonly = appendonly
+        self.die_with_parent = die_with_parent
         self.process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -73,7 +86,8 @@ class LocalRedis:
         log = open(os.path.join(self.dir, "redis.log"), "ab")  # noqa: SIM115
         # Its own session: a Ctrl-C meant for `make up` must not stop Redis before the rest.
         self.process = subprocess.Popen(
-            args, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            args, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+            preexec_fn=_die_with_parent if self.die_with_parent else None,
         )
         deadline = time.monotonic() + timeout_s
         while not answers(self.url):
@@ -101,7 +115,7 @@ def main() -> None:
     if args.url and answers(args.url):
         print(args.url)
         return
-    server = LocalRedis().start()
+    server = LocalRedis(die_with_parent=False).start()
     print(server.url, server.process.pid if server.process else "")
 
 
