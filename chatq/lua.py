@@ -108,14 +108,20 @@ end
 # ARGV id, ttl, lease deadline, idem key, idem value, flight, flight ttl, state, now,
 # then fields...
 # state 'new' queues the job; 'done' records a finished one (a cache hit).
-# Answers {'created'}, {'idem', earlier value} or {'follower', leader id}.
+# Answers {'created'}, {'idem', earlier value}, {'follower', leader id} or, with a flight
+# whose result is cached by now, {'cached', result} (nothing written).
 CREATE = """
 local id, ttl = ARGV[1], ARGV[2]
 if ARGV[4] ~= '' then
   local prev = redis.call('GET', ARGV[4])
   if prev then return {'idem', prev} end
-  redis.call('SET', ARGV[4], ARGV[5], 'EX', ttl)
 end
+if ARGV[6] ~= '' then
+  -- An identical job may have finished since the caller looked in the cache.
+  local cached = redis.call('GET', K('cache', ARGV[6]))
+  if cached then return {'cached', cached} end
+end
+if ARGV[4] ~= '' then redis.call('SET', ARGV[4], ARGV[5], 'EX', ttl) end
 redis.call('HSET', K('job', id), unpack(ARGV, 10))
 if ARGV[8] == 'done' then
   event(id, 'status', 'completed')

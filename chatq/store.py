@@ -43,8 +43,8 @@ class Event:
 
 @dataclass(frozen=True)
 class Created:
-    """How a create went: 'created', 'idem' (value: the earlier "id digest") or
-    'follower' (value: the leader's id)."""
+    """How a create went: 'created', 'idem' (value: the earlier "id digest"), 'follower'
+    (value: the leader's id) or 'cached' (value: the result that is now in the cache)."""
 
     kind: str
     value: str = ""

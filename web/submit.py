@@ -113,6 +113,10 @@ def submit(
         svc.admission.check_queue()
     idem = _idem(owner, idem_key, job_id, priority, request)
     created = svc.store.create(record, svc.settings.lease_s, idem, draft.flight, draft.hit)
+    if created.kind == "cached":
+        # The identical job it would have followed finished after our cache lookup.
+        record, draft.hit = _as_cached(record, created.value), True
+        created = svc.store.create(record, svc.settings.lease_s, idem, "", True)
     if created.kind == "idem" and idem is not None:
         found = _earlier(svc, created.value, idem[1].partition(" ")[2])
         if found is not None:
