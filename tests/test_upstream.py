@@ -107,7 +107,8 @@ def test_identical_concurrent_submissions_reach_the_upstream_once(
     from concurrent.futures import ThreadPoolExecutor
 
     before = _stats(upstreams[0])["requests"]
-    body = _body(f"coalesce {time.time()}", "fake:ttft=1,tps=50,tokens=30", temperature=0)
+    body = _body(f"coalesce {time.time()}", "fake:ttft=0.5,tps=50,tokens=30",
+                 temperature=0)
     session = short.session()
     url = f"{short.url}/v1/jobs"
     with ThreadPoolExecutor(50) as pool:
@@ -117,6 +118,8 @@ def test_identical_concurrent_submissions_reach_the_upstream_once(
     assert len(set(ids)) == 100
     assert {j["status"] for j in done} == {"completed"}
     assert len({j["output_text"] for j in done}) == 1
+    # One leader with one attempt; every other job followed it or hit the cache.
+    assert sorted(j["attempts"] for j in done) == [0] * 99 + [1]
     assert _stats(upstreams[0])["requests"] - before == 1
 
 
