@@ -16,14 +16,16 @@ NOT_IN_KEY = frozenset({"stream", "stream_options", "user", "metadata", "store"}
 _MAX_AGE = re.compile(r"(?:^|,)\s*max-age\s*=\s*\"?(\d{1,9})\"?\s*(?:,|$)", re.IGNORECASE)
 
 
-def cache_key(request: dict[str, Any], scope: str) -> str:
-    """SHA-256 of the canonical JSON of everything that affects the answer, within `scope`."""
-    kept = {k: v for k, v in request.items() if k not in NOT_IN_KEY}
-    canonical = json.dumps(
-        {"scope": scope, "request": kept}, sort_keys=True, separators=(",", ":"),
-        ensure_ascii=False,
-    )
+def digest(value: Any) -> str:
+    """SHA-256 of the canonical JSON of `value` (sorted keys, no spaces, UTF-8)."""
+    canonical = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def cache_key(request: dict[str, Any], scope: str) -> str:
+    """The digest of everything that affects the answer, within `scope`."""
+    kept = {k: v for k, v in request.items() if k not in NOT_IN_KEY}
+    return digest({"scope": scope, "request": kept})
 
 
 @dataclass(frozen=True)

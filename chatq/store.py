@@ -157,15 +157,6 @@ class Store:
             args += [job_id, run_id]
         return [str(s) for s in self._heartbeat(keys=[], args=args)]
 
-    def cached_result(self, cache_key: str) -> str | None:
-        """The stored result JSON for a cache key, if any."""
-        found = self.redis.get(keys.cache(cache_key))
-        return str(found) if found is not None else None
-
-    def events_after(self, job_id: str, cursor: str, count: int) -> list[Event]:
-        """Up to `count` events after the stream id `cursor` ('0' for the start)."""
-        rows = self.redis.xrange(keys.events(job_id), min=f"({cursor}", count=count)
-        return [parse_event(row) for row in rows]  # type: ignore[union-attr]
 
 
 def parse_event(row: Any) -> Event:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import time
@@ -14,12 +13,6 @@ from chatq.errors import ApiError
 from web.context import Services
 
 log = logging.getLogger(__name__)
-
-
-def body_hash(body: dict[str, Any]) -> str:
-    """SHA-256 of the canonical JSON of a request body."""
-    canonical = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(canonical.encode()).hexdigest()
 
 
 def _earlier(svc: Services, earlier: str, digest: str) -> dict[str, str] | None:
@@ -66,7 +59,7 @@ def _idem(owner: str, idem_key: str | None, job_id: str, priority: str,
           request: dict[str, Any]) -> tuple[str, str] | None:
     if idem_key is None:
         return None
-    digest = body_hash({"priority": priority, "request": request})
+    digest = cache.digest({"priority": priority, "request": request})
     return keys.idempotency(owner, idem_key), f"{job_id} {digest}"
 
 

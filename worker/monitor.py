@@ -7,7 +7,6 @@ import logging
 import os
 import socket
 import threading
-import time
 
 from chatq import celery_app, keys, queue_stats
 from chatq.redis_conn import BACKEND_ERRORS
@@ -83,10 +82,3 @@ class Monitor:
             celery_app.enqueue(self.ctx.celery, job_id, priority)
             store.mark_sent(job_id, s.queue_resend_s)
             log.warning("job %s %s after its lease ran out", job_id, outcome)
-
-
-def wait_all(ctx: WorkerContext, timeout_s: float) -> None:
-    """Wait up to `timeout_s` for the running jobs to end."""
-    deadline = time.monotonic() + timeout_s
-    while ctx.registry.snapshot() and time.monotonic() < deadline:
-        time.sleep(0.1)
