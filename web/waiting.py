@@ -29,13 +29,14 @@ def load_owned(svc: Services, job_id: str, owner: str) -> dict[str, str]:
 def _park(
     svc: Services,
     job_id: str,
+    value: T,
     read: Callable[[Waiter | None], T],
     ready: Callable[[T], bool],
     timeout_s: float,
     terminal_only: bool,
 ) -> T:
-    """Read; unless ready, wait for notifications on `job_id` and re-read, until `timeout_s`."""
-    value = read(None)
+    """Unless `value` is ready, wait for notifications on `job_id` and re-read, until
+    `timeout_s`."""
     if timeout_s <= 0 or ready(value) or svc.listener.draining:
         return value
     deadline = time.monotonic() + timeout_s
@@ -68,6 +69,7 @@ def wait_terminal(svc: Services, record: dict[str, str], wait_s: float) -> dict[
     return _park(
         svc,
         job_id,
+        record,  # just read by the caller: reading it again here would cost a round trip
         lambda waiter: _final(svc, waiter, job_id, owner),
         lambda r: jobs.is_terminal(r["status"]),
         jittered(wait_s),
@@ -93,6 +95,7 @@ def wait_events(
     return _park(
         svc,
         job_id,
+        read_events(svc, job_id, cursor),
         lambda _waiter: read_events(svc, job_id, cursor),
         lambda found: bool(found[0]) or jobs.is_terminal(found[1]),
         timeout_s,
