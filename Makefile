@@ -51,8 +51,10 @@ lint: venv
 	$(VENV)/bin/mypy chatq web worker fakellm
 
 # 30 minutes at 100 jobs/s with 1,000 waiters (not in CI); figures go to bench/README.md.
+# SOAK_ARGS overrides, e.g. `make soak SOAK_ARGS="--rate 50"` on a 2-core machine.
+SOAK_ARGS ?=
 soak: venv
-	$(PY) -m scripts.soak
+	$(PY) -m scripts.soak $(SOAK_ARGS)
 
 bench: venv
 	$(PY) -m bench

@@ -6,8 +6,9 @@
 It starts its own Redis, fakellm, workers and web (all on 127.0.0.1), then submits jobs at a
 steady rate; the client of each job long-polls it until it ends, so that about `waiters`
 long-polls are parked at any time (each job takes waiters / rate seconds upstream). Every
-`--sample-seconds` it records the RSS of the web and of each worker, Redis's memory, and the
-latencies of the last interval (submit, submit to end as the client saw it, and how late the
+`--sample-seconds` it records the RSS of the web and of each worker, Redis's memory, the CPU
+time of every process (reported as CPU milliseconds per job, by role), and the latencies of
+the last interval (submit, submit to end as the client saw it, and how late the
 waiter was woken after the job ended). After the load it waits for the job TTL to pass and
 records Redis's memory again.
 
@@ -24,6 +25,7 @@ import asyncio
 import contextlib
 import json
 import math
+import os
 import statistics
 import sys
 import time
@@ -150,6 +152,27 @@ async def _drive(url: str, rate: float, seconds: float, model: str, max_in_fligh
 # --- the measurements --------------------------------------------------------------------
 
 
+@dataclass
+class Stack:
+    """The processes under test and their helpers."""
+
+    server: LocalRedis
+    fakellm: Proc
+    web: Proc
+    workers: list[Proc]
+    url: str
+
+    def cpu_pids(self) -> dict[str, list[int]]:
+        """The processes whose CPU time is recorded, by role."""
+        assert self.server.process is not None
+        web = [self.web.pid]  # the gunicorn master, and its workers below
+        with contextlib.suppress(psutil.NoSuchProcess):
+            web += [c.pid for c in psutil.Process(self.web.pid).children()]
+        return {"web": web, "workers": [w.pid for w in self.workers],
+                "redis": [self.server.process.pid], "fakellm": [self.fakellm.pid],
+                "load_generator": [os.getpid()]}
+
+
 def _rss(pid: int) -> tuple[int, int]:
     """(RSS of the process, largest RSS of its children or itself): a gunicorn master and
     its serving worker, or a worker alone."""
@@ -162,21 +185,32 @@ def _rss(pid: int) -> tuple[int, int]:
     return own, max([own, *children])
 
 
+def _cpu_s(pids: list[int]) -> float:
+    """User + system CPU seconds of these processes (not of their children)."""
+    total = 0.0
+    for pid in pids:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            times = psutil.Process(pid).cpu_times()
+            total += times.user + times.system
+    return total
+
+
 def _redis_memory(client: redis.Redis) -> dict[str, int]:
     info = client.info("memory")
     return {"used_memory": int(info["used_memory"]), "used_memory_rss":
             int(info["used_memory_rss"]), "keys": int(client.dbsize())}
 
 
-def _sample(t0: float, web: Proc, workers: list[Proc], client: redis.Redis, load: Load,
+def _sample(t0: float, stack: Stack, client: redis.Redis, load: Load,
             interval: Interval) -> dict[str, Any]:
-    web_master, web_serving = _rss(web.pid)
+    web_master, web_serving = _rss(stack.web.pid)
     return {
         "t_s": round(time.monotonic() - t0, 1),
         "web_rss": web_serving,
         "web_master_rss": web_master,
-        "worker_rss": [_rss(w.pid)[1] for w in workers],
+        "worker_rss": [_rss(w.pid)[1] for w in stack.workers],
         "redis": _redis_memory(client),
+        "cpu_s": {role: round(_cpu_s(pids), 2) for role, pids in stack.cpu_pids().items()},
         "submitted": load.submitted,
         "completed": load.completed,
         "in_flight": load.in_flight,
@@ -192,13 +226,12 @@ def _sample(t0: float, web: Proc, workers: list[Proc], client: redis.Redis, load
     }
 
 
-async def _sampler(t0: float, every_s: float, web: Proc, workers: list[Proc],
-                   client: redis.Redis, load: Load, samples: list[dict[str, Any]],
-                   stop: asyncio.Event) -> None:
+async def _sampler(t0: float, every_s: float, stack: Stack, client: redis.Redis, load: Load,
+                   samples: list[dict[str, Any]], stop: asyncio.Event) -> None:
     while not stop.is_set():
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stop.wait(), every_s)
-        sample = await asyncio.to_thread(_sample, t0, web, workers, client, load, load.take())
+        sample = await asyncio.to_thread(_sample, t0, stack, client, load, load.take())
         samples.append(sample)
         _progress(sample)
 
@@ -217,6 +250,16 @@ def _progress(s: dict[str, Any]) -> None:
 
 def _window(samples: list[dict[str, Any]], start_s: float, end_s: float) -> list[dict[str, Any]]:
     return [s for s in samples if start_s <= s["t_s"] <= end_s]
+
+
+def _cpu_ms_per_job(steady: list[dict[str, Any]]) -> dict[str, float] | None:
+    """CPU milliseconds per completed job, by role, over the steady samples."""
+    if len(steady) < 2 or steady[-1]["completed"] == steady[0]["completed"]:
+        return None
+    jobs_done = steady[-1]["completed"] - steady[0]["completed"]
+    per_job = {role: round((steady[-1]["cpu_s"][role] - cpu_s) * 1000 / jobs_done, 2)
+               for role, cpu_s in steady[0]["cpu_s"].items()}
+    return per_job | {"total": round(sum(per_job.values()), 2)}
 
 
 def _growth(first: list[float], last: list[float]) -> float | None:
@@ -268,6 +311,7 @@ def _verdicts(samples: list[dict[str, Any]], load_s: float, warmup_s: float,
         "wake_p99_ms_worst_interval": max((s["wake_p99_ms"] for s in steady_samples
                                            if s["wake_p99_ms"] is not None), default=None),
         "max_waiting": max((s["in_flight"] for s in samples), default=0),
+        "cpu_ms_per_job": _cpu_ms_per_job(steady_samples),
         "submitted": load.submitted,
         "completed": load.completed,
         "skipped": load.skipped,
@@ -307,8 +351,7 @@ def _start_worker(env: dict[str, str], client: redis.Redis) -> Proc:
     return proc
 
 
-def _start(args: argparse.Namespace, job_s: float) -> tuple[LocalRedis, list[Proc], Proc,
-                                                            list[Proc], str]:
+def _start(args: argparse.Namespace, job_s: float) -> Stack:
     server = LocalRedis().start()
     client = redis.Redis.from_url(server.url, decode_responses=True)
     fakellm, upstream = start_fakellm()
@@ -319,49 +362,49 @@ def _start(args: argparse.Namespace, job_s: float) -> tuple[LocalRedis, list[Pro
                    CHATQ_MAX_QUEUE_DEPTH="0")
     workers = [_start_worker(env, client) for _ in range(args.workers)]
     web, url = start_web(env)
-    return server, [fakellm], web, workers, url
+    return Stack(server, fakellm, web, workers, url)
 
 
 async def _run(args: argparse.Namespace) -> int:
-    job_s = args.waiters / args.rate
-    load_s = args.minutes * 60
-    server, others, web, workers, url = _start(args, job_s)
-    client = redis.Redis.from_url(server.url, decode_responses=True)
-    result: dict[str, Any] = {"config": {**vars(args), "out": str(args.out), "job_s": job_s,
-                                         "url": url}}
-    samples: list[dict[str, Any]] = []
-    drain: list[dict[str, Any]] = []
-    load = Load()
+    stack = _start(args, args.waiters / args.rate)
     try:
-        await asyncio.sleep(2)
-        baseline = _redis_memory(client)
-        print(f"soak: {args.rate:g} jobs/s for {args.minutes:g} min, jobs of {job_s:g} s "
-              f"(~{args.waiters} waiters), {len(workers)} workers; Redis baseline "
-              f"{baseline['used_memory'] / MiB:.1f} MiB", flush=True)
-        stop = asyncio.Event()
-        t0 = time.monotonic()
-        sampler = asyncio.create_task(_sampler(t0, args.sample_seconds, web, workers, client,
-                                               load, samples, stop))
-        model = f"fake:ttft={job_s:g},tokens=20"
-        await _drive(url, args.rate, load_s, model, max(2 * args.waiters, 100), load)
-        stop.set()
-        await sampler
-        print(f"load done; waiting {args.ttl + 30} s for the job TTL to pass", flush=True)
-        drained = await _drain(client, args.ttl + 30, t0, drain)
-        summary = _verdicts(samples, load_s, load_s * args.warmup_fraction, baseline, drained,
-                            load)
-        result |= {"baseline": baseline, "samples": samples, "drain": drain,
-                   "summary": summary, "alive": {"web": web.alive(),
-                                                 "workers": [w.alive() for w in workers]}}
+        result = await _measure(args, stack)
     finally:
-        for proc in [web, *workers, *others]:
+        for proc in [stack.web, *stack.workers, stack.fakellm]:
             proc.stop()
-        server.stop()
+        stack.server.stop()
     out = args.out or ROOT / ".run" / "soak" / f"soak-{time.strftime('%Y%m%d-%H%M%S')}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=1))
     _print_summary(result["summary"], out)
     return 0 if result["summary"]["passed"] else 1
+
+
+async def _measure(args: argparse.Namespace, stack: Stack) -> dict[str, Any]:
+    """The load, the samples taken during it, the drain after it, and the verdicts."""
+    job_s, load_s = args.waiters / args.rate, args.minutes * 60
+    client = redis.Redis.from_url(stack.server.url, decode_responses=True)
+    samples: list[dict[str, Any]] = []
+    drain: list[dict[str, Any]] = []
+    load = Load()
+    await asyncio.sleep(2)
+    baseline = _redis_memory(client)
+    print(f"soak: {args.rate:g} jobs/s for {args.minutes:g} min, jobs of {job_s:g} s "
+          f"(~{args.waiters} waiters), {len(stack.workers)} workers; Redis baseline "
+          f"{baseline['used_memory'] / MiB:.1f} MiB", flush=True)
+    stop, t0 = asyncio.Event(), time.monotonic()
+    sampler = asyncio.create_task(_sampler(t0, args.sample_seconds, stack, client, load,
+                                           samples, stop))
+    model = f"fake:ttft={job_s:g},tokens=20"
+    await _drive(stack.url, args.rate, load_s, model, max(2 * args.waiters, 100), load)
+    stop.set()
+    await sampler
+    print(f"load done; waiting {args.ttl + 30} s for the job TTL to pass", flush=True)
+    drained = await _drain(client, args.ttl + 30, t0, drain)
+    summary = _verdicts(samples, load_s, load_s * args.warmup_fraction, baseline, drained, load)
+    return {"config": {**vars(args), "out": str(args.out), "job_s": job_s, "url": stack.url},
+            "baseline": baseline, "samples": samples, "drain": drain, "summary": summary,
+            "alive": {"web": stack.web.alive(), "workers": [w.alive() for w in stack.workers]}}
 
 
 async def _drain(client: redis.Redis, seconds: float, t0: float,
