@@ -62,7 +62,16 @@ FAILED_JOB_STATUS = {
     "invalid_request": 400,
 }
 
+# Upstream 4xx answers passed on to the client as they are; the rest are chatq's gateway
+# errors (our credentials refused, conflicts, 5xx: 502; timeouts: 504).
+PASSED_ON = frozenset({400, 404, 413, 422, 429})
 
-def failed_job_status(code: str | None) -> int:
-    """The status that fits a failed job's error code; 502 for the upstream's faults."""
+
+def failed_job_status(code: str | None, upstream_status: int = 0) -> int:
+    """The status a failed job answers with, from its error code and the upstream's status
+    (0 when there was no upstream answer, as for a lost worker)."""
+    if code == "upstream_timeout" or upstream_status in (408, 504):
+        return 504
+    if upstream_status:
+        return upstream_status if upstream_status in PASSED_ON else 502
     return FAILED_JOB_STATUS.get(code or "", 502)

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from chatq import jobs
+from chatq.errors import failed_job_status
 from worker import metrics, running
 from worker.context import WorkerContext
 from worker.endpoints import endpoint_label
@@ -142,22 +143,10 @@ def _complete(ctx: WorkerContext, handle: Handle, result: Attempt, tail: str) ->
     return True
 
 
-# Upstream 4xx answers passed on to the client as they are; the rest are chatq's gateway
-# errors (our credentials refused, conflicts, 5xx: 502; timeouts: 504).
-PASSED_ON = frozenset({400, 404, 413, 422, 429})
-
-
-def client_status(result: Attempt) -> int:
-    """The HTTP status a failed job answers with."""
-    if result.code == "upstream_timeout" or result.status in (408, 504):
-        return 504
-    return result.status if result.status in PASSED_ON else 502
-
-
 def _fail(ctx: WorkerContext, handle: Handle, result: Attempt) -> bool:
-    status = client_status(result)
+    status = failed_job_status(result.code, result.status)
     error = {"type": "upstream_error", "code": result.code, "message": result.message}
-    fields = {"error": json.dumps(error), "error_status": str(status or 502)}
+    fields = {"error": json.dumps(error), "error_status": str(status)}
     if not ctx.store.finish(handle.job_id, handle.run_id, jobs.FAILED, fields, "", "error"):
         return False
     metrics.JOBS_FINISHED.labels(jobs.FAILED).inc()
