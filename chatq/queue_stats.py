@@ -114,22 +114,37 @@ def report_worker(client: redis.Redis, name: str, slots: int, busy: int) -> None
     client.hset(keys.workers(), name, f"{slots} {busy} {time.time():.3f}")
 
 
-def snapshot(client: redis.Redis) -> dict[str, object]:
-    """The body of GET /v1/queue."""
+@dataclass(frozen=True)
+class Snapshot:
+    """Everything GET /v1/queue and the queue metrics show, read at one instant."""
+
+    depths: dict[str, int]
+    oldest_age_s: dict[str, float]
+    workers: Workers
+    rates: Window
+
+    @property
+    def recommended_concurrency(self) -> int:
+        """Worker slots the current arrival rate needs."""
+        return recommended_concurrency(self.rates.arrival_rate_per_s, self.rates.mean_job_s)
+
+    def body(self) -> dict[str, object]:
+        """The body of GET /v1/queue."""
+        live = self.workers
+        return {
+            "queues": {q: {"depth": self.depths[q], "oldest_age_s": round(self.oldest_age_s[q], 3)}
+                       for q in QUEUES},
+            "in_progress": live.busy,
+            "workers": {"count": live.count, "slots": live.slots, "busy": live.busy},
+            "arrival_rate_per_s": round(self.rates.arrival_rate_per_s, 3),
+            "mean_job_seconds": round(self.rates.mean_job_s, 3),
+            "recommended_concurrency": self.recommended_concurrency,
+        }
+
+
+def snapshot(client: redis.Redis) -> Snapshot:
+    """Depth and oldest age per queue, live workers, and the window's rates."""
     now = time.time()
     depth = depths(client)
-    rates = window(client, now)
-    live = workers(client, now)
-    return {
-        "queues": {
-            q: {"depth": depth[q], "oldest_age_s": round(oldest_age_s(client, q, now), 3)}
-            for q in QUEUES
-        },
-        "in_progress": live.busy,
-        "workers": {"count": live.count, "slots": live.slots, "busy": live.busy},
-        "arrival_rate_per_s": round(rates.arrival_rate_per_s, 3),
-        "mean_job_seconds": round(rates.mean_job_s, 3),
-        "recommended_concurrency": recommended_concurrency(
-            rates.arrival_rate_per_s, rates.mean_job_s
-        ),
-    }
+    return Snapshot(depth, {q: oldest_age_s(client, q, now) for q in depth},
+                    workers(client, now), window(client, now))

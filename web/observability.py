@@ -34,27 +34,24 @@ class QueueCollector(Collector):
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
         """Depth and oldest age per queue, jobs in progress, recommended concurrency."""
-        client, now = self.svc.redis, time.time()
         try:
-            depths = queue_stats.depths(client)
-            ages = {q: queue_stats.oldest_age_s(client, q, now) for q in depths}
-            busy = queue_stats.workers(client, now).busy
-            rates = queue_stats.window(client, now)
+            snap = queue_stats.snapshot(self.svc.redis)  # the same figures as GET /v1/queue
         except BACKEND_ERRORS:
             return
         depth = GaugeMetricFamily("chatq_queue_depth", "Jobs waiting in the broker",
                                   labels=["queue"])
         age = GaugeMetricFamily("chatq_queue_oldest_age_seconds", "Age of the oldest waiting job",
                                 labels=["queue"])
-        for name in depths:
-            depth.add_metric([name], depths[name])
-            age.add_metric([name], ages[name])
+        for name, jobs_waiting in snap.depths.items():
+            depth.add_metric([name], jobs_waiting)
+            age.add_metric([name], snap.oldest_age_s[name])
         yield depth
         yield age
-        yield GaugeMetricFamily("chatq_jobs_in_progress", "Jobs running on workers", value=busy)
-        needed = queue_stats.recommended_concurrency(rates.arrival_rate_per_s, rates.mean_job_s)
+        yield GaugeMetricFamily("chatq_jobs_in_progress", "Jobs running on workers",
+                                value=snap.workers.busy)
         yield GaugeMetricFamily("chatq_recommended_concurrency",
-                                "Worker slots needed by Little's law x 1.2", value=needed)
+                                "Worker slots needed by Little's law x 1.2",
+                                value=snap.recommended_concurrency)
 
 
 def install_metrics(app: Flask) -> None:

@@ -38,7 +38,7 @@ def queue() -> Response:
     """Queue depth, age, workers and rates, for people and autoscalers."""
     svc = services()
     authorize(svc)
-    return json_response(queue_stats.snapshot(svc.redis))
+    return json_response(queue_stats.snapshot(svc.redis).body())
 
 
 @bp.get("/metrics")
