@@ -54,9 +54,9 @@ def backend_unavailable(retry_after_s: int) -> ApiError:
     )
 
 
-# HTTP status to answer for a failed job, by its error code.
+# HTTP status to answer for a failed job no upstream answered, by its error code
+# (timeouts are 504 whatever answered).
 FAILED_JOB_STATUS = {
-    "upstream_timeout": 504,
     "context_length_exceeded": 422,
     "worker_lost": 502,
     "invalid_request": 400,
@@ -68,8 +68,7 @@ PASSED_ON = frozenset({400, 404, 413, 422, 429})
 
 
 def failed_job_status(code: str | None, upstream_status: int = 0) -> int:
-    """The status a failed job answers with, from its error code and the upstream's status
-    (0 when there was no upstream answer, as for a lost worker)."""
+    """A failed job's HTTP status; `upstream_status` is 0 when no upstream answered."""
     if code == "upstream_timeout" or upstream_status in (408, 504):
         return 504
     if upstream_status:

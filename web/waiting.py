@@ -35,8 +35,7 @@ def _park(
     timeout_s: float,
     terminal_only: bool,
 ) -> T:
-    """Unless `value` is ready, wait for notifications on `job_id` and re-read, until
-    `timeout_s`."""
+    """`value` once ready; until then wait for notifications on `job_id` and re-read."""
     if timeout_s <= 0 or ready(value) or svc.listener.draining:
         return value
     deadline = time.monotonic() + timeout_s
