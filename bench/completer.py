@@ -34,10 +34,10 @@ def chatq_store(redis_url: str, job_ttl_s: int) -> Store:
 def _create_one(store: Store, owner: str) -> Run:
     job_id, run_id = jobs.new_job_id(), jobs.new_run_id()
     record = jobs.new_record(job_id, owner, "fake", "interactive", REQUEST, time.time())
-    store.create(record, LEASE_S, None)
-    claimed = store.claim(job_id, run_id, LEASE_S)
-    if claimed != "claimed":
-        raise RuntimeError(f"could not claim {job_id}: {claimed}")
+    store.create(record=record, lease_s=LEASE_S)
+    claim = store.claim(job_id=job_id, run_id=run_id, lease_s=LEASE_S)
+    if not claim.claimed:
+        raise RuntimeError(f"could not claim {job_id}: {claim.status}")
     return job_id, run_id
 
 
@@ -50,7 +50,8 @@ def create_running(store: Store, count: int, owner: str = "alice") -> list[Run]:
 def chatq_finisher(store: Store) -> Callable[[Run], None]:
     """Ends one chatq job as completed, through the worker's own Lua path."""
     def finish(run: Run) -> None:
-        if not store.finish(run[0], run[1], jobs.COMPLETED, {"result": RESULT}, "", "stop"):
+        if not store.finish(job_id=run[0], run_id=run[1], status=jobs.COMPLETED,
+                            fields={"result": RESULT}, finish_reason="stop"):
             raise RuntimeError(f"job {run[0]} was not ours to finish")
     return finish
 

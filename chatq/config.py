@@ -62,6 +62,7 @@ class Settings:
     cache_shared: bool = False
     cache_local_entries: int = 1000
     cache_local_ttl_s: float = 60.0
+    max_followers: int = 100
 
 
 def _text(env: Mapping[str, str], name: str, default: str) -> str:
@@ -202,4 +203,5 @@ def load(env: Mapping[str, str] | None = None) -> Settings:
         cache_shared=_bool(e, "CHATQ_CACHE_SHARED", d.cache_shared),
         cache_local_entries=_int(e, "CHATQ_CACHE_LOCAL_ENTRIES", d.cache_local_entries),
         cache_local_ttl_s=_float(e, "CHATQ_CACHE_LOCAL_TTL", d.cache_local_ttl_s),
+        max_followers=_int(e, "CHATQ_MAX_FOLLOWERS", d.max_followers),
     )

@@ -30,7 +30,7 @@ def new_run_id() -> str:
 def new_record(
     job_id: str, owner: str, model: str, priority: str, request: JSONDict, now: float
 ) -> dict[str, str]:
-    """The hash fields of a job that has just been accepted."""
+    """The hash fields of a new job; its text lives in a key of its own (keys.text)."""
     return {
         "id": job_id,
         "owner": owner,
@@ -43,7 +43,6 @@ def new_record(
         "cached": "0",
         "attempts": "0",
         "takeovers": "0",
-        "output_text": "",
         "result": "",
         "error": "",
         "request": json.dumps(request, separators=(",", ":")),

@@ -1,4 +1,8 @@
-"""Every Redis key chatq uses, one function each; flat names under the `chatq:` prefix."""
+"""Every Redis key chatq uses, one function each, under the `chatq:` prefix.
+
+The keys of one job share the hash tag `{<job id>}`, so that they live in one slot of a
+Redis Cluster; the Lua scripts build the same names with `K(kind, id)` (chatq/lua/prelude.lua).
+"""
 
 from __future__ import annotations
 
@@ -6,19 +10,33 @@ import hashlib
 
 PREFIX = "chatq:"
 
-# Pub/sub channel; message "<job id> <status>" on every change of a job, and on its last one
-# "<job id> <status> <record as JSON, less the request>".
+# Pub/sub channel; message "<job id> <status>" on every change of a job, and on a leader's
+# last one "<job id> <status> <record as JSON, less the request, with output_text>".
 NOTIFY_CHANNEL = PREFIX + "notify"
+
+
+def _of_job(kind: str, job_id: str) -> str:
+    return f"{PREFIX}{{{job_id}}}:{kind}"
 
 
 def job(job_id: str) -> str:
     """Hash: the job record. No expiry while active; CHATQ_JOB_TTL s once it has ended."""
-    return f"{PREFIX}job:{job_id}"
+    return _of_job("job", job_id)
+
+
+def text(job_id: str) -> str:
+    """String: the job's output text, grown by APPEND; expires with the job."""
+    return _of_job("text", job_id)
 
 
 def events(job_id: str) -> str:
     """Stream: the job's events (status, delta, reset, end); expires with the job."""
-    return f"{PREFIX}events:{job_id}"
+    return _of_job("events", job_id)
+
+
+def followers(job_id: str) -> str:
+    """Set: ids of the jobs that share this (leader) job's upstream call; deleted when it ends."""
+    return _of_job("followers", job_id)
 
 
 def idempotency(owner: str, idem_key: str) -> str:
@@ -28,7 +46,7 @@ def idempotency(owner: str, idem_key: str) -> str:
 
 
 def leases() -> str:
-    """Sorted set: job id -> unix time by which its holder must have renewed it; no expiry."""
+    """Sorted set: job id -> Redis time by which its holder must have renewed it; no expiry."""
     return PREFIX + "leases"
 
 
@@ -48,13 +66,8 @@ def stats(unix_second: int) -> str:
 
 
 def workers() -> str:
-    """Hash: worker name -> "slots busy unix_time" of its last heartbeat; no expiry."""
+    """Hash: worker name -> "slots busy redis_time" of its last heartbeat; no expiry."""
     return PREFIX + "workers"
-
-
-def followers(job_id: str) -> str:
-    """Set: ids of the jobs that share this (leader) job's upstream call; deleted when it ends."""
-    return f"{PREFIX}followers:{job_id}"
 
 
 def inflight(cache_key: str) -> str:

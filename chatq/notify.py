@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import logging
+import math
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -44,6 +46,8 @@ class Listener:
         self._stopping = threading.Event()
         self.connected = threading.Event()
         self.draining = False
+        # While draining, requests that hold on through it answer by then (monotonic).
+        self.hold_until = math.inf
 
     def start(self) -> None:
         """Start the listening thread once (a greenlet under gevent)."""
@@ -57,10 +61,18 @@ class Listener:
         """Ask the listening thread to end."""
         self._stopping.set()
 
-    def drain(self) -> None:
-        """The process is stopping: every waiter answers now with what it has."""
+    def drain(self, hold_s: float) -> None:
+        """The process is stopping: long-polls answer now with what they have; requests that
+        hold on through a drain get `hold_s` more seconds."""
+        self.hold_until = time.monotonic() + hold_s
         self.draining = True
         self.wake_all()
+
+    def stops(self, through_drain: bool) -> bool:
+        """Whether a waiter must stop waiting now, the process being drained."""
+        if not self.draining:
+            return False
+        return not through_drain or time.monotonic() >= self.hold_until
 
     @property
     def waiter_count(self) -> int:

@@ -10,20 +10,12 @@ from dataclasses import dataclass
 import redis
 
 from chatq import keys
+from chatq.broker import queue_keys
 from chatq.celery_app import QUEUES
 
-# kombu's Redis transport keeps a queue's messages of priority p in `name\x06\x16p`.
-PRIORITY_SEP = "\x06\x16"
-PRIORITY_STEPS = (0, 3, 6, 9)
 WINDOW_S = 60
 WORKER_STALE_S = 10.0
 SAFETY_FACTOR = 1.2
-
-
-def broker_keys(queue: str, prefix: str = "") -> list[str]:
-    """Every Redis list that holds messages of `queue`, priority sub-lists included."""
-    names = [queue] + [f"{queue}{PRIORITY_SEP}{p}" for p in PRIORITY_STEPS if p]
-    return [prefix + name for name in names]
 
 
 def recommended_concurrency(arrival_rate_per_s: float, mean_job_s: float) -> int:
@@ -62,16 +54,16 @@ def depths(client: redis.Redis) -> dict[str, int]:
     """Messages waiting in the broker, per queue (not those a worker has reserved)."""
     pipe = client.pipeline(transaction=False)
     for queue in QUEUES:
-        for key in broker_keys(queue):
+        for key in queue_keys(queue):
             pipe.llen(key)
     lengths = iter(pipe.execute())
-    return {q: sum(next(lengths) for _ in broker_keys(q)) for q in QUEUES}
+    return {q: sum(next(lengths) for _ in queue_keys(q)) for q in QUEUES}
 
 
 def oldest_age_s(client: redis.Redis, queue: str, now: float) -> float:
     """Age of the oldest job waiting in `queue`: the message at the tail of its lists."""
     oldest = 0.0
-    for key in broker_keys(queue):
+    for key in queue_keys(queue):
         raw = client.lindex(key, -1)
         if raw is None:
             continue
@@ -109,11 +101,6 @@ def workers(client: redis.Redis, now: float) -> Workers:
     return Workers(count, slots, busy)
 
 
-def report_worker(client: redis.Redis, name: str, slots: int, busy: int) -> None:
-    """A worker's heartbeat: its slots and how many are busy."""
-    client.hset(keys.workers(), name, f"{slots} {busy} {time.time():.3f}")
-
-
 @dataclass(frozen=True)
 class Snapshot:
     """Everything GET /v1/queue and the queue metrics show, read at one instant."""
@@ -142,9 +129,15 @@ class Snapshot:
         }
 
 
+def redis_time(client: redis.Redis) -> float:
+    """Redis's clock, which the store's timestamps use (hosts' clocks may disagree)."""
+    seconds, micros = client.time()
+    return seconds + micros / 1e6
+
+
 def snapshot(client: redis.Redis) -> Snapshot:
     """Depth and oldest age per queue, live workers, and the window's rates."""
-    now = time.time()
+    now = redis_time(client)
     depth = depths(client)
     return Snapshot(depth, {q: oldest_age_s(client, q, now) for q in depth},
                     workers(client, now), window(client, now))

@@ -1,24 +1,107 @@
-"""Reads and atomic transitions of job records in Redis."""
+"""The job store: every rule of a job's life, one Lua script each (chatq/lua/), typed here.
+
+Each call is one atomic step in Redis: it checks the job's state, writes, appends the event,
+sets expiry and publishes the notification. Times come from Redis's clock, never a host's.
+The steps a worker takes (claim, attempt, append, finish) may be repeated after a lost
+answer without doing anything twice.
+"""
 
 from __future__ import annotations
 
 import json
-import time
 from dataclasses import dataclass
+from enum import StrEnum
+from functools import cache
+from pathlib import Path
 from typing import Any
 
 import redis
 
-from chatq import keys, lua
+from chatq import jobs, keys
 
-JSONDict = dict[str, Any]
-Arg = str | int | float
-
+LUA_DIR = Path(__file__).with_name("lua")
 WORKER_LOST = {
     "type": "server_error",
     "code": "worker_lost",
     "message": "the job's worker was lost too many times; it was not retried again",
 }
+
+
+@cache
+def lua_source(name: str) -> str:
+    """The script `name`, behind the key prefix, the status words and the shared helpers."""
+    words = {
+        "P": keys.PREFIX, "QUEUED": jobs.QUEUED, "IN_PROGRESS": jobs.IN_PROGRESS,
+        "COMPLETED": jobs.COMPLETED, "FAILED": jobs.FAILED, "CANCELLED": jobs.CANCELLED,
+    }
+    header = "".join(f"local {name} = {json.dumps(value)}\n" for name, value in words.items())
+    prelude = (LUA_DIR / "prelude.lua").read_text()
+    return header + prelude + (LUA_DIR / f"{name}.lua").read_text()
+
+
+class CreateKind(StrEnum):
+    """How a create went."""
+
+    CREATED = "created"  # written (queued, or completed from the cache)
+    EARLIER = "earlier"  # its Idempotency-Key was used before: nothing written
+    FOLLOWER = "follower"  # written, following an identical job in flight
+    CACHED = "cached"  # an identical job finished meanwhile: nothing written
+
+
+@dataclass(frozen=True)
+class Created:
+    """The answer of `create`: for EARLIER the key's "<id> <digest>", for FOLLOWER the
+    leader's id, for CACHED the cached result; `created_at` is Redis's time of writing."""
+
+    kind: CreateKind
+    value: str = ""
+    created_at: str = ""
+
+
+@dataclass(frozen=True)
+class Claim:
+    """The answer of `claim`: the job's request and owner, or the status that prevented it."""
+
+    claimed: bool
+    status: str = ""
+    request: str = ""
+    owner: str = ""
+    created_at: float = 0.0
+
+
+@dataclass(frozen=True)
+class Cancel:
+    """The answer of `cancel`: the job's status now ('missing' when there is none) and the
+    followers it detached, to be enqueued anew."""
+
+    status: str
+    detached: tuple[str, ...] = ()
+
+
+class LeaseState(StrEnum):
+    """What a heartbeat learns of one run."""
+
+    HELD = "held"
+    CANCELLED = "cancelled"
+    LOST = "lost"
+
+
+class SweepOutcome(StrEnum):
+    """What the sweeper did with a job whose lease ran out."""
+
+    GONE = "gone"  # it had ended
+    QUEUED = "queued"  # still waiting: send it again only if the broker lost its message
+    REQUEUED = "requeued"  # its worker was lost: queued again, to be sent now
+    FAILED = "failed"  # its worker was lost too many times
+
+
+@dataclass(frozen=True)
+class Swept:
+    """One job the sweeper acted on."""
+
+    job_id: str
+    outcome: SweepOutcome
+    priority: str
 
 
 @dataclass(frozen=True)
@@ -30,7 +113,7 @@ class Event:
     value: str
     extra: str
 
-    def public(self) -> JSONDict:
+    def public(self) -> dict[str, Any]:
         """The event as API.md shows it."""
         if self.type == "delta":
             return {"type": "delta", "delta": self.value}
@@ -41,80 +124,81 @@ class Event:
         return {"type": self.type}
 
 
-@dataclass(frozen=True)
-class Created:
-    """How a create went: 'created', 'idem' (value: the earlier "id digest"), 'follower'
-    (value: the leader's id) or 'cached' (value: the result that is now in the cache)."""
+def parse_event(row: Any) -> Event:
+    """An Event from one XRANGE row."""
+    stream_id, data = row
+    return Event(str(stream_id), data.get("t", ""), data.get("v", ""), data.get("f", ""))
 
-    kind: str
-    value: str = ""
+
+def _flat(fields: dict[str, str]) -> list[str]:
+    return [item for pair in fields.items() for item in pair]
 
 
 class Store:
-    """Job records in one Redis; every state change is one Lua script."""
+    """Job records in one Redis; see the module docstring."""
 
-    def __init__(self, client: redis.Redis, job_ttl_s: int) -> None:
+    def __init__(self, client: redis.Redis, job_ttl_s: int, max_followers: int = 100) -> None:
         self.redis = client
         self.job_ttl_s = job_ttl_s
-        script = client.register_script
-        self._create = script(lua.PRELUDE + lua.CREATE)
-        self._sent = script(lua.PRELUDE + lua.SENT)
-        self._claim = script(lua.PRELUDE + lua.CLAIM)
-        self._attempt = script(lua.PRELUDE + lua.ATTEMPT)
-        self._append = script(lua.PRELUDE + lua.APPEND)
-        self._finish = script(lua.PRELUDE + lua.FINISH)
-        self._cancel = script(lua.PRELUDE + lua.CANCEL)
-        self._requeue = script(lua.PRELUDE + lua.REQUEUE)
-        self._heartbeat = script(lua.PRELUDE + lua.HEARTBEAT)
+        self.max_followers = max_followers
+        self._scripts = {
+            name: client.register_script(lua_source(name))
+            for name in ("create", "claim", "attempt", "append", "finish", "cancel", "sweep",
+                         "heartbeat")
+        }
+
+    def _run(self, name: str, *args: str | int | float) -> Any:
+        return self._scripts[name](keys=[], args=list(args))
 
     def get(self, job_id: str) -> dict[str, str] | None:
-        """The job's hash, or None when it does not exist (or has expired)."""
-        record: dict[str, str] = self.redis.hgetall(keys.job(job_id))  # type: ignore[assignment]
-        return record or None
+        """The job's record with its `output_text`, or None when there is none (or expired)."""
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.hgetall(keys.job(job_id))
+        pipe.get(keys.text(job_id))
+        record, text = pipe.execute()
+        return {**record, "output_text": text or ""} if record else None
 
     def create(
         self,
+        *,
         record: dict[str, str],
         lease_s: float,
-        idem: tuple[str, str] | None = None,
+        idempotency: tuple[str, str] | None = None,
         flight: str = "",
-        done: bool = False,
+        cached: bool = False,
     ) -> Created:
-        """Write a new job: queued, or already `done` (a cache hit).
+        """Write a new job: queued (leased for `lease_s` until a worker claims it), or
+        completed at once when `cached`. With `idempotency` (key, value) an earlier job under
+        that key wins; with `flight` (a cache key) the job follows an identical one in flight."""
+        fields = dict(record)
+        text = fields.pop("output_text", "")
+        idem_key, idem_value = idempotency or ("", "")
+        mode = "cached" if cached else "queue"
+        kind, value, created_at = self._run(
+            "create", record["id"], self.job_ttl_s, lease_s, idem_key, idem_value, flight,
+            self.max_followers, mode, text, *_flat(fields),
+        )
+        return Created(CreateKind(kind), value, created_at)
 
-        With `idem` (key, value) an earlier job under that key wins; with `flight` (a
-        cache key) the job follows an identical one still running instead of running.
-        """
-        idem_key, idem_value = idem if idem else ("", "")
-        fields = [item for pair in record.items() for item in pair]
-        flight_ttl_s = self.job_ttl_s
-        now = time.time()
-        args: list[Arg] = [
-            record["id"], self.job_ttl_s, now + lease_s, idem_key, idem_value,
-            flight, flight_ttl_s, "done" if done else "new", repr(now), *fields,
-        ]
-        answer = [str(x) for x in self._create(keys=[], args=args)]
-        return Created(*answer[:2])
+    def claim(self, *, job_id: str, run_id: str, lease_s: float) -> Claim:
+        """queued -> in_progress for `run_id`, its first attempt counted."""
+        answer = self._run("claim", job_id, run_id, lease_s)
+        if answer[0] != "claimed":
+            return Claim(False, answer[0])
+        _, request, owner, created_at = answer
+        return Claim(True, jobs.IN_PROGRESS, request, owner, float(created_at or 0))
 
-    def mark_sent(self, job_id: str, resend_after_s: float) -> None:
-        """Note that a queued job's message is sent: resend only if still queued much later."""
-        self._sent(keys=[], args=[job_id, time.time() + resend_after_s])
+    def begin_attempt(self, *, job_id: str, run_id: str, attempt: int) -> bool:
+        """Count the run's attempt number `attempt` (2, 3, ...), dropping partial text."""
+        return bool(self._run("attempt", job_id, run_id, attempt))
 
-    def claim(self, job_id: str, run_id: str, lease_s: float) -> str:
-        """queued -> in_progress for `run_id`; answers 'claimed' or the state that prevented it."""
-        now = time.time()
-        return str(self._claim(keys=[], args=[job_id, run_id, repr(now), now + lease_s]))
-
-    def begin_attempt(self, job_id: str, run_id: str) -> bool:
-        """Count an upstream attempt (emitting `reset` if text was sent); False if not ours."""
-        return bool(self._attempt(keys=[], args=[job_id, run_id]))
-
-    def append(self, job_id: str, run_id: str, text: str) -> bool:
-        """Append generated text as one delta event; False if the job is no longer ours."""
-        return bool(self._append(keys=[], args=[job_id, run_id, text]))
+    def append(self, *, job_id: str, run_id: str, offset_bytes: int, text: str) -> bool:
+        """Append text written after `offset_bytes` bytes of this attempt's text."""
+        return bool(self._run("append", job_id, run_id, offset_bytes, text))
 
     def finish(
         self,
+        *,
         job_id: str,
         run_id: str,
         status: str,
@@ -122,44 +206,28 @@ class Store:
         tail: str = "",
         finish_reason: str = "",
     ) -> bool:
-        """in_progress -> `status` with `fields` (followers too); False if not ours."""
-        flat = [item for pair in fields.items() for item in pair]
-        args: list[Arg] = [
-            job_id, run_id, status, repr(time.time()), self.job_ttl_s, finish_reason, tail, *flat
-        ]
-        return bool(self._finish(keys=[], args=args))
+        """in_progress -> `status` with `fields`, followers alike; False if not ours."""
+        return bool(self._run("finish", job_id, run_id, status, finish_reason, tail,
+                              self.job_ttl_s, *_flat(fields)))
 
-    def cancel(self, job_id: str, lease_s: float) -> tuple[str, list[str]]:
-        """Cancel unless terminal: ('cancelled' or the state, followers to enqueue anew)."""
-        now = time.time()
-        args: list[Arg] = [job_id, repr(now), self.job_ttl_s, now + lease_s]
-        answer = [str(x) for x in self._cancel(keys=[], args=args)]
-        return answer[0], answer[1:]
+    def cancel(self, *, job_id: str, lease_s: float) -> Cancel:
+        """Cancel a job that has not ended; its followers are detached to run on their own."""
+        status, *detached = self._run("cancel", job_id, lease_s, self.job_ttl_s)
+        return Cancel(status, tuple(detached))
 
-    def requeue_if_expired(self, job_id: str, lease_s: float, max_takeovers: int) -> str:
-        """Act on a lease that ran out: 'requeued', 'resend', 'failed', 'fresh' or 'gone'."""
-        now = time.time()
-        error = json.dumps(WORKER_LOST)
-        args: list[Arg] = [job_id, repr(now), now + lease_s, max_takeovers, self.job_ttl_s, error]
-        return str(self._requeue(keys=[], args=args))
+    def sweep(
+        self, *, lease_s: float, resend_s: float, max_takeovers: int, limit: int = 500
+    ) -> list[Swept]:
+        """Act on the jobs whose lease ran out (see SweepOutcome)."""
+        answer = self._run("sweep", limit, lease_s, resend_s, max_takeovers, self.job_ttl_s,
+                           json.dumps(WORKER_LOST))
+        return [Swept(answer[i], SweepOutcome(answer[i + 1]), answer[i + 2] or jobs.PRIORITIES[0])
+                for i in range(0, len(answer), 3)]
 
-    def expired_leases(self, limit: int = 500) -> list[str]:
-        """Ids of jobs whose lease deadline has passed."""
-        found = self.redis.zrangebyscore(keys.leases(), "-inf", time.time(), start=0, num=limit)
-        return [str(job_id) for job_id in found]
-
-    def heartbeat(self, runs: list[tuple[str, str]], lease_s: float) -> list[str]:
-        """Renew the leases of (job id, run id) pairs; answers each job's state for us."""
-        if not runs:
-            return []
-        args: list[Arg] = [time.time() + lease_s]
-        for job_id, run_id in runs:
-            args += [job_id, run_id]
-        return [str(s) for s in self._heartbeat(keys=[], args=args)]
-
-
-
-def parse_event(row: Any) -> Event:
-    """An Event from one XRANGE row."""
-    stream_id, data = row
-    return Event(str(stream_id), data.get("t", ""), data.get("v", ""), data.get("f", ""))
+    def heartbeat(
+        self, *, runs: list[tuple[str, str]], lease_s: float, worker: str, slots: int
+    ) -> list[LeaseState]:
+        """Renew the leases of (job id, run id) pairs and record the worker as alive."""
+        flat = [item for pair in runs for item in pair]
+        answer = self._run("heartbeat", lease_s, worker, slots, len(runs), *flat)
+        return [LeaseState(state) for state in answer]

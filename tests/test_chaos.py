@@ -77,10 +77,14 @@ def _submit_all(stack: Stack, bodies: list[dict[str, Any]],
 
 
 def _records(client: redis.Redis, ids: list[str]) -> dict[str, dict[str, str]]:
+    """Each job's record, with its text as `output_text` (as the store reads it)."""
     pipe = client.pipeline(transaction=False)
     for job_id in ids:
         pipe.hgetall(keys.job(job_id))
-    return dict(zip(ids, pipe.execute(), strict=True))
+        pipe.get(keys.text(job_id))
+    out = pipe.execute()
+    return {job_id: {**out[2 * i], "output_text": out[2 * i + 1] or ""} if out[2 * i] else {}
+            for i, job_id in enumerate(ids)}
 
 
 def _events(client: redis.Redis, job_id: str) -> list[dict[str, str]]:

@@ -1,11 +1,12 @@
-"""A property test of the job state machine (chatq/lua.py through chatq.store.Store).
+"""A property test of the job state machine (chatq/lua/*.lua through chatq.store.Store).
 
 Hypothesis drives a real Redis with any interleaving of what the concurrent actors do:
 the web creating jobs (plain, cache hits, or followers of an identical job in flight) and
 cancelling them, workers claiming (and re-claiming: redelivery), counting attempts,
-appending text and finishing with a run id that may be stale, the monitor heartbeating,
-and the sweeper requeueing a job whose lease was forced into the past. Every script is
-atomic, so a sequence of calls is an interleaving of concurrent actors.
+appending text and finishing with a run id that may be stale, repeating a step whose answer
+they lost, the monitor heartbeating, and the sweeper acting on a job whose lease was forced
+into the past. Every script is atomic, so a sequence of calls is an interleaving of
+concurrent actors.
 
 After every step the Redis state is compared with a small model of the rules, and the
 promises hold: a terminal job never changes again, every job has its owner, output_text is
@@ -34,11 +35,12 @@ from hypothesis.stateful import (
 )
 
 from chatq import jobs, keys
-from chatq.store import Store
+from chatq.store import LeaseState, Store, SweepOutcome
 
 DB = 14  # a database of its own: the machine flushes it before every example
 LEASE_S = 30.0
 MAX_TAKEOVERS = 1
+MAX_FOLLOWERS = 2
 TERMINAL = jobs.TERMINAL
 OWNERS = ("alice", "bob")
 FLIGHTS = ("", "flight-a", "flight-b")
@@ -60,6 +62,9 @@ class Model:
     has_message: bool = True  # a Celery message exists (and may be delivered again)
     takeovers: int = 0
     runs: list[str] = field(default_factory=list)
+    run_attempt: int = 0
+    ended_by: str = ""  # the run whose finish ended the job
+    last_append: tuple[int, str] | None = None  # (offset in bytes, text) of the run's last
 
 
 def _db_url(redis_url: str) -> str:
@@ -92,7 +97,7 @@ class JobMachine(RuleBasedStateMachine):
         super().__init__()
         client.flushdb()
         self.redis = client
-        self.store = Store(client, job_ttl_s=3600)
+        self.store = Store(client, job_ttl_s=3600, max_followers=MAX_FOLLOWERS)
         self.model: dict[str, Model] = {}
         self.inflight: dict[str, str] = {}
         # Terminal jobs as first seen terminal: (record fields, number of events).
@@ -133,10 +138,12 @@ class JobMachine(RuleBasedStateMachine):
 
     def _assert_followers_match(self, leader_id: str, follower_ids: list[str]) -> None:
         """Followers end with their leader's status, output and result."""
-        fields = ("status", "output_text", "result", "error")
-        leader = self.redis.hmget(keys.job(leader_id), fields)
+        fields = ("status", "result", "error")
+        def seen(job_id: str) -> tuple[list[str | None], str | None]:
+            return self.redis.hmget(keys.job(job_id), fields), self.redis.get(keys.text(job_id))
+
         for f in follower_ids:
-            assert self.redis.hmget(keys.job(f), fields) == leader, (leader_id, f)
+            assert seen(f) == seen(leader_id), (leader_id, f)
 
     # --- the web -----------------------------------------------------------------------
 
@@ -151,9 +158,12 @@ class JobMachine(RuleBasedStateMachine):
         record = jobs.new_record(job_id, owner, "fake", "interactive", {"n": self.counter},
                                  time.time())
         leader = self.inflight.get(flight, "") if flight else ""
-        created = self.store.create(record, LEASE_S, flight=flight)
+        created = self.store.create(record=record, lease_s=LEASE_S, flight=flight)
         m = Model(owner=owner)
-        if leader and self.model[leader].status not in TERMINAL:
+        live = bool(leader) and self.model[leader].status not in TERMINAL
+        if live and len(self.model[leader].followers) >= MAX_FOLLOWERS:
+            assert created.kind == "created"  # the leader is full: it runs on its own
+        elif live:
             assert (created.kind, created.value) == ("follower", leader)
             lm = self.model[leader]
             m.leader, m.has_message = leader, False
@@ -177,7 +187,7 @@ class JobMachine(RuleBasedStateMachine):
         record |= {"status": jobs.COMPLETED, "cached": "1", "output_text": text,
                    "result": json.dumps({"cached": text}), "finish_reason": "stop",
                    "started_at": repr(now), "completed_at": repr(now)}
-        assert self.store.create(record, LEASE_S, done=True).kind == "created"
+        assert self.store.create(record=record, lease_s=LEASE_S, cached=True).kind == "created"
         self.model[job_id] = Model(owner=owner, status=jobs.COMPLETED, output=text,
                                    has_message=False)
 
@@ -195,12 +205,12 @@ class JobMachine(RuleBasedStateMachine):
         if job_id is None:
             return
         m = self.model[job_id]
-        state, detached = self.store.cancel(job_id, LEASE_S)
+        cancel = self.store.cancel(job_id=job_id, lease_s=LEASE_S)
         if m.status in TERMINAL:
-            assert (state, detached) == (m.status, [])
+            assert (cancel.status, cancel.detached) == (m.status, ())
             return
-        assert state == jobs.CANCELLED
-        assert sorted(detached) == sorted(m.followers)
+        assert cancel.status == jobs.CANCELLED
+        assert sorted(cancel.detached) == sorted(m.followers)
         if m.leader:
             self.model[m.leader].followers.discard(job_id)
         for f in m.followers:
@@ -228,12 +238,12 @@ class JobMachine(RuleBasedStateMachine):
             return  # only jobs whose message was sent can be delivered
         m = self.model[job_id]
         run = f"{len(m.runs) + 1:016x}"
-        answer = self.store.claim(job_id, run, LEASE_S)
+        claim = self.store.claim(job_id=job_id, run_id=run, lease_s=LEASE_S)
         if m.status != jobs.QUEUED:
-            assert answer == m.status
+            assert (claim.claimed, claim.status) == (False, m.status)
             return
-        assert answer == "claimed"
-        m.run = run
+        assert claim.claimed and claim.owner == m.owner
+        m.run, m.run_attempt, m.last_append = run, 1, None
         m.runs.append(run)
         for j in self._group(job_id):
             self.model[j].output = ""
@@ -252,20 +262,29 @@ class JobMachine(RuleBasedStateMachine):
         m = self.model[job_id]
         run = data.draw(st.sampled_from([r for r in [*m.runs, STALE_RUN] if r != m.run]))
         if call == "attempt":
-            assert not self.store.begin_attempt(job_id, run)
+            assert not self.store.begin_attempt(job_id=job_id, run_id=run, attempt=9)
         elif call == "append":
-            assert not self.store.append(job_id, run, text)
+            offset = len(m.output.encode())
+            assert not self.store.append(job_id=job_id, run_id=run, offset_bytes=offset,
+                                         text=text)
         else:
-            assert not self.store.finish(job_id, run, jobs.COMPLETED, {"result": "{}"}, text)
+            # Only the run that completed the job hears "done" again (a repeated finish).
+            again = run == m.ended_by and m.status == jobs.COMPLETED
+            assert self.store.finish(job_id=job_id, run_id=run, status=jobs.COMPLETED,
+                                     fields={"result": "{}"}, tail=text) is again
 
-    @rule(data=st.data())
-    def begin_attempt(self, data: st.DataObject) -> None:
+    @rule(data=st.data(), again=st.booleans())
+    def begin_attempt(self, data: st.DataObject, again: bool) -> None:
+        """The next attempt of a run, or (again) the current one repeated after a lost answer."""
         if (picked := self._running(data)) is None:
             return
         job_id, run = picked
+        m = self.model[job_id]
         ours = self._owned(job_id, run)
-        assert self.store.begin_attempt(job_id, run) is ours
-        if ours:
+        attempt = m.run_attempt if again else m.run_attempt + 1
+        assert self.store.begin_attempt(job_id=job_id, run_id=run, attempt=attempt) is ours
+        if ours and not again:
+            m.run_attempt, m.last_append = attempt, None
             for j in self._group(job_id):
                 self.model[j].output = ""
 
@@ -274,11 +293,28 @@ class JobMachine(RuleBasedStateMachine):
         if (picked := self._running(data)) is None:
             return
         job_id, run = picked
+        m = self.model[job_id]
         ours = self._owned(job_id, run)
-        assert self.store.append(job_id, run, text) is ours
+        offset = len(m.output.encode())
+        assert self.store.append(job_id=job_id, run_id=run, offset_bytes=offset,
+                                 text=text) is ours
         if ours:
+            m.last_append = (offset, text)
             for j in self._group(job_id):
                 self.model[j].output += text
+
+    @rule(data=st.data())
+    def append_again(self, data: st.DataObject) -> None:
+        """A worker repeats its last append, whose answer it lost: the text is not doubled."""
+        job_id = self._choose(data, lambda m: m.last_append is not None and bool(m.run))
+        if job_id is None:
+            return
+        m = self.model[job_id]
+        assert m.last_append is not None
+        offset, text = m.last_append
+        ours = self._owned(job_id, m.run)
+        assert self.store.append(job_id=job_id, run_id=m.run, offset_bytes=offset,
+                                 text=text) is ours
 
     @rule(data=st.data(), text=texts, status=st.sampled_from([jobs.COMPLETED, jobs.FAILED]))
     def finish(self, data: st.DataObject, text: str, status: str) -> None:
@@ -288,10 +324,16 @@ class JobMachine(RuleBasedStateMachine):
         ours = self._owned(job_id, run)
         fields = ({"result": json.dumps({"run": run}), "finish_reason": "stop"}
                   if status == jobs.COMPLETED else {"error": json.dumps({"code": "x"})})
-        assert self.store.finish(job_id, run, status, fields, text, "stop") is ours
+        finished = self.store.finish(job_id=job_id, run_id=run, status=status, fields=fields,
+                                     tail=text, finish_reason="stop")
+        assert finished is ours
         if not ours:
             return
+        # A worker that lost the answer finishes again: the same answer, nothing changes.
+        assert self.store.finish(job_id=job_id, run_id=run, status=status, fields=fields,
+                                 tail=text, finish_reason="stop")
         followers = sorted(self.model[job_id].followers)
+        self.model[job_id].ended_by = run
         for j in self._group(job_id):
             self.model[j].output += text
         self._close_group(job_id, status)
@@ -304,9 +346,11 @@ class JobMachine(RuleBasedStateMachine):
         if (picked := self._running(data)) is None:
             return
         job_id, run = picked
-        expected = ("in_progress" if self._owned(job_id, run)
-                    else "cancelled" if self.model[job_id].status == jobs.CANCELLED else "lost")
-        assert self.store.heartbeat([(job_id, run)], LEASE_S) == [expected]
+        expected = (LeaseState.HELD if self._owned(job_id, run)
+                    else LeaseState.CANCELLED if self.model[job_id].status == jobs.CANCELLED
+                    else LeaseState.LOST)
+        states = self.store.heartbeat(runs=[(job_id, run)], lease_s=LEASE_S, worker="w", slots=1)
+        assert states == [expected]
 
     @rule(data=st.data())
     def sweep_after_lease_expired(self, data: st.DataObject) -> None:
@@ -315,25 +359,22 @@ class JobMachine(RuleBasedStateMachine):
         if job_id is None:
             return
         m = self.model[job_id]
-        self.redis.zadd(keys.leases(), {job_id: time.time() - 1}, xx=True)
-        outcome = self.store.requeue_if_expired(job_id, LEASE_S, MAX_TAKEOVERS)
-        if m.leader:  # followers hold no lease: the sweeper never sees them
-            assert outcome == "fresh"
-        elif m.status in TERMINAL:
-            assert outcome in ("fresh", "gone")
-        elif m.status == jobs.QUEUED:
-            assert outcome == "resend"
-            m.has_message = True
+        self.redis.zadd(keys.leases(), {job_id: 0}, xx=True)
+        swept = self.store.sweep(lease_s=LEASE_S, resend_s=LEASE_S, max_takeovers=MAX_TAKEOVERS)
+        assert [s.job_id for s in swept] == [job_id]
+        outcome = swept[0].outcome
+        if m.status == jobs.QUEUED:
+            assert outcome is SweepOutcome.QUEUED  # the caller resends it only if lost
         else:
             m.takeovers += 1
             if m.takeovers > MAX_TAKEOVERS:
-                assert outcome == "failed"
+                assert outcome is SweepOutcome.FAILED
                 followers = sorted(m.followers)
                 self._close_group(job_id, jobs.FAILED)
                 self._assert_followers_match(job_id, followers)
             else:
-                assert outcome == "requeued"
-                m.run, m.has_message = "", True
+                assert outcome is SweepOutcome.REQUEUED
+                m.run, m.has_message, m.last_append = "", True, None
                 for j in self._group(job_id):
                     self.model[j].status = jobs.QUEUED
 
@@ -341,15 +382,17 @@ class JobMachine(RuleBasedStateMachine):
 
     def _read_all(self) -> list[tuple[str, dict[str, str], list[tuple[str, dict[str, str]]],
                                      float | None]]:
+        """Each job's record (with its text as `output_text`), events and lease."""
         pipe = self.redis.pipeline(transaction=False)
         ids = sorted(self.model)
         for job_id in ids:
             pipe.hgetall(keys.job(job_id))
+            pipe.get(keys.text(job_id))
             pipe.xrange(keys.events(job_id))
             pipe.zscore(keys.leases(), job_id)
         out = pipe.execute()
-        return [(job_id, out[3 * i], out[3 * i + 1], out[3 * i + 2])
-                for i, job_id in enumerate(ids)]
+        return [(job_id, {**out[4 * i], "output_text": out[4 * i + 1] or ""}, out[4 * i + 2],
+                 out[4 * i + 3]) for i, job_id in enumerate(ids)]
 
     @invariant()
     def redis_agrees_with_the_rules(self) -> None:
@@ -419,23 +462,28 @@ def test_no_interleaving_of_actors_breaks_the_job_state_machine_long(
 def test_a_terminal_job_ignores_every_later_transition(client: redis.Redis) -> None:
     """The promise spelled out once, in plain steps: nothing moves a completed job."""
     store = Store(client, job_ttl_s=3600)
-    record = jobs.new_record("job_" + "t" * 32, "alice", "fake", "interactive", {}, time.time())
-    store.create(record, LEASE_S)
-    assert store.claim(record["id"], "r1", LEASE_S) == "claimed"
-    assert store.append(record["id"], "r1", "hello")
-    assert store.finish(record["id"], "r1", jobs.COMPLETED, {"result": "{}"}, " world", "stop")
-    before = (client.hgetall(keys.job(record["id"])), client.xlen(keys.events(record["id"])))
-    assert store.claim(record["id"], "r2", LEASE_S) == jobs.COMPLETED
-    assert not store.begin_attempt(record["id"], "r1")
-    assert not store.append(record["id"], "r1", "late")
-    assert not store.finish(record["id"], "r1", jobs.FAILED, {"error": "{}"})
-    assert store.cancel(record["id"], LEASE_S) == (jobs.COMPLETED, [])
-    client.zadd(keys.leases(), {record["id"]: 0})
-    assert store.requeue_if_expired(record["id"], LEASE_S, MAX_TAKEOVERS) == "gone"
-    assert store.heartbeat([(record["id"], "r1")], LEASE_S) == ["lost"]
-    after = (client.hgetall(keys.job(record["id"])), client.xlen(keys.events(record["id"])))
+    job_id = "job_" + "t" * 32
+    store.create(record=jobs.new_record(job_id, "alice", "fake", "interactive", {}, time.time()),
+                 lease_s=LEASE_S)
+    assert store.claim(job_id=job_id, run_id="r1", lease_s=LEASE_S).claimed
+    assert store.append(job_id=job_id, run_id="r1", offset_bytes=0, text="hello")
+    assert store.finish(job_id=job_id, run_id="r1", status=jobs.COMPLETED,
+                        fields={"result": "{}"}, tail=" world", finish_reason="stop")
+    before = (client.hgetall(keys.job(job_id)), client.xlen(keys.events(job_id)))
+    assert store.claim(job_id=job_id, run_id="r2", lease_s=LEASE_S).status == jobs.COMPLETED
+    assert not store.begin_attempt(job_id=job_id, run_id="r1", attempt=2)
+    assert not store.append(job_id=job_id, run_id="r1", offset_bytes=11, text="late")
+    assert not store.finish(job_id=job_id, run_id="r1", status=jobs.FAILED,
+                            fields={"error": "{}"})
+    assert store.cancel(job_id=job_id, lease_s=LEASE_S).status == jobs.COMPLETED
+    client.zadd(keys.leases(), {job_id: 0})
+    swept = store.sweep(lease_s=LEASE_S, resend_s=LEASE_S, max_takeovers=MAX_TAKEOVERS)
+    assert [(s.job_id, s.outcome) for s in swept] == [(job_id, SweepOutcome.GONE)]
+    assert store.heartbeat(runs=[(job_id, "r1")], lease_s=LEASE_S, worker="w",
+                           slots=1) == [LeaseState.LOST]
+    after = (client.hgetall(keys.job(job_id)), client.xlen(keys.events(job_id)))
     assert after == before
-    assert before[0]["output_text"] == "hello world"
+    assert client.get(keys.text(job_id)) == "hello world"
 
 
 def test_a_follower_joining_a_running_job_starts_now_not_in_the_future(
@@ -446,10 +494,11 @@ def test_a_follower_joining_a_running_job_starts_now_not_in_the_future(
     now = time.time()
     leader = jobs.new_record("job_" + "l" * 32, "alice", "fake", "interactive", {}, now)
     follower = jobs.new_record("job_" + "f" * 32, "alice", "fake", "interactive", {}, now)
-    assert store.create(leader, lease_s, flight="same").kind == "created"
-    assert store.claim(leader["id"], "r1", lease_s) == "claimed"
-    assert store.create(follower, lease_s, flight="same").kind == "follower"
+    assert store.create(record=leader, lease_s=lease_s, flight="same").kind == "created"
+    assert store.claim(job_id=leader["id"], run_id="r1", lease_s=lease_s).claimed
+    assert store.create(record=follower, lease_s=lease_s, flight="same").kind == "follower"
     started = float(client.hget(keys.job(follower["id"]), "started_at") or 0)
-    assert store.finish(leader["id"], "r1", jobs.COMPLETED, {"result": "{}"})
+    assert store.finish(job_id=leader["id"], run_id="r1", status=jobs.COMPLETED,
+                        fields={"result": "{}"})
     completed = float(client.hget(keys.job(follower["id"]), "completed_at") or 0)
-    assert now <= started <= completed <= time.time() + 1, (now, started, completed)
+    assert now - 1 <= started <= completed <= time.time() + 1, (now, started, completed)

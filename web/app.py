@@ -15,13 +15,16 @@ from web.admission import Admission
 from web.auth import KeyRing
 from web.context import Services
 
+# Held requests answer this long before gunicorn's graceful timeout ends the process.
+DRAIN_MARGIN_S = 1.0
+
 
 def _services(settings: Settings) -> Services:
     client = redis_conn.connect(settings.redis_url)
     return Services(
         settings=settings,
         redis=client,
-        store=Store(client, settings.job_ttl_s),
+        store=Store(client, settings.job_ttl_s, settings.max_followers),
         listener=Listener(client),
         celery=make_celery(settings, max_connections=settings.web_worker_connections),
         keys=KeyRing(settings.api_keys),
@@ -31,9 +34,11 @@ def _services(settings: Settings) -> Services:
 
 
 def drain(app: Flask) -> None:
-    """Stop holding requests: parked long-polls answer with the job as it is now."""
+    """The process is stopping: long-polls answer now with the job as it is; held
+    completions may finish within CHATQ_GRACEFUL_TIMEOUT (less a margin to answer in)."""
     svc: Services = app.extensions["chatq"]
-    svc.listener.drain()
+    grace_s = svc.settings.graceful_timeout_s
+    svc.listener.drain(hold_s=grace_s - min(DRAIN_MARGIN_S, grace_s / 4))
 
 
 def create_app(settings: Settings | None = None) -> Flask:

@@ -91,12 +91,14 @@ def sse_response(body: Iterator[str]) -> Response:
     return Response(body, mimetype="text/event-stream", headers=headers)
 
 
-def follow(svc: Services, job_id: str, cursor: str) -> Iterator[list[Event]]:
+def follow(svc: Services, job_id: str, cursor: str,
+           through_drain: bool = False) -> Iterator[list[Event]]:
     """Pages of new events until the job ends; an empty page after each keepalive interval."""
     while True:
-        events, status = wait_events(svc, job_id, cursor, svc.settings.sse_keepalive_s)
+        events, status = wait_events(svc, job_id, cursor, svc.settings.sse_keepalive_s,
+                                     through_drain)
         yield events
-        if is_done(events, status) or svc.listener.draining:
+        if is_done(events, status) or svc.listener.stops(through_drain):
             return
         if events:
             cursor = events[-1].id

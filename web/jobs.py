@@ -91,10 +91,10 @@ def cancel_job(job_id: str) -> Response:
     svc = services()
     owner = authorize(svc)
     _owned(svc, owner, job_id)
-    state, detached = svc.store.cancel(job_id, svc.settings.lease_s)
-    log.info("job %s cancel: %s", job_id, state,
+    cancel = svc.store.cancel(job_id=job_id, lease_s=svc.settings.lease_s)
+    log.info("job %s cancel: %s", job_id, cancel.status,
              extra={"job_id": job_id, "key": owner, "event": "cancel"})
-    for follower_id in detached:
+    for follower_id in cancel.detached:
         # They were waiting on this job's upstream call: now they run on their own.
         follower = svc.store.get(follower_id) or {}
         enqueue(svc, follower_id, follower.get("priority") or "interactive")

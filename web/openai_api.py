@@ -57,14 +57,25 @@ def _hold(svc: Services, record: dict[str, str]) -> Response:
         if not jobs.is_terminal(record["status"]):
             return job_response(record, wait_s)
     else:
-        record = wait_terminal(svc, record, svc.settings.job_timeout_s + svc.settings.lease_s)
-    headers = {"Chatq-Job-Id": record["id"]}
+        hold_s = svc.settings.job_timeout_s + svc.settings.lease_s
+        record = wait_terminal(svc, record, hold_s, through_drain=True)
+    # The job exists and chatq did its own retries: an SDK resending would start another.
+    headers = {"Chatq-Job-Id": record["id"], "x-should-retry": "false"}
     if record["status"] == jobs.COMPLETED:
         return json_response(jobs.public_view(record)["result"], 200, headers)
-    if not jobs.is_terminal(record["status"]):
-        raise ApiError(504, "job_timeout", f"Job {record['id']} did not end in time.",
-                       type_="server_error")
-    raise failed_job_error(record)
+    error = failed_job_error(record) if jobs.is_terminal(record["status"]) else _unfinished(
+        svc, record["id"])
+    return json_response(error.body(), error.status, headers)
+
+
+def _unfinished(svc: Services, job_id: str) -> ApiError:
+    """The answer for a held job that has not ended: the web is stopping, or time ran out."""
+    if svc.listener.draining:
+        return ApiError(503, "server_shutting_down",
+                        f"This server is restarting; job {job_id} goes on: fetch its answer at "
+                        f"/v1/jobs/{job_id}/result.", type_="server_error")
+    return ApiError(504, "job_timeout", f"Job {job_id} did not end in time.",
+                    type_="server_error")
 
 
 def _stream(svc: Services, record: dict[str, str], include_usage: bool) -> Iterator[str]:
@@ -74,7 +85,7 @@ def _stream(svc: Services, record: dict[str, str], include_usage: bool) -> Itera
     yield sse(maker.chunk({"role": "assistant", "content": ""}))
     sent_text = False
     try:
-        for events in follow(svc, job_id, "0"):
+        for events in follow(svc, job_id, "0", through_drain=True):
             for event in events:
                 if event.type == "delta":
                     sent_text = True
@@ -86,7 +97,7 @@ def _stream(svc: Services, record: dict[str, str], include_usage: bool) -> Itera
     except GeneratorExit:
         # The client went away mid-stream: the job carries on unless configured otherwise.
         if svc.settings.cancel_on_disconnect:
-            svc.store.cancel(job_id, svc.settings.lease_s)
+            svc.store.cancel(job_id=job_id, lease_s=svc.settings.lease_s)
         raise
     except STREAM_ENDING_ERRORS as exc:
         log.warning("stream of %s ended early: %s", job_id, type(exc).__name__)
@@ -98,7 +109,8 @@ def _stream_end(
 ) -> Iterator[str]:
     final = load_owned(svc, record["id"], record["owner"])
     if final["status"] != jobs.COMPLETED:
-        error = failed_job_error(final)
+        terminal = jobs.is_terminal(final["status"])
+        error = failed_job_error(final) if terminal else _unfinished(svc, record["id"])
         yield sse(error.body())
         return
     result = jobs.public_view(final)["result"] or {}

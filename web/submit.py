@@ -10,6 +10,7 @@ from typing import Any
 
 from chatq import cache, celery_app, jobs, keys, metrics
 from chatq.errors import ApiError
+from chatq.store import Created, CreateKind
 from web.context import Services
 
 log = logging.getLogger(__name__)
@@ -105,18 +106,19 @@ def submit(
     if not draft.hit:
         svc.admission.check_queue()
     idem = _idem(owner, idem_key, job_id, priority, request)
-    created = svc.store.create(record, svc.settings.lease_s, idem, draft.flight, draft.hit)
-    if created.kind == "cached":
+    created = _create(svc, draft, idem)
+    if created.kind is CreateKind.CACHED:
         # The identical job it would have followed finished after our cache lookup.
         record, draft.hit = _as_cached(record, created.value), True
-        created = svc.store.create(record, svc.settings.lease_s, idem, "", True)
-    if created.kind == "idem" and idem is not None:
+        created = _create(svc, Draft(record, True, ""), idem)
+    if created.kind is CreateKind.EARLIER and idem is not None:
         found = _earlier(svc, created.value, idem[1].partition(" ")[2])
         if found is not None:
             return found
         # Only a job deleted by hand leaves its key behind: then start afresh.
-        created = svc.store.create(record, svc.settings.lease_s, None, draft.flight, draft.hit)
-    if created.kind == "follower":
+        created = _create(svc, draft, None)
+    record["created_at"] = created.created_at or record["created_at"]
+    if created.kind is CreateKind.FOLLOWER:
         metrics.CACHE_LOOKUPS.labels("coalesced").inc()
         return svc.store.get(job_id) or record
     if not draft.hit:
@@ -125,12 +127,14 @@ def submit(
     return record
 
 
+def _create(svc: Services, draft: Draft, idem: tuple[str, str] | None) -> Created:
+    return svc.store.create(record=draft.record, lease_s=svc.settings.lease_s,
+                            idempotency=idem, flight=draft.flight, cached=draft.hit)
+
+
 def enqueue(svc: Services, job_id: str, priority: str) -> None:
-    """Send a queued job's message; if that fails the sweeper sends it later."""
+    """Send a queued job's message; if that fails the sweeper sends it once its lease runs out."""
     try:
         celery_app.enqueue(svc.celery, job_id, priority)
     except Exception:
-        # The short enqueue lease stays: the sweeper sends the message once it runs out.
         log.exception("could not send the message for %s; the sweeper will", job_id)
-        return
-    svc.store.mark_sent(job_id, svc.settings.queue_resend_s)

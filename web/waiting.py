@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TypeVar
 
 from chatq import jobs, keys
@@ -26,24 +27,33 @@ def load_owned(svc: Services, job_id: str, owner: str) -> dict[str, str]:
     return record
 
 
+@dataclass(frozen=True)
+class Hold:
+    """How long a request waits: `timeout_s`, and whether it holds on through a drain."""
+
+    timeout_s: float
+    through_drain: bool = False
+    terminal_only: bool = True
+
+
 def _park(
     svc: Services,
     job_id: str,
     value: T,
     read: Callable[[Waiter | None], T],
     ready: Callable[[T], bool],
-    timeout_s: float,
-    terminal_only: bool,
+    hold: Hold,
 ) -> T:
     """`value` once ready; until then wait for notifications on `job_id` and re-read."""
-    if timeout_s <= 0 or ready(value) or svc.listener.draining:
+    listener = svc.listener
+    if hold.timeout_s <= 0 or ready(value) or listener.stops(hold.through_drain):
         return value
-    deadline = time.monotonic() + timeout_s
-    with svc.listener.waiting(job_id, terminal_only) as waiter:
+    deadline = time.monotonic() + hold.timeout_s
+    with listener.waiting(job_id, hold.terminal_only) as waiter:
         # Re-read after registering: a change in between is seen here or wakes us.
         value = read(None)
-        while not ready(value) and not svc.listener.draining:
-            remaining_s = deadline - time.monotonic()
+        while not ready(value) and not listener.stops(hold.through_drain):
+            remaining_s = min(deadline, listener.hold_until) - time.monotonic()
             if remaining_s <= 0:
                 break
             if waiter.wait(remaining_s):
@@ -60,7 +70,8 @@ def _final(svc: Services, waiter: Waiter | None, job_id: str, owner: str) -> dic
     return load_owned(svc, job_id, owner)
 
 
-def wait_terminal(svc: Services, record: dict[str, str], wait_s: float) -> dict[str, str]:
+def wait_terminal(svc: Services, record: dict[str, str], wait_s: float,
+                  through_drain: bool = False) -> dict[str, str]:
     """The record once terminal, or as it is when `wait_s` (jittered) runs out."""
     job_id, owner = record["id"], record["owner"]
     if wait_s <= 0 or jobs.is_terminal(record["status"]):
@@ -71,8 +82,7 @@ def wait_terminal(svc: Services, record: dict[str, str], wait_s: float) -> dict[
         record,  # just read by the caller: reading it again here would cost a round trip
         lambda waiter: _final(svc, waiter, job_id, owner),
         lambda r: jobs.is_terminal(r["status"]),
-        jittered(wait_s),
-        terminal_only=True,
+        Hold(jittered(wait_s), through_drain),
     )
 
 
@@ -88,7 +98,7 @@ def read_events(svc: Services, job_id: str, cursor: str) -> tuple[list[Event], s
 
 
 def wait_events(
-    svc: Services, job_id: str, cursor: str, timeout_s: float
+    svc: Services, job_id: str, cursor: str, timeout_s: float, through_drain: bool = False
 ) -> tuple[list[Event], str]:
     """Events after `cursor` as soon as there is one, or the job has ended, or time is up."""
     return _park(
@@ -97,6 +107,5 @@ def wait_events(
         read_events(svc, job_id, cursor),
         lambda _waiter: read_events(svc, job_id, cursor),
         lambda found: bool(found[0]) or jobs.is_terminal(found[1]),
-        timeout_s,
-        terminal_only=False,
+        Hold(timeout_s, through_drain, terminal_only=False),
     )

@@ -43,7 +43,7 @@ def _build(settings: Settings, celery: Celery) -> WorkerContext:
     return WorkerContext(
         settings=settings,
         celery=celery,
-        store=Store(client, settings.job_ttl_s),
+        store=Store(client, settings.job_ttl_s, settings.max_followers),
         session=make_session(settings),
         registry=Registry(),
         redact=Redactor(secrets),

@@ -7,9 +7,12 @@ import logging
 import os
 import socket
 import threading
+import time
 
-from chatq import celery_app, keys, queue_stats
+from chatq import celery_app, keys
+from chatq.broker import Broker
 from chatq.redis_conn import BACKEND_ERRORS
+from chatq.store import LeaseState, SweepOutcome
 from worker import running
 from worker.context import WorkerContext
 
@@ -27,6 +30,9 @@ class Monitor:
         self.ctx = ctx
         self.tick_s = min(TICK_S, ctx.settings.lease_s / 4)
         self.name = f"{socket.gethostname()}:{os.getpid()}"
+        self.broker = Broker(ctx.store.redis)
+        # Since when this process has reached Redis without a break (monotonic; 0: not now).
+        self.connected_since = time.monotonic()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -47,12 +53,24 @@ class Monitor:
             ticks += 1
             try:
                 self.heartbeat()
-                if ticks % SWEEP_EVERY_TICKS == 0:
+                if not self.connected_since:
+                    self.connected_since = time.monotonic()
+                if ticks % SWEEP_EVERY_TICKS == 0 and self.trusts_leases():
                     self.sweep()
             except BACKEND_ERRORS as exc:
+                self.connected_since = 0.0
                 log.warning("monitor cannot reach Redis: %s", type(exc).__name__)
             except Exception:
                 log.exception("monitor tick failed")
+
+    def trusts_leases(self) -> bool:
+        """Whether a lease that ran out means its holder is gone.
+
+        Not until this process has reached Redis for a whole lease without a break: after an
+        outage every live worker first renews the leases that ran out while Redis was away.
+        """
+        held_s = time.monotonic() - self.connected_since
+        return bool(self.connected_since) and held_s >= self.ctx.settings.lease_s
 
     def heartbeat(self) -> None:
         """Renew our leases; abort jobs that were cancelled, taken over or ran out of time."""
@@ -60,25 +78,27 @@ class Monitor:
         for handle in handles:
             if handle.remaining_s <= 0:
                 handle.abort(running.TIMEOUT)
-        runs = [(h.job_id, h.run_id) for h in handles]
-        states = self.ctx.store.heartbeat(runs, self.ctx.settings.lease_s)
-        queue_stats.report_worker(self.ctx.store.redis, self.name,
-                                  self.ctx.settings.worker_concurrency, len(handles))
+        states = self.ctx.store.heartbeat(
+            runs=[(h.job_id, h.run_id) for h in handles], lease_s=self.ctx.settings.lease_s,
+            worker=self.name, slots=self.ctx.settings.worker_concurrency,
+        )
         for handle, state in zip(handles, states, strict=True):
-            if state == "cancelled":
+            if state is LeaseState.CANCELLED:
                 handle.abort(running.CANCELLED)
-            elif state != "in_progress":
+            elif state is LeaseState.LOST:
                 handle.abort(running.LOST)
 
     def sweep(self) -> None:
-        """Requeue the jobs whose lease ran out: their worker died or never got the message."""
-        s, store = self.ctx.settings, self.ctx.store
-        for job_id in store.expired_leases():
-            outcome = store.requeue_if_expired(job_id, s.lease_s, s.max_takeovers)
-            if outcome not in ("requeued", "resend"):
-                continue
-            record = store.get(job_id) or {}
-            priority = record.get("priority") or celery_app.QUEUES[0]
-            celery_app.enqueue(self.ctx.celery, job_id, priority)
-            store.mark_sent(job_id, s.queue_resend_s)
-            log.warning("job %s %s after its lease ran out", job_id, outcome)
+        """Requeue the jobs whose worker was lost; resend the messages the broker lost."""
+        s = self.ctx.settings
+        swept = self.ctx.store.sweep(lease_s=s.lease_s, resend_s=s.queue_resend_s,
+                                     max_takeovers=s.max_takeovers)
+        waiting = [job.job_id for job in swept if job.outcome is SweepOutcome.QUEUED]
+        lost = set(self.broker.missing(waiting))
+        for job in swept:
+            if job.outcome is SweepOutcome.REQUEUED or job.job_id in lost:
+                celery_app.enqueue(self.ctx.celery, job.job_id, job.priority)
+                log.warning("job %s sent again (%s)", job.job_id,
+                            "its worker was lost" if job.job_id not in lost else "message lost")
+            elif job.outcome is SweepOutcome.FAILED:
+                log.warning("job %s failed: its worker was lost too many times", job.job_id)

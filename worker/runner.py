@@ -14,6 +14,7 @@ from chatq.errors import failed_job_status
 from worker import metrics, running
 from worker.context import WorkerContext
 from worker.endpoints import endpoint_label
+from worker.persist import persist
 from worker.running import DeltaWriter, Handle
 from worker.upstream import Attempt, Timeouts, attempt
 
@@ -36,16 +37,17 @@ class Run:
 def run_job(ctx: WorkerContext, job_id: str) -> None:
     """Execute the job `job_id` unless another run has it or it has ended."""
     run_id = jobs.new_run_id()
-    claimed = ctx.store.claim(job_id, run_id, ctx.settings.lease_s)
-    if claimed != "claimed":
-        log.info("job %s not run: it is %s", job_id, claimed)
-        return
-    record = ctx.store.get(job_id) or {}
-    created_at = float(record.get("created_at") or time.time())
-    metrics.QUEUE_WAIT.observe(max(0.0, time.time() - created_at))
     deadline = time.monotonic() + ctx.settings.job_timeout_s
-    run = Run(Handle(job_id, run_id, deadline), json.loads(record.get("request") or "{}"),
-              created_at, record.get("owner", "-"))
+    claim = persist(
+        lambda: ctx.store.claim(job_id=job_id, run_id=run_id, lease_s=ctx.settings.lease_s),
+        until=deadline, what=f"claim of {job_id}",
+    )
+    if not claim.claimed:
+        log.info("job %s not run: it is %s", job_id, claim.status)
+        return
+    metrics.QUEUE_WAIT.observe(max(0.0, time.time() - claim.created_at))
+    run = Run(Handle(job_id, run_id, deadline), json.loads(claim.request or "{}"),
+              claim.created_at, claim.owner or "-")
     transition(run, "in_progress")
     ctx.registry.add(run.handle)
     metrics.RUNNING_JOBS.inc()
@@ -100,7 +102,7 @@ def _call(ctx: WorkerContext, run: Run) -> tuple[str, Attempt, str]:
 def _execute(ctx: WorkerContext, run: Run) -> None:
     handle, s = run.handle, ctx.settings
     for attempt_no in range(s.max_attempts):
-        if handle.abort_reason or not ctx.store.begin_attempt(handle.job_id, handle.run_id):
+        if handle.abort_reason or not _begin(ctx, handle, attempt_no + 1):
             break
         label, result, tail = _call(ctx, run)
         if handle.abort_reason:
@@ -123,6 +125,29 @@ def _execute(ctx: WorkerContext, run: Run) -> None:
     _aborted(ctx, run)
 
 
+def _begin(ctx: WorkerContext, handle: Handle, attempt: int) -> bool:
+    """Count attempt number `attempt` of this run (the claim counted the first)."""
+    if attempt == 1:
+        return True
+    return persist(
+        lambda: ctx.store.begin_attempt(job_id=handle.job_id, run_id=handle.run_id,
+                                        attempt=attempt),
+        until=handle.deadline, what=f"attempt of {handle.job_id}",
+    )
+
+
+def _finish(ctx: WorkerContext, handle: Handle, status: str, fields: dict[str, str],
+            tail: str = "", finish_reason: str = "") -> bool:
+    """End the job as `status`; False when this run no longer holds it."""
+    return persist(
+        lambda: ctx.store.finish(job_id=handle.job_id, run_id=handle.run_id, status=status,
+                                 fields=fields, tail=tail, finish_reason=finish_reason),
+        # A job past its deadline is still worth recording: give the store the lease's time.
+        until=max(handle.deadline, time.monotonic()) + ctx.settings.lease_s,
+        what=f"end of {handle.job_id}",
+    )
+
+
 def transition(run: Run, status: str, detail: str = "") -> None:
     """One log line per job transition, with the job id and the key name."""
     context = {"job_id": run.handle.job_id, "key": run.owner, "event": status}
@@ -133,8 +158,7 @@ def transition(run: Run, status: str, detail: str = "") -> None:
 def _complete(ctx: WorkerContext, handle: Handle, result: Attempt, tail: str) -> bool:
     fields = {"result": json.dumps(result.completion, separators=(",", ":")),
               "finish_reason": result.finish_reason}
-    if not ctx.store.finish(handle.job_id, handle.run_id, jobs.COMPLETED, fields, tail,
-                            result.finish_reason):
+    if not _finish(ctx, handle, jobs.COMPLETED, fields, tail, result.finish_reason):
         return False
     metrics.JOBS_FINISHED.labels(jobs.COMPLETED).inc()
     usage = result.completion.get("usage") or {}
@@ -147,7 +171,7 @@ def _fail(ctx: WorkerContext, handle: Handle, result: Attempt) -> bool:
     status = failed_job_status(result.code, result.status)
     error = {"type": "upstream_error", "code": result.code, "message": result.message}
     fields = {"error": json.dumps(error), "error_status": str(status)}
-    if not ctx.store.finish(handle.job_id, handle.run_id, jobs.FAILED, fields, "", "error"):
+    if not _finish(ctx, handle, jobs.FAILED, fields, "", "error"):
         return False
     metrics.JOBS_FINISHED.labels(jobs.FAILED).inc()
     return True

@@ -10,6 +10,7 @@ import time
 import requests
 
 from chatq.store import Store
+from worker.persist import persist
 
 CANCELLED = "cancelled"
 LOST = "lost"
@@ -82,13 +83,14 @@ class Registry:
 
 
 class DeltaWriter:
-    """Buffers generated text and writes it as one event per flush interval."""
+    """Buffers one attempt's generated text and writes it as one event per flush interval."""
 
     def __init__(self, store: Store, handle: Handle, interval_s: float, max_chars: int) -> None:
         self.store = store
         self.handle = handle
         self.interval_s = interval_s
         self.max_chars = max_chars
+        self.written_bytes = 0
         self._pending: list[str] = []
         self._pending_chars = 0
         self._last_flush = 0.0
@@ -111,7 +113,13 @@ class DeltaWriter:
         if not text:
             return True
         h = self.handle
-        if self.store.append(h.job_id, h.run_id, text):
+        ours = persist(
+            lambda: self.store.append(job_id=h.job_id, run_id=h.run_id,
+                                      offset_bytes=self.written_bytes, text=text),
+            until=h.deadline, what=f"text of {h.job_id}",
+        )
+        if ours:
+            self.written_bytes += len(text.encode())
             return True
         h.abort(LOST)
         return False

@@ -1,0 +1,37 @@
+-- The sweeper's step: acts on up to `limit` jobs whose lease ran out by Redis's clock.
+--   A queued job: its lease is pushed resend_s ahead; the caller sends its message again
+--     only if the broker has lost it ('queued').
+--   A running job whose worker stopped renewing the lease: back to the queue with a short
+--     lease ('requeued'), or failed once taken over more than max_takeovers times ('failed').
+--   An ended or vanished job: dropped from the leases ('gone').
+--
+-- ARGV: limit, lease_s, resend_s, max_takeovers, ttl_s, error (JSON of a failed job).
+-- Answers {id, outcome, priority, ...} for each job acted on.
+local limit, lease_s, resend_s = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+local max_takeovers, ttl_s, error_json = tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6]
+local t = now()
+local answer = {}
+local due = redis.call('ZRANGEBYSCORE', P .. 'leases', '-inf', t, 'LIMIT', 0, limit)
+for _, id in ipairs(due) do
+  local v = redis.call('HMGET', K('job', id), 'status', 'priority')
+  local outcome
+  if not v[1] or is_terminal(v[1]) then
+    redis.call('ZREM', P .. 'leases', id)
+    outcome = 'gone'
+  elseif v[1] == QUEUED then
+    redis.call('ZADD', P .. 'leases', t + resend_s, id)
+    outcome = 'queued'
+  elseif redis.call('HINCRBY', K('job', id), 'takeovers', 1) > max_takeovers then
+    close_group(id, FAILED, t, ttl_s, 'error', {'error', error_json})
+    outcome = 'failed'
+  else
+    redis.call('HSET', K('job', id), 'run', '')
+    redis.call('ZADD', P .. 'leases', t + lease_s, id)
+    for _, j in ipairs(group(id)) do set_status(j, QUEUED, t) end
+    outcome = 'requeued'
+  end
+  table.insert(answer, id)
+  table.insert(answer, outcome)
+  table.insert(answer, v[2] or '')
+end
+return answer
