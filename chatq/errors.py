@@ -54,12 +54,19 @@ def backend_unavailable(retry_after_s: int) -> ApiError:
     )
 
 
+# Error codes of failed jobs that no upstream status explains.
+UPSTREAM_TIMEOUT = "upstream_timeout"
+UPSTREAM_INVALID_RESPONSE = "upstream_invalid_response"
+INTERNAL_ERROR = "internal_error"
+
 # HTTP status to answer for a failed job no upstream answered, by its error code
 # (timeouts are 504 whatever answered).
 FAILED_JOB_STATUS = {
     "context_length_exceeded": 422,
     "worker_lost": 502,
     "invalid_request": 400,
+    UPSTREAM_INVALID_RESPONSE: 502,
+    INTERNAL_ERROR: 502,
 }
 
 # Upstream 4xx answers passed on to the client as they are; the rest are chatq's gateway
@@ -69,7 +76,7 @@ PASSED_ON = frozenset({400, 404, 413, 422, 429})
 
 def failed_job_status(code: str | None, upstream_status: int = 0) -> int:
     """A failed job's HTTP status; `upstream_status` is 0 when no upstream answered."""
-    if code == "upstream_timeout" or upstream_status in (408, 504):
+    if code == UPSTREAM_TIMEOUT or upstream_status in (408, 504):
         return 504
     if upstream_status:
         return upstream_status if upstream_status in PASSED_ON else 502

@@ -83,7 +83,8 @@ _ERRORS: dict[int, str] = {
     422: "`context_length_exceeded`: prompt tokens over the model's limit (the message says "
          "how many were counted and what the limit is).",
     429: "`rate_limit_exceeded`: the key's request rate is over its limit.",
-    502: "The upstream failed (`upstream_error`).",
+    502: "The upstream failed (`upstream_error`), answered what is not a chat-completion "
+         "stream (`upstream_invalid_response`), or the worker failed (`internal_error`).",
     503: "`backend_unavailable`: Redis cannot be reached.",
     504: "The upstream timed out (`upstream_timeout`).",
 }

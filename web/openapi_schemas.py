@@ -45,7 +45,8 @@ def _error_schemas() -> dict[str, Schema]:
     job_error = _object(
         ["type", "code", "message"],
         type={"type": "string"},
-        code={"type": "string", "examples": ["upstream_error", "upstream_timeout"]},
+        code={"type": "string", "examples": ["upstream_error", "upstream_timeout",
+                                             "upstream_invalid_response"]},
         message={"type": "string"},
     )
     job_error["description"] = "Why a job failed; never a traceback, never a secret."

@@ -10,7 +10,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from chatq import jobs
-from chatq.errors import failed_job_status
+from chatq.config import Settings
+from chatq.errors import INTERNAL_ERROR, failed_job_status
 from worker import metrics, running
 from worker.context import WorkerContext
 from worker.endpoints import endpoint_label
@@ -70,11 +71,11 @@ def _headers(ctx: WorkerContext) -> dict[str, str]:
     return headers
 
 
-def _backoff_s(ctx: WorkerContext, attempt_no: int, result: Attempt) -> float:
+def _backoff_s(settings: Settings, attempt_no: int, result: Attempt) -> float:
     """Full-jitter exponential backoff, or the upstream's Retry-After within our cap."""
     if result.retry_after_s is not None:
-        return min(result.retry_after_s, ctx.settings.retry_after_max_s)
-    ceiling = min(BACKOFF_CAP_S, ctx.settings.retry_base_s * 2**attempt_no)
+        return min(result.retry_after_s, settings.retry_after_max_s)
+    ceiling = min(BACKOFF_CAP_S, settings.retry_base_s * 2**attempt_no)
     return random.uniform(0, ceiling)
 
 
@@ -89,8 +90,7 @@ def _call(ctx: WorkerContext, run: Run) -> tuple[str, Attempt, str]:
     result = attempt(ctx.session, url + "/chat/completions", _upstream_body(run.request),
                      _headers(ctx), timeouts, handle, writer, ctx.redact)
     label = endpoint_label(url)
-    metrics.UPSTREAM_DURATION.labels(label, str(result.status or "error")).observe(
-        time.monotonic() - started)
+    metrics.UPSTREAM_DURATION.labels(label, result.label).observe(time.monotonic() - started)
     if result.ok and result.first_token_s is not None:
         ctx.endpoints.observe(url, result.first_token_s)
         metrics.TIME_TO_FIRST_TOKEN.observe(time.monotonic() - run.started)
@@ -111,13 +111,13 @@ def _execute(ctx: WorkerContext, run: Run) -> None:
             if _complete(ctx, handle, result, tail):
                 transition(run, jobs.COMPLETED)
             return
-        delay_s = _backoff_s(ctx, attempt_no, result)
+        delay_s = _backoff_s(s, attempt_no, result)
         last = attempt_no + 1 >= s.max_attempts or delay_s >= handle.remaining_s
         if not result.retryable or last:
             if _fail(ctx, handle, result):
                 transition(run, jobs.FAILED, result.code)
             return
-        metrics.UPSTREAM_RETRIES.labels(label, str(result.status or "connection")).inc()
+        metrics.UPSTREAM_RETRIES.labels(label, result.label).inc()
         log.info("job %s attempt %d failed (%s); retrying in %.2fs",
                  handle.job_id, attempt_no + 1, result.message, delay_s)
         if not handle.sleep(delay_s):
@@ -169,7 +169,8 @@ def _complete(ctx: WorkerContext, handle: Handle, result: Attempt, tail: str) ->
 
 def _fail(ctx: WorkerContext, handle: Handle, result: Attempt) -> bool:
     status = failed_job_status(result.code, result.status)
-    error = {"type": "upstream_error", "code": result.code, "message": result.message}
+    kind = "server_error" if result.code == INTERNAL_ERROR else "upstream_error"
+    error = {"type": kind, "code": result.code, "message": result.message}
     fields = {"error": json.dumps(error), "error_status": str(status)}
     if not _finish(ctx, handle, jobs.FAILED, fields, "", "error"):
         return False

@@ -2,24 +2,40 @@
 
 from __future__ import annotations
 
-import json
+import http.client
+import logging
 import socket
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
+import redis
 import requests
+import urllib3.exceptions
 from requests.adapters import HTTPAdapter
 from urllib3.connection import HTTPConnection
 from urllib3.util import Retry
 
 from chatq.config import Settings
+from chatq.errors import INTERNAL_ERROR, UPSTREAM_INVALID_RESPONSE, UPSTREAM_TIMEOUT
 from chatq.logs import Redactor
+from chatq.redis_conn import BACKEND_ERRORS
 from worker.running import DeltaWriter, Handle
-from worker.sse import CompletionBuilder, sse_data
+from worker.sse import CompletionBuilder, InvalidChunk, parse_event, sse_data
+
+log = logging.getLogger(__name__)
 
 JSONDict = dict[str, Any]
 RETRY_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504})
+# The job store's errors: not the upstream's fault; the caller decides what to do with them.
+STORE_ERRORS: tuple[type[Exception], ...] = (redis.RedisError, *BACKEND_ERRORS)
+# What a failed connection to the upstream raises (requests wraps most of it).
+CONNECTION_ERRORS: tuple[type[Exception], ...] = (
+    requests.RequestException, urllib3.exceptions.HTTPError, http.client.HTTPException, OSError,
+)
+TIMEOUT_ERRORS: tuple[type[Exception], ...] = (
+    requests.Timeout, urllib3.exceptions.TimeoutError, TimeoutError,
+)
 KEEPALIVE_OPTIONS = [
     (socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1),
     (socket.IPPROTO_TCP, socket.TCP_KEEPIDLE, 30),
@@ -60,7 +76,11 @@ class Timeouts:
 
 @dataclass
 class Attempt:
-    """How one upstream call ended."""
+    """How one upstream call ended.
+
+    `status` is the HTTP status the upstream answered (0 if it did not); `outcome` names the
+    ending when no status tells it (timeout, connection_error, invalid_response, …).
+    """
 
     ok: bool = False
     retryable: bool = False
@@ -71,6 +91,27 @@ class Attempt:
     message: str = ""
     retry_after_s: float | None = None
     first_token_s: float | None = None
+    outcome: str = ""
+
+    @property
+    def label(self) -> str:
+        """The metrics label of this ending: the upstream's HTTP status, else `outcome`."""
+        return self.outcome or str(self.status or "connection_error")
+
+
+def timed_out(exc: BaseException) -> bool:
+    """Whether `exc` is or wraps a timeout (requests files a read timeout mid-body as a
+    ConnectionError around urllib3's ReadTimeoutError)."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        if isinstance(current, TIMEOUT_ERRORS):
+            return True
+        seen.add(id(current))
+        wrapped = current.args[0] if current.args else None
+        current = wrapped if isinstance(wrapped, BaseException) else (
+            current.__cause__ or current.__context__)
+    return False
 
 
 def _error_attempt(response: requests.Response, redact: Redactor) -> Attempt:
@@ -114,24 +155,70 @@ def _read_stream(response: requests.Response, writer: DeltaWriter, started: floa
     builder = CompletionBuilder()
     first_token_s: float | None = None
     done = False
+    events = 0
     for data in sse_data(response.iter_content(chunk_size=None)):
+        events += 1
         if done or data.strip() == "[DONE]":
             # Read on to the end of the body: a connection left mid-body cannot be reused.
             done = True
             continue
-        chunk = json.loads(data)
-        if not isinstance(chunk, dict) or "error" in chunk:
+        chunk = parse_event(data)
+        if "error" in chunk:
             return Attempt(retryable=True, status=502, message="The upstream sent an error event")
         text = builder.add(chunk)
         if text and first_token_s is None:
             first_token_s = time.monotonic() - started
             _set_read_timeout(response, read_timeout_s)
         if not writer.add(text):
-            return Attempt(message="aborted")
+            return _aborted()
+    if not events:
+        # A 200 whose body is whole but holds no event: HTML, or a JSON answer to our stream.
+        raise InvalidChunk("the answer holds no Server-Sent Events")
     if not (done or builder.finished):
-        return Attempt(retryable=True, status=502, message="The upstream stream ended early")
+        return Attempt(retryable=True, outcome="connection_error",
+                       message="The upstream stream ended early")
     return Attempt(ok=True, status=200, completion=builder.completion(),
                    finish_reason=builder.finish_reason, first_token_s=first_token_s)
+
+
+def _stream_call(session: requests.Session, url: str, body: JSONDict, headers: dict[str, str],
+                 timeouts: Timeouts, handle: Handle, writer: DeltaWriter,
+                 redact: Redactor) -> Attempt:
+    started = time.monotonic()
+    first_byte_s = min(timeouts.first_byte_s, max(0.01, handle.remaining_s))
+    try:
+        with session.post(url, json=body, headers=headers, stream=True,
+                          timeout=(timeouts.connect_s, first_byte_s)) as resp:
+            handle.attach(resp)
+            if resp.status_code != 200:
+                return _error_attempt(resp, redact)
+            return _read_stream(resp, writer, started, timeouts.read_s)
+    finally:
+        handle.attach(None)
+
+
+def _aborted() -> Attempt:
+    return Attempt(message="aborted", outcome="aborted")
+
+
+def _invalid_response(exc: InvalidChunk, handle: Handle) -> Attempt:
+    if handle.abort_reason:  # we cut the stream ourselves
+        return _aborted()
+    log.warning("job %s: the upstream's answer is invalid: %s", handle.job_id, exc,
+                extra={"job_id": handle.job_id})
+    # The same request would get the same answer: not retried.
+    return Attempt(code=UPSTREAM_INVALID_RESPONSE, outcome="invalid_response",
+                   message=f"The upstream sent an invalid response: {exc}")
+
+
+def _connection_failed(exc: Exception, handle: Handle) -> Attempt:
+    if handle.abort_reason:  # we cut it ourselves
+        return _aborted()
+    if timed_out(exc):
+        return Attempt(retryable=True, code=UPSTREAM_TIMEOUT, outcome="timeout",
+                       message="The upstream did not answer in time")
+    return Attempt(retryable=True, outcome="connection_error",
+                   message=f"The upstream connection failed ({type(exc).__name__})")
 
 
 def attempt(
@@ -144,21 +231,17 @@ def attempt(
     writer: DeltaWriter,
     redact: Redactor,
 ) -> Attempt:
-    """One streamed call to `url`; never raises for network or protocol faults."""
-    started = time.monotonic()
-    first_byte_s = min(timeouts.first_byte_s, max(0.01, handle.remaining_s))
+    """One streamed call to `url`: how it ended. Raises only the job store's errors."""
     try:
-        with session.post(url, json=body, headers=headers, stream=True,
-                          timeout=(timeouts.connect_s, first_byte_s)) as resp:
-            handle.attach(resp)
-            if resp.status_code != 200:
-                return _error_attempt(resp, redact)
-            return _read_stream(resp, writer, started, timeouts.read_s)
-    except (requests.Timeout, TimeoutError):
-        return Attempt(retryable=True, status=504, code="upstream_timeout",
-                       message="The upstream did not answer in time")
-    except (requests.RequestException, OSError, ValueError, UnicodeDecodeError) as exc:
-        return Attempt(retryable=True, status=502,
-                       message=f"The upstream connection failed ({type(exc).__name__})")
-    finally:
-        handle.attach(None)
+        return _stream_call(session, url, body, headers, timeouts, handle, writer, redact)
+    except STORE_ERRORS:
+        raise
+    except InvalidChunk as exc:
+        return _invalid_response(exc, handle)
+    except CONNECTION_ERRORS as exc:
+        return _connection_failed(exc, handle)
+    except Exception:
+        log.exception("job %s: the attempt failed unexpectedly", handle.job_id,
+                      extra={"job_id": handle.job_id})
+        return Attempt(code=INTERNAL_ERROR, outcome="internal_error",
+                       message="The worker failed while calling the upstream; see its log")

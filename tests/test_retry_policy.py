@@ -1,0 +1,135 @@
+"""The failure policy, without processes: the HTTP status of a failed job, the worker's
+backoff between attempts, and how an attempt that raises ends."""
+
+from __future__ import annotations
+
+import logging
+import random
+
+import pytest
+import redis
+import requests
+
+from chatq.config import Settings
+from chatq.errors import failed_job_status
+from chatq.logs import Redactor
+from chatq.store import Store
+from scripts.localredis import free_port
+from worker.runner import BACKOFF_CAP_S, _backoff_s
+from worker.running import DeltaWriter, Handle
+from worker.upstream import Attempt, Timeouts, attempt, timed_out
+
+# (error code, status the upstream answered or 0) -> status the client gets.
+FAILED_JOB_STATUS = [
+    ("upstream_timeout", 0, 504),
+    ("upstream_error", 504, 504),
+    ("upstream_error", 408, 504),
+    ("upstream_error", 0, 502),  # connection refused, reset or cut
+    ("upstream_error", 500, 502),
+    ("upstream_error", 503, 502),
+    ("upstream_error", 401, 502),  # our credentials refused: not the client's fault
+    ("upstream_error", 403, 502),
+    ("upstream_error", 409, 502),
+    ("upstream_error", 400, 400),
+    ("upstream_error", 404, 404),
+    ("upstream_error", 413, 413),
+    ("upstream_error", 422, 422),
+    ("upstream_error", 429, 429),
+    ("context_length_exceeded", 400, 400),
+    ("context_length_exceeded", 0, 422),
+    ("upstream_invalid_response", 0, 502),
+    ("internal_error", 0, 502),
+    ("worker_lost", 0, 502),
+    ("invalid_request", 0, 400),
+    ("some_future_code", 0, 502),
+    (None, 0, 502),
+]
+
+
+@pytest.mark.parametrize("code,upstream_status,status", FAILED_JOB_STATUS)
+def test_failed_job_status(code: str | None, upstream_status: int, status: int) -> None:
+    assert failed_job_status(code, upstream_status) == status
+
+
+SETTINGS = Settings(retry_base_s=0.5, retry_after_max_s=30.0)
+
+
+def _draws(attempt_no: int, n: int = 2000, seed: int = 7) -> list[float]:
+    random.seed(seed)
+    return [_backoff_s(SETTINGS, attempt_no, Attempt()) for _ in range(n)]
+
+
+@pytest.mark.parametrize("attempt_no", range(8))
+def test_backoff_is_full_jitter_up_to_the_exponential_ceiling(attempt_no: int) -> None:
+    ceiling_s = min(BACKOFF_CAP_S, 0.5 * 2**attempt_no)
+    draws = _draws(attempt_no)
+    assert all(0 <= d <= ceiling_s for d in draws)
+    # Full jitter: spread over the whole range, not bunched near the ceiling.
+    assert min(draws) < 0.05 * ceiling_s and max(draws) > 0.95 * ceiling_s
+    assert sum(d < ceiling_s / 2 for d in draws) > 0.4 * len(draws)
+
+
+def test_backoff_never_exceeds_its_cap() -> None:
+    draws = _draws(40)
+    assert max(draws) <= BACKOFF_CAP_S and max(draws) > 0.95 * BACKOFF_CAP_S
+
+
+def test_backoff_draws_differ_between_jobs() -> None:
+    assert len(set(_draws(3, n=50))) == 50
+
+
+@pytest.mark.parametrize("retry_after_s,delay_s", [(0.0, 0.0), (3.0, 3.0), (30.0, 30.0),
+                                                   (31.0, 30.0), (3600.0, 30.0)])
+def test_retry_after_is_honoured_up_to_its_cap(retry_after_s: float, delay_s: float) -> None:
+    result = Attempt(retryable=True, status=429, retry_after_s=retry_after_s)
+    for attempt_no in (0, 5):
+        assert _backoff_s(SETTINGS, attempt_no, result) == delay_s
+
+
+def test_a_read_timeout_mid_body_counts_as_a_timeout() -> None:
+    import urllib3.exceptions
+
+    # What requests raises while iterating a streamed body that stalls.
+    mid_body = requests.ConnectionError(
+        urllib3.exceptions.ReadTimeoutError(None, "/v1/chat/completions",
+                                            "Read timed out."))
+    assert timed_out(mid_body) and timed_out(requests.ReadTimeout())
+    assert not timed_out(requests.ConnectionError("Connection refused"))
+    assert not timed_out(requests.exceptions.ChunkedEncodingError("Connection broken"))
+
+
+def _writer(handle: Handle) -> DeltaWriter:
+    # A store whose Redis nothing listens for: any write raises redis.ConnectionError.
+    dead = redis.Redis(port=free_port(), socket_connect_timeout=0.5, retry=None)
+    return DeltaWriter(Store(dead, 60), handle, 0.0, 4096)
+
+
+def _attempt(url: str, body: dict[str, object]) -> Attempt:
+    handle = Handle("job_policy", "run", float("inf"))
+    return attempt(requests.Session(), url, body, {}, Timeouts(1, 5, 5), handle,
+                   _writer(handle), Redactor())
+
+
+def test_an_unexpected_exception_is_a_failed_attempt_logged_with_its_traceback(
+    caplog: pytest.LogCaptureFixture
+) -> None:
+    # A body requests cannot encode raises TypeError inside the attempt.
+    url = f"http://127.0.0.1:{free_port()}/v1/chat/completions"
+    with caplog.at_level(logging.ERROR, logger="worker.upstream"):
+        result = _attempt(url, {"messages": {"not", "json"}})
+    assert (result.ok, result.retryable, result.code) == (False, False, "internal_error")
+    assert result.label == "internal_error" and "Traceback" not in result.message
+    (record,) = caplog.records
+    assert "job_policy" in record.getMessage() and record.exc_info is not None
+
+
+def test_a_store_error_inside_an_attempt_is_raised_unchanged() -> None:
+    from tests.shapes_upstream import ShapesUpstream
+
+    upstream = ShapesUpstream()
+    try:
+        with pytest.raises(redis.ConnectionError):
+            _attempt(upstream.url + "/chat/completions", {"model": "shape:ok"})
+        assert upstream.calls_to("ok") == 1
+    finally:
+        upstream.stop()
