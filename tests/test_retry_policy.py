@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import random
+import time
 
 import pytest
 import redis
@@ -105,7 +106,8 @@ def _writer(handle: Handle) -> DeltaWriter:
 
 
 def _attempt(url: str, body: dict[str, object]) -> Attempt:
-    handle = Handle("job_policy", "run", float("inf"))
+    # A deadline close by: the worker retries a store step through Redis errors until then.
+    handle = Handle("job_policy", "run", time.monotonic() + 1.0)
     return attempt(requests.Session(), url, body, {}, Timeouts(1, 5, 5), handle,
                    _writer(handle), Redactor())
 
