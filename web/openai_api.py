@@ -33,7 +33,7 @@ def chat_completions() -> Response:
     svc = services()
     owner = authorize(svc)
     body = params.json_body()
-    request = chat_request(body, svc.settings.default_model)
+    request = chat_request(body, svc.settings)
     overflow = params.overflow_policy(svc.settings.context_overflow)
     request = within_context(request, svc.settings.max_context_tokens, overflow)
     stream = request.pop("stream", None) is True

@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from chatq.config import Settings
 from web.openapi_schemas import PRIORITIES, Schema, ref, schemas
 
 _DESCRIPTION = """\
@@ -65,10 +66,11 @@ _HEADERS: dict[str, Schema] = {
 }
 
 _BAD_BODY = ("`invalid_json`, `invalid_request`, `missing_field`, `invalid_wait`: the body is "
-             "not a JSON object in UTF-8, a field or option is missing or invalid, or `wait` is "
-             "not a finite number >= 0.")
+             "not a JSON object in UTF-8, a field or option is missing or invalid (or out of "
+             "its range or over this server's cap), or `wait` is not a finite number >= 0.")
 _BAD_JSON = ("`invalid_json`, `invalid_request`, `missing_field`: the body is not a JSON object "
-             "in UTF-8, or a field is missing or of the wrong type.")
+             "in UTF-8, or a field is missing, of the wrong type, out of its range or over "
+             "this server's cap.")
 _BAD_WAIT = "`invalid_wait`: `wait` is not a finite number >= 0."
 _FULL = ("`queue_full`: queue depth over CHATQ_MAX_QUEUE_DEPTH; `backend_unavailable`: "
          "Redis cannot be reached.")
@@ -282,8 +284,8 @@ def _secured(paths: dict[str, Schema]) -> dict[str, Schema]:
     return paths
 
 
-def document() -> dict[str, Any]:
-    """The document served at /openapi.json."""
+def document(settings: Settings | None = None) -> dict[str, Any]:
+    """The document served at /openapi.json, with the caps of `settings` (default: defaults)."""
     return {
         "openapi": "3.1.0",
         "info": {"title": "chatq", "version": "0.1.0", "description": _DESCRIPTION},
@@ -291,7 +293,7 @@ def document() -> dict[str, Any]:
         "paths": _secured({**_job_paths(), **_reading_paths(), **_openai_paths(),
                            **_listing_paths(), **_ops_paths()}),
         "components": {
-            "schemas": schemas(),
+            "schemas": schemas(settings),
             "parameters": copy.deepcopy(_PARAMETERS),
             "headers": copy.deepcopy(_HEADERS),
             "securitySchemes": {"bearerAuth": {
