@@ -13,8 +13,8 @@ A job queue in front of OpenAI-compatible chat-completion APIs.
 
 `/v1/*` needs `Authorization: Bearer <key>`; a job belongs to the key that created it and
 any other key gets `404` for it. Every 4xx/5xx body is OpenAI's error object; a method a
-path does not allow is `405` `method_not_allowed`. Request bodies are parsed as JSON in
-UTF-8 whatever the Content-Type says.
+path does not allow is `405` `method_not_allowed`; `OPTIONS` on a path (or `*`) is `204` with
+`Allow`. Request bodies are parsed as JSON in UTF-8 whatever the Content-Type says.
 
 Long polling: `?wait=N` or `Prefer: wait=N` (RFC 7240; the query wins) holds a request until
 what it waits for happens or `N` seconds pass (capped at CHATQ_MAX_WAIT, default 55; a wait
@@ -59,7 +59,8 @@ _HEADERS: dict[str, Schema] = {
                  "schema": {"type": "string"}},
     "Retry-After": {"description": "Seconds to wait before trying again.",
                     "schema": {"type": "integer", "minimum": 0}},
-    "Preference-Applied": {"description": "The wait applied, `wait=N`, when one was asked for.",
+    "Preference-Applied": {"description": "What was honoured of `Prefer`: `wait=N` (the wait "
+                                          "applied), `respond-async`, or both.",
                            "schema": {"type": "string"}},
     "Chatq-Job-Id": {"description": "The id of the job behind this answer.",
                      "schema": {"type": "string"}},
