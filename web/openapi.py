@@ -39,7 +39,8 @@ _PARAMETERS: dict[str, Schema] = {
     "CacheControl": {"name": "Cache-Control", "in": "header", "schema": {"type": "string"},
                      "description": "`no-cache` skips the result cache on the way in; "
                                     "`no-store` keeps this result out of it; `max-age=N` makes "
-                                    "a non-deterministic request cacheable for N s."},
+                                    "a non-deterministic request cacheable for N s (at most "
+                                    "CHATQ_CACHE_TTL; no caching at all when that is 0)."},
     "ContextOverflow": {"name": "Chatq-Context-Overflow", "in": "header",
                         "schema": {"type": "string", "enum": ["reject", "truncate_oldest"]},
                         "description": "A prompt over the model's context limit: `422`, or drop "
