@@ -13,7 +13,9 @@ from typing import Any
 
 # Request fields that do not change the answer, left out of the key.
 NOT_IN_KEY = frozenset({"stream", "stream_options", "user", "metadata", "store"})
-_MAX_AGE = re.compile(r"(?:^|,)\s*max-age\s*=\s*\"?(\d{1,9})\"?\s*(?:,|$)", re.IGNORECASE)
+_MAX_AGE = re.compile(r"(?:^|,)\s*max-age\s*=\s*\"?(\d+)\"?\s*(?:,|$)", re.IGNORECASE)
+# More digits than this are more seconds than any TTL: no need to read them.
+_MAX_AGE_DIGITS = 12
 
 
 def digest(value: Any) -> str:
@@ -41,15 +43,29 @@ class CachePolicy:
         return self.lookup or self.store_ttl_s > 0
 
 
-def policy(request: dict[str, Any], cache_control: str, default_ttl_s: int) -> CachePolicy:
-    """Cacheable when deterministic (temperature 0) or asked with max-age; per Cache-Control."""
-    directives = {d.strip().lower().split("=")[0] for d in cache_control.split(",")}
+def _max_age_s(cache_control: str, ttl_cap_s: int) -> int:
+    """`max-age=N` of Cache-Control capped at `ttl_cap_s`; 0 when absent or 0."""
     match = _MAX_AGE.search(cache_control)
-    max_age_s = int(match.group(1)) if match else None
-    deterministic = request.get("temperature") == 0 and default_ttl_s > 0
+    if not match:
+        return 0
+    digits = match.group(1)
+    return ttl_cap_s if len(digits) > _MAX_AGE_DIGITS else min(int(digits), ttl_cap_s)
+
+
+def policy(request: dict[str, Any], cache_control: str, default_ttl_s: int) -> CachePolicy:
+    """Cacheable when deterministic (temperature 0) or asked with max-age; per Cache-Control.
+
+    `default_ttl_s` (CHATQ_CACHE_TTL) is also the longest a max-age may keep a result;
+    0 turns caching and single-flight off for every request.
+    """
+    if default_ttl_s <= 0:
+        return CachePolicy(False, 0)
+    directives = {d.strip().lower().split("=")[0] for d in cache_control.split(",")}
+    max_age_s = _max_age_s(cache_control, default_ttl_s)
+    deterministic = request.get("temperature") == 0
     if not deterministic and not max_age_s:
         return CachePolicy(False, 0)
-    ttl_s = max_age_s if max_age_s else default_ttl_s
+    ttl_s = max_age_s or default_ttl_s
     return CachePolicy(
         lookup="no-cache" not in directives,
         store_ttl_s=0 if "no-store" in directives else ttl_s,

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import hashlib
 import math
 import os
+import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 
 class ConfigError(ValueError):
@@ -63,6 +65,34 @@ class Settings:
     cache_local_entries: int = 1000
     cache_local_ttl_s: float = 60.0
     max_followers: int = 100
+    max_n: int = 8
+    max_output_tokens: int = 0
+
+    def __repr__(self) -> str:
+        """Every field, with keys masked and URL passwords hidden: safe to log or print."""
+        shown = ", ".join(f"{f.name}={_masked(f.name, getattr(self, f.name))!r}"
+                          for f in fields(self))
+        return f"Settings({shown})"
+
+
+# A field whose name ends so holds secrets (api_keys, upstream_api_key, a future
+# webhook_secret): a repr never shows its values.
+SECRET_SUFFIXES = ("_key", "_keys", "_secret", "_secrets", "_password")
+MASK = "***"
+_URL_PASSWORD = re.compile(r"(?<=://)([^/@:\s]*):[^/@\s]*@")
+
+
+def _masked(name: str, value: object) -> object:
+    """`value` as a repr may show it: secrets masked, a password in a URL replaced."""
+    if name.endswith(SECRET_SUFFIXES):
+        if isinstance(value, tuple):  # (name, key) pairs keep their names
+            return tuple((p[0], MASK) if isinstance(p, tuple) else MASK for p in value)
+        return MASK if value else value
+    if isinstance(value, str):
+        return _URL_PASSWORD.sub(rf"\1:{MASK}@", value)
+    if isinstance(value, tuple):
+        return tuple(_masked(name, item) for item in value)
+    return value
 
 
 def _text(env: Mapping[str, str], name: str, default: str) -> str:
@@ -124,15 +154,21 @@ def _overrides(raw: str) -> tuple[tuple[str, str], ...]:
     return tuple(pairs)
 
 
+def bare_key_name(key: str) -> str:
+    """The name of a key given without one: `key-` and 12 hex digits of its SHA-256."""
+    return "key-" + hashlib.sha256(key.encode()).hexdigest()[:12]
+
+
 def parse_api_keys(raw: str) -> tuple[tuple[str, str], ...]:
-    """Parse `name:key,key2` into (name, key) pairs; a bare key is its own name."""
+    """Parse `name:key,key2` into (name, key) pairs; a bare key is named by its hash."""
     pairs: list[tuple[str, str]] = []
     for item in raw.split(","):
         item = item.strip()
         if not item:
             continue
         name, sep, key = item.partition(":")
-        pairs.append((name.strip(), key.strip()) if sep else (item, item))
+        # A bare key must not be its own name: names go into logs, job records and Redis keys.
+        pairs.append((name.strip(), key.strip()) if sep else (bare_key_name(item), item))
     for name, key in pairs:
         if not name or not key:
             raise ConfigError("CHATQ_API_KEYS entries must be `name:key` or `key`")
@@ -204,4 +240,6 @@ def load(env: Mapping[str, str] | None = None) -> Settings:
         cache_local_entries=_int(e, "CHATQ_CACHE_LOCAL_ENTRIES", d.cache_local_entries),
         cache_local_ttl_s=_float(e, "CHATQ_CACHE_LOCAL_TTL", d.cache_local_ttl_s),
         max_followers=_int(e, "CHATQ_MAX_FOLLOWERS", d.max_followers),
+        max_n=_int(e, "CHATQ_MAX_N", d.max_n),
+        max_output_tokens=_int(e, "CHATQ_MAX_OUTPUT_TOKENS", d.max_output_tokens),
     )

@@ -29,8 +29,12 @@ class Redactor:
         return text
 
 
+# What every LogRecord has; anything else on a record came from a caller's `extra=`.
+_RECORD_FIELDS = frozenset(vars(logging.makeLogRecord({}))) | {"message", "asctime"}
+
+
 class RedactingFilter(logging.Filter):
-    """A handler filter that rewrites each record's message and traceback redacted."""
+    """A handler filter that rewrites a record's message, traceback and extra fields redacted."""
 
     def __init__(self, redact: Redactor) -> None:
         super().__init__()
@@ -44,7 +48,23 @@ class RedactingFilter(logging.Filter):
             record.exc_text = logging.Formatter().formatException(record.exc_info)
         if record.exc_text:
             record.exc_text = self.redact(record.exc_text)
+        if record.stack_info:
+            record.stack_info = self.redact(record.stack_info)
+        for name, value in list(vars(record).items()):
+            if name not in _RECORD_FIELDS:
+                setattr(record, name, self._scrub(value))
         return True
+
+    def _scrub(self, value: object) -> object:
+        """Strings redacted, also inside lists, tuples and dicts (copied, never changed)."""
+        if isinstance(value, str):
+            return self.redact(value)
+        if isinstance(value, list | tuple):
+            items = [self._scrub(item) for item in value]
+            return items if isinstance(value, list) else tuple(items)
+        if isinstance(value, dict):
+            return {self._scrub(k): self._scrub(v) for k, v in value.items()}
+        return value
 
 
 def _all_handlers() -> list[logging.Handler]:

@@ -1,4 +1,4 @@
-"""Command line: `python -m fakellm --host H --port P [--api-key K]`."""
+"""The fake OpenAI-compatible upstream: `python -m fakellm --host H --port P [--api-key K]`."""
 
 from __future__ import annotations
 
@@ -8,12 +8,28 @@ import contextlib
 import logging
 import resource
 import signal
+import textwrap
 
+from fakellm.knobs import KNOB_HELP
 from fakellm.server import serve
 
 
+def knobs_help() -> str:
+    """The knobs, one entry each with its meaning, default and an example, for --help."""
+    lines = ["knobs, per request, in the model name: `fake` or `fake:knob=value,knob=value,...`",
+             ""]
+    for name, (meaning, default, example) in KNOB_HELP.items():
+        text = [*textwrap.wrap(meaning, 70), f"default: {default}; example: {example}"]
+        labels = [name] + [""] * (len(text) - 1)
+        lines += [f"  {label:<12} {line}" for label, line in zip(labels, text, strict=True)]
+    return "\n".join(lines)
+
+
 def _parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="fakellm", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="fakellm", description=__doc__, epilog=knobs_help(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on")
     parser.add_argument("--port", type=int, default=9100, help="port to listen on (0: any)")
     parser.add_argument("--api-key", default=None, help="require `Authorization: Bearer KEY`")

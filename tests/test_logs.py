@@ -5,7 +5,7 @@ from __future__ import annotations
 import io
 import logging
 
-from chatq.logs import REDACTED, RedactingFilter, Redactor, install_redaction
+from chatq.logs import REDACTED, RedactingFilter, Redactor, formatter, install_redaction
 
 
 def test_redactor_removes_keys_of_any_shape() -> None:
@@ -35,3 +35,39 @@ def test_the_filter_redacts_messages_arguments_and_tracebacks() -> None:
     logged = stream.getvalue()
     assert "my-upstream-key-77" not in logged and "sk-live-secret-000111" not in logged
     assert "ValueError" in logged and REDACTED in logged
+
+
+def _logged_through_filter(log_format: str, **extra: object) -> str:
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(formatter(log_format))
+    handler.addFilter(RedactingFilter(Redactor(["bare0key0secret77"])))
+    logger = logging.getLogger(f"chatq.test.extra.{log_format}")
+    logger.addHandler(handler)
+    logger.propagate = False
+    logger.setLevel(logging.INFO)
+    logger.info("request", extra=extra)
+    return stream.getvalue()
+
+
+def test_the_filter_redacts_every_string_extra_field_in_both_formats() -> None:
+    nested = {"headers": ["Authorization: Bearer tok-in-a-list"], "n": 3}
+    for log_format in ("text", "json"):
+        logged = _logged_through_filter(
+            log_format, key="bare0key0secret77", path="/v1/jobs?k=sk-inpath0123",
+            event="Bearer tok-in-extra", custom="bare0key0secret77", nested=nested)
+        for secret in ("bare0key0secret77", "sk-inpath0123", "tok-in-extra"):
+            assert secret not in logged, (log_format, logged)
+        # Context fields are still printed, redacted.
+        assert f"{REDACTED}" in logged and "/v1/jobs" in logged
+    # A caller's own object is not changed by the filter, only the record's copy.
+    assert nested["headers"] == ["Authorization: Bearer tok-in-a-list"]
+
+
+def test_the_filter_redacts_extra_fields_no_formatter_prints_and_keeps_the_rest() -> None:
+    record = logging.makeLogRecord({"msg": "x", "status": 200, "duration_ms": 1.5,
+                                    "job_id": "job_abc", "custom": "bare0key0secret77",
+                                    "pair": ("a", "Bearer tok-in-a-tuple")})
+    RedactingFilter(Redactor(["bare0key0secret77"])).filter(record)
+    assert (record.status, record.duration_ms, record.job_id) == (200, 1.5, "job_abc")
+    assert record.custom == REDACTED and record.pair == ("a", REDACTED)

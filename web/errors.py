@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import logging
 
-from flask import Flask, Response
+from flask import Flask, Response, request
+from flask.globals import request_ctx
 from kombu.exceptions import OperationalError
 from werkzeug.exceptions import HTTPException
 
 from chatq.errors import ApiError, backend_unavailable
 from chatq.redis_conn import BACKEND_ERRORS
 from web.context import services
-from web.responses import json_response
+from web.responses import json_response, options_response
 
 log = logging.getLogger(__name__)
 
@@ -56,8 +57,24 @@ def _unexpected(exc: Exception) -> Response:
     return api_error_response(error)
 
 
+def _options() -> Response | None:
+    """OPTIONS of a route, or of the server (`OPTIONS *`): 204 with Allow, never HTML.
+
+    An unknown path goes on to the JSON 404 like any other method.
+    """
+    adapter = request_ctx.url_adapter
+    if request.method != "OPTIONS" or adapter is None:
+        return None
+    if request.environ.get("RAW_URI") == "*":
+        return options_response(m for rule in adapter.map.iter_rules() for m in rule.methods or ())
+    if request.url_rule is None:
+        return None
+    return options_response(adapter.allowed_methods())
+
+
 def register(app: Flask) -> None:
-    """Install the handlers on `app`."""
+    """Install the handlers on `app`, and OPTIONS answered without HTML."""
+    app.before_request(_options)
     app.register_error_handler(ApiError, api_error_response)
     app.register_error_handler(HTTPException, _http_error)
     for exc_type in (*BACKEND_ERRORS, OperationalError):

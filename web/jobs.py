@@ -49,7 +49,7 @@ def create_job() -> Response:
             "`stream` is not allowed here; read /v1/jobs/{id}/events instead.",
             param="stream",
         )
-    request = chat_request(body, svc.settings.default_model)
+    request = chat_request(body, svc.settings)
     overflow = params.overflow_policy(svc.settings.context_overflow)
     request = within_context(request, svc.settings.max_context_tokens, overflow)
     request.pop("stream", None)

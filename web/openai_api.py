@@ -33,7 +33,7 @@ def chat_completions() -> Response:
     svc = services()
     owner = authorize(svc)
     body = params.json_body()
-    request = chat_request(body, svc.settings.default_model)
+    request = chat_request(body, svc.settings)
     overflow = params.overflow_policy(svc.settings.context_overflow)
     request = within_context(request, svc.settings.max_context_tokens, overflow)
     stream = request.pop("stream", None) is True
@@ -50,12 +50,12 @@ def chat_completions() -> Response:
 
 def _hold(svc: Services, record: dict[str, str]) -> Response:
     """Answer once the job ends; 202 only to a client that asked with Prefer."""
-    asked = params.prefer_wait()
-    if asked is not None or params.prefers_async():
+    asked, respond_async = params.prefer_wait(), params.prefers_async()
+    if asked is not None or respond_async:
         wait_s = min(asked or 0.0, svc.settings.max_wait_s)
         record = wait_terminal(svc, record, wait_s)
         if not jobs.is_terminal(record["status"]):
-            return job_response(record, wait_s)
+            return job_response(record, None if asked is None else wait_s, respond_async)
     else:
         hold_s = svc.settings.job_timeout_s + svc.settings.lease_s
         record = wait_terminal(svc, record, hold_s, through_drain=True)

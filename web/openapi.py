@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from chatq.config import Settings
 from web.openapi_schemas import PRIORITIES, Schema, ref, schemas
 
 _DESCRIPTION = """\
@@ -12,8 +13,8 @@ A job queue in front of OpenAI-compatible chat-completion APIs.
 
 `/v1/*` needs `Authorization: Bearer <key>`; a job belongs to the key that created it and
 any other key gets `404` for it. Every 4xx/5xx body is OpenAI's error object; a method a
-path does not allow is `405` `method_not_allowed`. Request bodies are parsed as JSON in
-UTF-8 whatever the Content-Type says.
+path does not allow is `405` `method_not_allowed`; `OPTIONS` on a path (or `*`) is `204` with
+`Allow`. Request bodies are parsed as JSON in UTF-8 whatever the Content-Type says.
 
 Long polling: `?wait=N` or `Prefer: wait=N` (RFC 7240; the query wins) holds a request until
 what it waits for happens or `N` seconds pass (capped at CHATQ_MAX_WAIT, default 55; a wait
@@ -38,7 +39,8 @@ _PARAMETERS: dict[str, Schema] = {
     "CacheControl": {"name": "Cache-Control", "in": "header", "schema": {"type": "string"},
                      "description": "`no-cache` skips the result cache on the way in; "
                                     "`no-store` keeps this result out of it; `max-age=N` makes "
-                                    "a non-deterministic request cacheable for N s."},
+                                    "a non-deterministic request cacheable for N s (at most "
+                                    "CHATQ_CACHE_TTL; no caching at all when that is 0)."},
     "ContextOverflow": {"name": "Chatq-Context-Overflow", "in": "header",
                         "schema": {"type": "string", "enum": ["reject", "truncate_oldest"]},
                         "description": "A prompt over the model's context limit: `422`, or drop "
@@ -58,17 +60,19 @@ _HEADERS: dict[str, Schema] = {
                  "schema": {"type": "string"}},
     "Retry-After": {"description": "Seconds to wait before trying again.",
                     "schema": {"type": "integer", "minimum": 0}},
-    "Preference-Applied": {"description": "The wait applied, `wait=N`, when one was asked for.",
+    "Preference-Applied": {"description": "What was honoured of `Prefer`: `wait=N` (the wait "
+                                          "applied), `respond-async`, or both.",
                            "schema": {"type": "string"}},
     "Chatq-Job-Id": {"description": "The id of the job behind this answer.",
                      "schema": {"type": "string"}},
 }
 
 _BAD_BODY = ("`invalid_json`, `invalid_request`, `missing_field`, `invalid_wait`: the body is "
-             "not a JSON object in UTF-8, a field or option is missing or invalid, or `wait` is "
-             "not a finite number >= 0.")
+             "not a JSON object in UTF-8, a field or option is missing or invalid (or out of "
+             "its range or over this server's cap), or `wait` is not a finite number >= 0.")
 _BAD_JSON = ("`invalid_json`, `invalid_request`, `missing_field`: the body is not a JSON object "
-             "in UTF-8, or a field is missing or of the wrong type.")
+             "in UTF-8, or a field is missing, of the wrong type, out of its range or over "
+             "this server's cap.")
 _BAD_WAIT = "`invalid_wait`: `wait` is not a finite number >= 0."
 _FULL = ("`queue_full`: queue depth over CHATQ_MAX_QUEUE_DEPTH; `backend_unavailable`: "
          "Redis cannot be reached.")
@@ -283,8 +287,8 @@ def _secured(paths: dict[str, Schema]) -> dict[str, Schema]:
     return paths
 
 
-def document() -> dict[str, Any]:
-    """The document served at /openapi.json."""
+def document(settings: Settings | None = None) -> dict[str, Any]:
+    """The document served at /openapi.json, with the caps of `settings` (default: defaults)."""
     return {
         "openapi": "3.1.0",
         "info": {"title": "chatq", "version": "0.1.0", "description": _DESCRIPTION},
@@ -292,7 +296,7 @@ def document() -> dict[str, Any]:
         "paths": _secured({**_job_paths(), **_reading_paths(), **_openai_paths(),
                            **_listing_paths(), **_ops_paths()}),
         "components": {
-            "schemas": schemas(),
+            "schemas": schemas(settings),
             "parameters": copy.deepcopy(_PARAMETERS),
             "headers": copy.deepcopy(_HEADERS),
             "securitySchemes": {"bearerAuth": {

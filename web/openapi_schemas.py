@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
+
+from chatq.config import Settings
+from web.validate import CAPPED, LOGIT_BIAS_RANGE, MAX_STOP_SEQUENCES, RANGES
 
 Schema = dict[str, Any]
 
@@ -74,9 +78,38 @@ def _message_schema() -> Schema:
     return message
 
 
-def _request_schemas() -> dict[str, Schema]:
+def _bounded(name: str, type_: str, settings: Settings) -> Schema:
+    """A number field with the bounds web/validate checks: OpenAI's, then this server's cap."""
+    low, high = RANGES[name]
+    schema: Schema = {"type": type_, "minimum": low}
+    setting = CAPPED.get(name, "")
+    cap = getattr(settings, setting) if setting else 0
+    if cap > 0:
+        high = min(high, cap)
+        schema["description"] = f"At most {cap} here (CHATQ_{setting.upper()})."
+    if not math.isinf(high):
+        schema["maximum"] = high
+    return schema
+
+
+def _sampling_fields(settings: Settings) -> dict[str, Schema]:
+    """The typed, bounded fields of the request, as web/validate checks them."""
+    numbers = ("temperature", "top_p", "presence_penalty", "frequency_penalty")
+    integers = ("n", "top_logprobs", "seed", "max_tokens", "max_completion_tokens")
+    low, high = LOGIT_BIAS_RANGE
+    return {
+        **{name: _bounded(name, "number", settings) for name in numbers},
+        **{name: _bounded(name, "integer", settings) for name in integers},
+        "logprobs": {"type": "boolean"},
+        "logit_bias": {"type": "object", "additionalProperties": {
+            "type": "integer", "minimum": low, "maximum": high}},
+        "stop": {"type": ["string", "array"], "items": {"type": "string"},
+                 "minItems": 1, "maxItems": MAX_STOP_SEQUENCES},
+    }
+
+
+def _request_schemas(settings: Settings) -> dict[str, Schema]:
     """The chat-completion request, as OpenAI defines it; unknown fields pass through."""
-    number, integer = {"type": "number"}, {"type": "integer"}
     request = _object(
         ["messages"],
         closed=False,
@@ -84,14 +117,13 @@ def _request_schemas() -> dict[str, Schema]:
         messages={"type": "array", "minItems": 1, "items": ref("ChatMessage")},
         stream={"type": "boolean", "default": False},
         # Every field the server checks (web/validate.FIELD_TYPES) is typed here too.
-        temperature=number, top_p=number, presence_penalty=number, frequency_penalty=number,
-        max_tokens=integer, max_completion_tokens=integer, n=integer, seed=integer,
-        stop={"type": ["string", "array"], "items": {"type": "string"}},
+        **_sampling_fields(settings),
         response_format={"type": "object"}, stream_options={"type": "object"},
         metadata={"type": "object"}, user={"type": "string"},
         tools={"type": "array", "items": {"type": "object"}},
     )
-    request["description"] = "OpenAI's request; fields not listed go to the upstream unchanged."
+    request["description"] = ("OpenAI's request, with the bounds of OpenAI's schema; fields "
+                              "not listed go to the upstream unchanged.")
     job_request = {
         "allOf": [ref("ChatCompletionRequest")],
         "properties": {"stream": {"const": False, "description": "`true` is a 400 here."}},
@@ -192,13 +224,13 @@ def _queue_schema() -> Schema:
     )
 
 
-def schemas() -> dict[str, Schema]:
-    """All component schemas, by name."""
+def schemas(settings: Settings | None = None) -> dict[str, Schema]:
+    """All component schemas, by name; the caps are `settings`' (default: the defaults)."""
     health = _object(["status"], closed=False, status={"type": "string"},
                      redis={"type": "boolean"})
     return {
         **_error_schemas(),
-        **_request_schemas(),
+        **_request_schemas(settings or Settings()),
         **_upstream_schemas(),
         "Job": _job_schema(),
         **_event_schemas(),

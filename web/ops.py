@@ -51,4 +51,4 @@ def metrics() -> Response:
 @bp.get("/openapi.json")
 def openapi() -> Response:
     """The OpenAPI 3.1 document of this API."""
-    return json_response(document())
+    return json_response(document(services().settings))

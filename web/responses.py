@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from typing import Any
 
 from flask import Response
@@ -17,12 +18,30 @@ def json_response(body: Any, status: int = 200, headers: dict[str, str] | None =
     return Response(data, status=status, headers=headers, mimetype="application/json")
 
 
-def job_response(record: dict[str, str], wait_s: float | None = None) -> Response:
+def options_response(methods: Iterable[str]) -> Response:
+    """204 with `Allow` and no body (no HTML): the answer to OPTIONS."""
+    response = Response(status=204, headers={"Allow": ", ".join(sorted(set(methods)))})
+    del response.headers["Content-Type"]
+    return response
+
+
+def preference_applied(wait_s: float | None, respond_async: bool = False) -> str:
+    """The `Preference-Applied` value (RFC 7240) for what was honoured; '' for nothing."""
+    applied = ["respond-async"] if respond_async else []
+    if wait_s is not None:
+        applied.append(f"wait={wait_s:g}")
+    return ", ".join(applied)
+
+
+def job_response(
+    record: dict[str, str], wait_s: float | None = None, respond_async: bool = False
+) -> Response:
     """200 with the job once terminal, else 202 with its current state and Location."""
     view = jobs.public_view(record)
     headers: dict[str, str] = {}
-    if wait_s is not None:
-        headers["Preference-Applied"] = f"wait={wait_s:g}"
+    applied = preference_applied(wait_s, respond_async)
+    if applied:
+        headers["Preference-Applied"] = applied
     if jobs.is_terminal(view["status"]):
         return json_response(view, 200, headers)
     headers["Location"] = f"/v1/jobs/{view['id']}"

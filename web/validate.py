@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from chatq import tokens
+from chatq.config import Settings
 from chatq.errors import ApiError
 from chatq.tokens import Policy
 
@@ -22,6 +24,9 @@ FIELD_TYPES: dict[str, tuple[type, ...]] = {
     "max_completion_tokens": (int,),
     "n": (int,),
     "seed": (int,),
+    "logprobs": (bool,),
+    "top_logprobs": (int,),
+    "logit_bias": (dict,),
     "stop": (str, list),
     "tools": (list,),
     "response_format": (dict,),
@@ -78,6 +83,62 @@ def _check_types(body: dict[str, Any]) -> None:
             raise _invalid(f"`{name}` must be a list of {item_type.__name__}.", name)
 
 
+# The bounds OpenAI's published schema (CreateChatCompletionRequest) sets; the schema gives
+# the token fields no minimum, but OpenAI's API refuses one below 1.
+INT64 = 2**63
+RANGES: dict[str, tuple[float, float]] = {
+    "temperature": (0, 2),
+    "top_p": (0, 1),
+    "presence_penalty": (-2, 2),
+    "frequency_penalty": (-2, 2),
+    "n": (1, 128),
+    "top_logprobs": (0, 20),
+    "seed": (-INT64, INT64 - 1),
+    "max_tokens": (1, math.inf),
+    "max_completion_tokens": (1, math.inf),
+}
+LOGIT_BIAS_RANGE = (-100, 100)
+MAX_STOP_SEQUENCES = 4
+# The fields that multiply the operator's bill, each with the setting that caps it.
+CAPPED = {"n": "max_n", "max_tokens": "max_output_tokens",
+          "max_completion_tokens": "max_output_tokens"}
+
+
+def _bounds_text(low: float, high: float) -> str:
+    return f"at least {low:g}" if math.isinf(high) else f"between {low:g} and {high:g}"
+
+
+def _check_ranges(body: dict[str, Any]) -> None:
+    for name, (low, high) in RANGES.items():
+        value = body.get(name)
+        if value is not None and not low <= value <= high:
+            bounds = _bounds_text(low, high)
+            raise _invalid(f"`{name}` must be {bounds}, got {str(value)[:30]}.", name)
+    bias = body.get("logit_bias") or {}
+    for token, value in bias.items():
+        wrong_type = isinstance(value, bool) or not isinstance(value, int)
+        if wrong_type or not LOGIT_BIAS_RANGE[0] <= value <= LOGIT_BIAS_RANGE[1]:
+            raise _invalid(f"`logit_bias` values must be whole numbers between -100 and 100; "
+                           f"token {token[:20]!r} has {str(value)[:20]}.", "logit_bias")
+    stop = body.get("stop")
+    if isinstance(stop, list) and not 1 <= len(stop) <= MAX_STOP_SEQUENCES:
+        raise _invalid(f"`stop` must list 1 to {MAX_STOP_SEQUENCES} sequences.", "stop")
+
+
+def _check_caps(body: dict[str, Any], settings: Settings) -> None:
+    for name, setting in CAPPED.items():
+        cap, value = getattr(settings, setting), body.get(name)
+        if cap > 0 and value is not None and value > cap:
+            raise _invalid(f"`{name}` is {value}, over the {cap} this server allows.", name)
+
+
+def _capped_output(request: dict[str, Any], cap: int) -> dict[str, Any]:
+    """The request with `max_tokens` set to the cap when it states no output limit."""
+    if cap <= 0 or any(request.get(f) is not None for f in ("max_tokens", "max_completion_tokens")):
+        return request
+    return {**request, "max_tokens": cap}
+
+
 def within_context(
     request: dict[str, Any], max_context_tokens: int, policy: Policy
 ) -> dict[str, Any]:
@@ -86,8 +147,8 @@ def within_context(
     return fitted
 
 
-def chat_request(body: dict[str, Any], default_model: str) -> dict[str, Any]:
-    """The request to send upstream, with the default model filled in; raises 400 if bad."""
+def chat_request(body: dict[str, Any], settings: Settings) -> dict[str, Any]:
+    """The request to send upstream, defaults filled in; raises 400 if bad or over a cap."""
     if "messages" not in body:
         raise _invalid("`messages` is required.", "messages", "missing_field")
     messages = body["messages"]
@@ -96,6 +157,9 @@ def chat_request(body: dict[str, Any], default_model: str) -> dict[str, Any]:
     for index, message in enumerate(messages):
         _check_message(index, message)
     _check_types(body)
+    _check_ranges(body)
+    _check_caps(body, settings)
     if body.get("model") == "":
         raise _invalid("`model` must not be empty.", "model")
-    return {**body, "model": body.get("model") or default_model}
+    request = {**body, "model": body.get("model") or settings.default_model}
+    return _capped_output(request, settings.max_output_tokens)
