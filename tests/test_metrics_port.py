@@ -71,3 +71,17 @@ def test_a_free_metrics_port_serves_the_workers_metrics(redis_url: str, fakellm:
         assert proc.alive()
     finally:
         proc.stop()
+
+
+@pytest.mark.parametrize("bind", ["127.0.0.1:notaport", "127.0.0.1:70000"])
+def test_a_metrics_address_that_is_no_address_is_one_clear_line_too(
+    redis_url: str, fakellm: str, bind: str
+) -> None:
+    env = base_env(redis_url, fakellm, CHATQ_WORKER_METRICS_BIND=bind)
+    proc = Proc("worker-bad-bind", ["worker"], env).start()
+    code = _exits(proc)
+    log = proc.log_text()
+    assert code != 0, log
+    assert "Traceback" not in log, log
+    assert [line for line in log.splitlines() if bind in line] == [
+        f"worker: cannot serve metrics on CHATQ_WORKER_METRICS_BIND={bind}: not a host:port"]

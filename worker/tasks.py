@@ -49,11 +49,17 @@ def _serve_metrics(**_: Any) -> None:
     host, _sep, port = settings.worker_metrics_bind.rpartition(":")
     try:
         prometheus_client.start_http_server(int(port), addr=host or "127.0.0.1")
-    except OSError as exc:
-        why = "address already in use" if exc.errno == errno.EADDRINUSE else exc.strerror
+    except (OSError, ValueError, OverflowError) as exc:
         # A SystemExit passes Celery's signal dispatch, which would log any Exception and go on.
         sys.exit(f"worker: cannot serve metrics on CHATQ_WORKER_METRICS_BIND="
-                 f"{settings.worker_metrics_bind}: {why}")
+                 f"{settings.worker_metrics_bind}: {_bind_failure(exc)}")
+
+
+def _bind_failure(exc: Exception) -> str:
+    """Why a metrics address could not be served, in a few words."""
+    if not isinstance(exc, OSError):
+        return "not a host:port"
+    return "address already in use" if exc.errno == errno.EADDRINUSE else str(exc.strerror or exc)
 
 
 @signals.worker_ready.connect
