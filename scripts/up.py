@@ -1,9 +1,9 @@
 """`make up`: a whole chatq on this machine (Redis, fakellm, a worker, the web) and a key.
 
 Only what is missing is started: a Redis at CHATQ_REDIS_URL that answers is used as it is, and
-fakellm stands in for the upstream only while CHATQ_UPSTREAM_URLS is unset. Each child's output
-goes to this terminal behind its name. Ctrl-C or SIGTERM stops everything started here; so does
-the death of any child.
+fakellm stands in for the upstream only while CHATQ_UPSTREAM_URLS is unset. Ports not given are
+picked free (the web's is 8000 when that is free). Each child's output goes to this terminal
+behind its name. Ctrl-C or SIGTERM stops everything started here; so does the death of any child.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from chatq.config import Settings
 from scripts.localredis import LocalRedis, answers, free_port
 
 ROOT = Path(__file__).resolve().parents[1]
+WEB_PORT = 8000
 STOP_GRACE_S = 10.0
 START_TIMEOUT_S = 30.0
 _say_lock = threading.Lock()
@@ -79,13 +80,15 @@ def spawn(name: str, args: list[str], env: dict[str, str], ready_text: str = "")
     return child
 
 
-def port_open(host: str, port: int) -> bool:
-    """Whether something accepts TCP connections at host:port."""
-    try:
-        with socket.create_connection((host, port), timeout=0.5):
-            return True
-    except OSError:
-        return False
+def bindable(host: str, port: int) -> bool:
+    """Whether a server could listen at host:port now (nothing else is bound there)."""
+    with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return False
+    return True
 
 
 def healthy(url: str) -> bool:
@@ -97,8 +100,8 @@ def healthy(url: str) -> bool:
         return False
 
 
-def bind_address(bind: str) -> tuple[str, int]:
-    """The (host, port) to reach a CHATQ_BIND of `host:port` from this machine."""
+def bind_address(bind: str, setting: str = "CHATQ_BIND") -> tuple[str, int]:
+    """The (host, port) to reach a `host:port` setting from this machine."""
     host, _, port = bind.rpartition(":")
     host = host.strip("[]")
     if host in ("", "0.0.0.0", "::"):
@@ -106,7 +109,15 @@ def bind_address(bind: str) -> tuple[str, int]:
     try:
         return host, int(port)
     except ValueError as exc:
-        raise UpError(f"CHATQ_BIND must be host:port, got {bind!r}") from exc
+        raise UpError(f"{setting} must be host:port, got {bind!r}") from exc
+
+
+def check_free(env: dict[str, str], setting: str) -> tuple[str, int]:
+    """The (host, port) of the `host:port` in env[setting]; UpError if something holds it."""
+    host, port = bind_address(env[setting], setting)
+    if not bindable(host, port):
+        raise UpError(f"{host}:{port} ({setting}) is taken: set {setting} to a free host:port")
+    return host, port
 
 
 def shown(url: str) -> str:
@@ -176,7 +187,7 @@ class Stack:
         port = free_port()
         args = ["fakellm", "--host", "127.0.0.1", "--port", str(port)]
         self.children.append(spawn("fakellm", args, self.env))
-        self.wait_until(lambda: port_open("127.0.0.1", port), "fakellm")
+        self.wait_until(lambda: not bindable("127.0.0.1", port), "fakellm")
         self.env["CHATQ_UPSTREAM_URLS"] = f"http://127.0.0.1:{port}/v1"
         if unset(self.env, "CHATQ_DEFAULT_MODEL"):
             self.env["CHATQ_DEFAULT_MODEL"] = "fake"
@@ -187,14 +198,28 @@ class Stack:
             self.generated_key = secrets.token_urlsafe(24)
             self.env["CHATQ_API_KEYS"] = f"demo:{self.generated_key}"
 
-    def check_bind(self) -> str:
-        """Answer the web's base URL, after making sure nothing listens there yet."""
+    def choose_ports(self) -> str:
+        """Set the web's and the worker's addresses unless given; answer the web's base URL."""
         if unset(self.env, "CHATQ_BIND"):
-            self.env["CHATQ_BIND"] = Settings().bind
-        host, port = bind_address(self.env["CHATQ_BIND"])
-        if port_open(host, port):
-            raise UpError(f"{host}:{port} is taken: set CHATQ_BIND to a free host:port")
+            port = WEB_PORT if bindable("127.0.0.1", WEB_PORT) else free_port()
+            if port != WEB_PORT:
+                say(f"up: 127.0.0.1:{WEB_PORT} is taken; the web listens on 127.0.0.1:{port}")
+            self.env["CHATQ_BIND"] = f"127.0.0.1:{port}"
+        host, port = check_free(self.env, "CHATQ_BIND")
+        # Empty means no metrics (chatq.config); only a missing setting gets a free port.
+        if "CHATQ_WORKER_METRICS_BIND" not in self.env:
+            self.env["CHATQ_WORKER_METRICS_BIND"] = f"127.0.0.1:{free_port()}"
+        if self.env["CHATQ_WORKER_METRICS_BIND"].strip():
+            check_free(self.env, "CHATQ_WORKER_METRICS_BIND")
         return f"http://{host}:{port}"
+
+    def metrics_url(self) -> str:
+        """Where the worker serves its /metrics, or '' when it serves none."""
+        bind = self.env.get("CHATQ_WORKER_METRICS_BIND", "").strip()
+        if not bind:
+            return ""
+        host, port = bind_address(bind, "CHATQ_WORKER_METRICS_BIND")
+        return f"http://{host}:{port}/metrics"
 
     def start_chatq(self, url: str) -> None:
         """Start the worker and the web at `url`; return once both are ready."""
@@ -245,30 +270,27 @@ class Stack:
             child.pump.join(1.0)
 
 
-def banner(url: str, key: str) -> str:
-    """What to tell a newcomer once everything answers."""
+EXAMPLE_BODY = """-d '{"messages":[{"role":"user","content":"Hello"}]}'"""
+
+
+def banner(url: str, key: str, metrics_url: str) -> str:
+    """What to tell a newcomer once everything answers (README.md, Quick start, shows it)."""
     auth = '-H "Authorization: Bearer $KEY"'
-    body = """-d '{"messages":[{"role":"user","content":"Hello"}]}'"""
+    metrics = f", its worker's metrics at {metrics_url}" if metrics_url else ""
     key_line = f"KEY={key}" if key else "KEY=...   # one of the keys in your CHATQ_API_KEYS"
     return f"""
-chatq is up at {url}  (key name `demo` unless CHATQ_API_KEYS was set)
+chatq is up: the web at {url}{metrics}.
+In another shell:
 
-Try it from another shell:
-  URL={url}
-  {key_line}
+  export URL={url} {key_line}
 
-  # submit and wait up to 30 s for the finished job
-  curl -s {auth} {body} "$URL/v1/jobs?wait=30"
+  # submit a job and wait up to 30 s for it to end (200 with the job, 202 if not yet)
+  curl -s {auth} {EXAMPLE_BODY} "$URL/v1/jobs?wait=30"
 
-  # submit, then long-poll until it is done (202 means not yet)
-  ID=$(curl -s {auth} {body} "$URL/v1/jobs" \\
-       | python3 -c 'import json,sys; print(json.load(sys.stdin)["id"])')
-  while [ "$(curl -s -o job.json -w '%{{http_code}}' {auth} \\
-            "$URL/v1/jobs/$ID?wait=30")" = 202 ]; do :; done; cat job.json
+  # the same request through the OpenAI-compatible front door
+  curl -s {auth} {EXAMPLE_BODY} "$URL/v1/chat/completions"
 
-  # the bare chat.completion, as the upstream answered it
-  curl -s {auth} "$URL/v1/jobs/$ID/result"
-
+Every example of README.md runs after that export line; $URL/ is a chat page.
 Ctrl-C stops everything started here.
 """
 
@@ -284,12 +306,12 @@ def main() -> int:
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
     try:
-        url = stack.check_bind()
+        url = stack.choose_ports()
         stack.start_redis()
         stack.start_fakellm()
         stack.ensure_key()
         stack.start_chatq(url)
-        say(banner(url, stack.generated_key))
+        say(banner(url, stack.generated_key, stack.metrics_url()))
         return stack.watch()
     except UpError as exc:
         say(f"up: {exc}")

@@ -294,10 +294,10 @@ def test_prometheus_mounts_the_scrape_config(compose: dict[str, Any]) -> None:  
     mounts = _mounts(compose["services"]["prometheus"])
     source = mounts["/etc/prometheus/prometheus.yml"]
     assert (ROOT / source).resolve() == PROMETHEUS_YML
-    assert "9090:9090" in compose["services"]["prometheus"]["ports"]
+    assert "127.0.0.1:9090:9090" in compose["services"]["prometheus"]["ports"]
 
 
-def test_grafana_mounts_provisioning_and_dashboard_and_lets_viewers_in(
+def test_grafana_mounts_provisioning_and_dashboard_and_asks_for_a_login(
     compose: dict[str, Any],  # noqa: F811
 ) -> None:
     grafana = compose["services"]["grafana"]
@@ -307,10 +307,9 @@ def test_grafana_mounts_provisioning_and_dashboard_and_lets_viewers_in(
     dashboards_at = provider["options"]["path"]
     assert (ROOT / mounts[dashboards_at]).resolve() == DASHBOARD.parent
     env = _environment(grafana)
-    assert env["GF_AUTH_ANONYMOUS_ENABLED"] == "true"
-    assert env["GF_AUTH_ANONYMOUS_ORG_ROLE"] == "Viewer"
+    assert env["GF_AUTH_ANONYMOUS_ENABLED"] == "false"
     assert env["GF_DASHBOARDS_DEFAULT_HOME_DASHBOARD_PATH"] == f"{dashboards_at}/{DASHBOARD.name}"
-    assert "3000:3000" in grafana["ports"]
+    assert "127.0.0.1:3000:3000" in grafana["ports"]
 
 
 def test_prometheus_reaches_the_web_and_every_worker(compose: dict[str, Any]) -> None:  # noqa: F811

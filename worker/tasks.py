@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import errno
+import sys
 from typing import Any
 
 import prometheus_client
@@ -38,16 +40,34 @@ def _shorten_gevent_poll(**_: Any) -> None:
         pollfix.install()
 
 
+@signals.worker_init.connect
+def _serve_metrics(**_: Any) -> None:
+    # Before the worker consumes anything: a worker nobody can scrape must not run unseen.
+    # One port per worker process, so that every process is scraped and counted.
+    if not settings.worker_metrics_bind:
+        return
+    host, _sep, port = settings.worker_metrics_bind.rpartition(":")
+    try:
+        prometheus_client.start_http_server(int(port), addr=host or "127.0.0.1")
+    except (OSError, ValueError, OverflowError) as exc:
+        # A SystemExit passes Celery's signal dispatch, which would log any Exception and go on.
+        sys.exit(f"worker: cannot serve metrics on CHATQ_WORKER_METRICS_BIND="
+                 f"{settings.worker_metrics_bind}: {_bind_failure(exc)}")
+
+
+def _bind_failure(exc: Exception) -> str:
+    """Why a metrics address could not be served, in a few words."""
+    if not isinstance(exc, OSError):
+        return "not a host:port"
+    return "address already in use" if exc.errno == errno.EADDRINUSE else str(exc.strerror or exc)
+
+
 @signals.worker_ready.connect
 def _start_monitor(**_: Any) -> None:
     monitor = Monitor(context(settings, app))
     monitor.start()
     _monitors.append(monitor)
     metrics.WORKER_SLOTS.set(settings.worker_concurrency)
-    if settings.worker_metrics_bind:
-        host, _sep, port = settings.worker_metrics_bind.rpartition(":")
-        # One port per worker process, so that every process is scraped and counted.
-        prometheus_client.start_http_server(int(port), addr=host or "127.0.0.1")
 
 
 @signals.worker_shutdown.connect
