@@ -1,6 +1,9 @@
-"""Redis clients with the timeouts chatq relies on."""
+"""Redis clients with the timeouts and TLS checks chatq relies on."""
 
 from __future__ import annotations
+
+import ssl
+from typing import Any
 
 import redis
 from redis.backoff import ExponentialBackoff
@@ -10,7 +13,23 @@ SOCKET_TIMEOUT_S = 5.0
 CONNECT_TIMEOUT_S = 1.0
 
 
-def connect(url: str, max_connections: int = 1000) -> redis.Redis:
+def tls_options(url: str, ca_file: str = "") -> dict[str, Any]:
+    """redis-py's TLS options for `url`: certificate and host name verified; {} for redis://.
+
+    Both redis-py and kombu (Celery's broker) accept these keys; kombu alone would otherwise
+    fall back to CERT_NONE for a rediss:// URL.
+    """
+    if not url.lower().startswith("rediss://"):
+        return {}
+    return {
+        "ssl_cert_reqs": ssl.CERT_REQUIRED,
+        "ssl_check_hostname": True,
+        # None: the system's CAs; a file adds a private CA to them.
+        "ssl_ca_certs": ca_file or None,
+    }
+
+
+def connect(url: str, max_connections: int = 1000, ca_file: str = "") -> redis.Redis:
     """A client for `url` that fails fast when Redis is down and recovers by itself."""
     pool = redis.BlockingConnectionPool.from_url(
         url,
@@ -22,6 +41,7 @@ def connect(url: str, max_connections: int = 1000) -> redis.Redis:
         socket_keepalive=True,
         health_check_interval=30,
         retry=Retry(ExponentialBackoff(cap=0.2, base=0.02), retries=1),
+        **tls_options(url, ca_file),
     )
     return redis.Redis(connection_pool=pool)
 

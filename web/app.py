@@ -17,7 +17,7 @@ from web.context import Services
 
 
 def _services(settings: Settings) -> Services:
-    client = redis_conn.connect(settings.redis_url)
+    client = redis_conn.connect(settings.redis_url, ca_file=settings.redis_ca_file)
     return Services(
         settings=settings,
         redis=client,
