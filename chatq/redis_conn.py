@@ -1,7 +1,8 @@
-"""Redis clients with the timeouts and TLS checks chatq relies on."""
+"""Redis clients with the timeouts and TLS checks chatq relies on, and what counts as Redis down."""
 
 from __future__ import annotations
 
+import re
 import ssl
 from typing import Any
 
@@ -46,11 +47,27 @@ def connect(url: str, max_connections: int = 1000, ca_file: str = "") -> redis.R
     return redis.Redis(connection_pool=pool)
 
 
+# Redis cannot serve us now but will again without anyone changing chatq: unreachable, out of
+# memory (noeviction), a replica after a failover, loading its data, or cut from its primary.
 BACKEND_ERRORS: tuple[type[Exception], ...] = (
     redis.ConnectionError,
     redis.TimeoutError,
     redis.BusyLoadingError,
+    redis.exceptions.OutOfMemoryError,
+    redis.ReadOnlyError,
+    redis.exceptions.MasterDownError,
     ConnectionError,
     TimeoutError,
 )
 
+# The same states when they arrive as a plain error reply: Redis 6 wraps an error raised
+# inside a Lua script ("Error running script ...: -OOM command not allowed ..."), and older
+# redis-py versions have no class for MASTERDOWN.
+_BACKEND_REPLY = re.compile(r"(?:\A|: -)(?:OOM|READONLY|LOADING|MASTERDOWN) ")
+
+
+def is_backend_error(exc: BaseException) -> bool:
+    """Whether `exc` means "Redis cannot serve this now": answer 503, or retry the step."""
+    if isinstance(exc, BACKEND_ERRORS):
+        return True
+    return isinstance(exc, redis.ResponseError) and bool(_BACKEND_REPLY.search(str(exc)))

@@ -84,7 +84,8 @@ _ERRORS: dict[int, str] = {
          "how many were counted and what the limit is).",
     429: "`rate_limit_exceeded`: the key's request rate is over its limit.",
     502: "The upstream failed (`upstream_error`).",
-    503: "`backend_unavailable`: Redis cannot be reached.",
+    503: "`backend_unavailable`: Redis cannot be reached or cannot serve now (out of memory, "
+         "a read-only replica, loading).",
     504: "The upstream timed out (`upstream_timeout`).",
 }
 
