@@ -142,6 +142,7 @@ def test_a_wrong_ca_is_refused_by_the_web_and_the_worker(
         log = _wait_for_refusal(bad_worker)
         assert "ready." not in log
         assert "CERTIFICATE_VERIFY_FAILED" in log
+        assert "set CHATQ_REDIS_CA_FILE to its CA" in log
         # Nothing took the message: the job waits in the broker for a worker that trusts Redis.
         assert _depth(good_url, auth) == depth_before
         job = requests.get(f"{good_url}/v1/jobs/{job_id}", headers=auth, timeout=10).json()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from flask import Flask
 
-from chatq import config, logs, redis_conn, tokens
+from chatq import config, logs, redis_check, redis_conn, tokens
 from chatq.cache import LocalCache
 from chatq.celery_app import make_celery
 from chatq.config import Settings
@@ -30,6 +30,14 @@ def _services(settings: Settings) -> Services:
     )
 
 
+def _check_redis(settings: Settings, svc: Services) -> None:
+    try:
+        redis_check.check_at_start(svc.redis, settings.redis_require_safe)
+    except redis_check.UnsafeRedis:
+        # gunicorn's "worker failed to boot" status: its master stops instead of respawning.
+        raise SystemExit(3) from None
+
+
 def drain(app: Flask) -> None:
     """Stop holding requests: parked long-polls answer with the job as it is now."""
     svc: Services = app.extensions["chatq"]
@@ -45,6 +53,7 @@ def create_app(settings: Settings | None = None) -> Flask:
     app.config["MAX_CONTENT_LENGTH"] = settings.max_body_bytes
     app.json.sort_keys = False  # type: ignore[attr-defined]
     svc = _services(settings)
+    _check_redis(settings, svc)
     app.extensions["chatq"] = svc
     observability.install_request_log(app)
     observability.install_metrics(app)
