@@ -11,9 +11,9 @@ import requests
 import trustme
 from kombu.exceptions import OperationalError
 
-from chatq import redis_conn
+from chatq import config, redis_conn
 from chatq.celery_app import make_celery
-from chatq.config import Settings
+from chatq.config import ConfigError, Settings
 from tests.conftest import start_stack
 from tests.procs import ALICE_KEY, Proc, base_env, start_web, start_worker, wait_until
 from tests.tls_redis import TlsRedis, write_ca
@@ -155,3 +155,10 @@ def test_a_wrong_ca_is_refused_by_the_web_and_the_worker(
     finally:
         for proc in reversed(procs):
             proc.stop()
+
+
+def test_a_ca_file_that_is_not_there_is_a_configuration_error(tmp_path: Path) -> None:
+    missing = tmp_path / "no-such-ca.pem"
+    with pytest.raises(ConfigError, match="CHATQ_REDIS_CA_FILE"):
+        config.load({"CHATQ_REDIS_CA_FILE": str(missing)})
+    assert config.load({}).redis_ca_file == ""
