@@ -6,6 +6,7 @@ from celery import Celery
 from kombu import Exchange, Queue
 
 from chatq.config import Settings
+from chatq.redis_conn import tls_options
 
 RUN_JOB_TASK = "chatq.run_job"
 QUEUES = ("interactive", "batch")
@@ -29,6 +30,11 @@ def make_celery(settings: Settings, max_connections: int = 200) -> Celery:
         worker_enable_remote_control=False,
         broker_connection_retry_on_startup=True,
         broker_connection_timeout=2.0,
+        # A primary demoted by a failover answers UNBLOCKED, then READONLY, to the consumer's
+        # BRPOP: reconnect until Redis serves again instead of the worker exiting.
+        broker_channel_error_retry=True,
+        # Without it kombu connects to a rediss:// broker with CERT_NONE: any certificate.
+        broker_use_ssl=tls_options(settings.redis_url, settings.redis_ca_file) or False,
         # None would mean a new broker connection per message sent: keep a pool.
         broker_pool_limit=max(10, min(max_connections, 100)),
         task_publish_retry_policy={

@@ -19,6 +19,8 @@ class Settings:
     """The whole configuration of a chatq process; see the README for each field."""
 
     redis_url: str = "redis://127.0.0.1:6379/0"
+    redis_ca_file: str = ""
+    redis_require_safe: bool = False
     bind: str = "127.0.0.1:8000"
     web_workers: int = 1
     web_worker_connections: int = 12000
@@ -180,12 +182,21 @@ def _urls(raw: str, default: tuple[str, ...]) -> tuple[str, ...]:
     return urls or default
 
 
+def _existing_file(env: Mapping[str, str], name: str) -> str:
+    path = env.get(name, "").strip()
+    if path and not os.path.isfile(path):
+        raise ConfigError(f"{name}: no file at {path!r}")
+    return path
+
+
 def load(env: Mapping[str, str] | None = None) -> Settings:
     """Build Settings from `env` (default: os.environ)."""
     e = os.environ if env is None else env
     d = Settings()
     return Settings(
         redis_url=_text(e, "CHATQ_REDIS_URL", d.redis_url),
+        redis_ca_file=_existing_file(e, "CHATQ_REDIS_CA_FILE"),
+        redis_require_safe=_bool(e, "CHATQ_REDIS_REQUIRE_SAFE", d.redis_require_safe),
         bind=_text(e, "CHATQ_BIND", d.bind),
         web_workers=_int(e, "CHATQ_WEB_WORKERS", d.web_workers, 1),
         web_worker_connections=_int(

@@ -13,6 +13,7 @@ from limits.strategies import SlidingWindowCounterRateLimiter
 from chatq import metrics, queue_stats
 from chatq.config import ConfigError, Settings
 from chatq.errors import ApiError
+from chatq.redis_conn import tls_options
 
 MAX_RETRY_AFTER_S = 60
 
@@ -38,8 +39,9 @@ class Admission:
         }
         self.limiter: SlidingWindowCounterRateLimiter | None = None
         if self.default or self.overrides:
+            tls = tls_options(settings.redis_url, settings.redis_ca_file)
             storage = RedisStorage(settings.redis_url, key_prefix="chatq:ratelimit",
-                                   socket_timeout=5.0, socket_connect_timeout=1.0)
+                                   socket_timeout=5.0, socket_connect_timeout=1.0, **tls)
             self.limiter = SlidingWindowCounterRateLimiter(storage)
 
     def check_rate(self, owner: str) -> None:

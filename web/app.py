@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from flask import Flask
 
-from chatq import config, logs, redis_conn, tokens
+from chatq import config, logs, redis_check, redis_conn, tokens
 from chatq.cache import LocalCache
 from chatq.celery_app import make_celery
 from chatq.config import Settings
@@ -20,7 +20,7 @@ DRAIN_MARGIN_S = 1.0
 
 
 def _services(settings: Settings) -> Services:
-    client = redis_conn.connect(settings.redis_url)
+    client = redis_conn.connect(settings.redis_url, ca_file=settings.redis_ca_file)
     return Services(
         settings=settings,
         redis=client,
@@ -31,6 +31,14 @@ def _services(settings: Settings) -> Services:
         local_cache=LocalCache(settings.cache_local_entries, settings.cache_local_ttl_s),
         admission=Admission(settings, client),
     )
+
+
+def _check_redis(settings: Settings, svc: Services) -> None:
+    try:
+        redis_check.check_at_start(svc.redis, settings.redis_require_safe)
+    except redis_check.UnsafeRedis:
+        # gunicorn's "worker failed to boot" status: its master stops instead of respawning.
+        raise SystemExit(3) from None
 
 
 def drain(app: Flask) -> None:
@@ -50,6 +58,7 @@ def create_app(settings: Settings | None = None) -> Flask:
     app.config["MAX_CONTENT_LENGTH"] = settings.max_body_bytes
     app.json.sort_keys = False  # type: ignore[attr-defined]
     svc = _services(settings)
+    _check_redis(settings, svc)
     app.extensions["chatq"] = svc
     observability.install_request_log(app)
     observability.install_metrics(app)

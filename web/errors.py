@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import logging
 
+import redis
 from flask import Flask, Response, request
 from flask.globals import request_ctx
 from kombu.exceptions import OperationalError
 from werkzeug.exceptions import HTTPException
 
 from chatq.errors import ApiError, backend_unavailable
-from chatq.redis_conn import BACKEND_ERRORS
+from chatq.redis_conn import BACKEND_ERRORS, is_backend_error
 from web.context import services
 from web.responses import json_response, options_response
 
@@ -51,6 +52,11 @@ def _backend_error(exc: Exception) -> Response:
     return api_error_response(backend_unavailable(services().settings.backend_retry_after_s))
 
 
+def _redis_reply(exc: Exception) -> Response:
+    """An error reply from Redis: 503 when it says Redis cannot serve now, else a 500."""
+    return _backend_error(exc) if is_backend_error(exc) else _unexpected(exc)
+
+
 def _unexpected(exc: Exception) -> Response:
     log.exception("unhandled error")
     error = ApiError(500, "internal_error", "Internal error.", type_="server_error")
@@ -79,4 +85,5 @@ def register(app: Flask) -> None:
     app.register_error_handler(HTTPException, _http_error)
     for exc_type in (*BACKEND_ERRORS, OperationalError):
         app.register_error_handler(exc_type, _backend_error)
+    app.register_error_handler(redis.ResponseError, _redis_reply)
     app.register_error_handler(Exception, _unexpected)

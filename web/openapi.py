@@ -89,7 +89,8 @@ _ERRORS: dict[int, str] = {
     429: "`rate_limit_exceeded`: the key's request rate is over its limit.",
     502: "The upstream failed (`upstream_error`), answered what is not a chat-completion "
          "stream (`upstream_invalid_response`), or the worker failed (`internal_error`).",
-    503: "`backend_unavailable`: Redis cannot be reached.",
+    503: "`backend_unavailable`: Redis cannot be reached or cannot serve now (out of memory, "
+         "a read-only replica, loading).",
     504: "The upstream timed out (`upstream_timeout`).",
 }
 
@@ -265,8 +266,11 @@ def _ops_paths() -> dict[str, Schema]:
         "/healthz": {"get": _op("healthz", "Liveness",
                                 {"200": _response("The process runs.", _json("Health"))})},
         "/readyz": {"get": _op("readyz", "Readiness", {
-            "200": _response("Redis answers.", _json("Health")),
-            **_error_responses((503, "`backend_unavailable`: Redis does not answer.")),
+            "200": _response("Redis answers; whether it keeps jobs through a full memory and "
+                             "a restart.", _json("Readiness")),
+            **_error_responses((503, "`backend_unavailable`: Redis does not answer; "
+                                     "`redis_unsafe`: CHATQ_REDIS_REQUIRE_SAFE=1 and Redis may "
+                                     "lose jobs.")),
         })},
         "/metrics": {"get": _op("metrics", "Prometheus metrics", {"200": _response(
             "Prometheus text format, names prefixed `chatq_`.",

@@ -228,6 +228,15 @@ def schemas(settings: Settings | None = None) -> dict[str, Schema]:
     """All component schemas, by name; the caps are `settings`' (default: the defaults)."""
     health = _object(["status"], closed=False, status={"type": "string"},
                      redis={"type": "boolean"})
+    readiness = _object(
+        ["status", "redis", "redis_noeviction", "redis_persistent"], closed=False,
+        status={"type": "string"}, redis={"type": "boolean"},
+        redis_noeviction=_nullable("boolean", "Redis's maxmemory-policy is noeviction, so a "
+                                   "full Redis refuses writes instead of deleting jobs; null "
+                                   "when Redis would not say."),
+        redis_persistent=_nullable("boolean", "Redis has AOF or RDB persistence on, so a "
+                                   "restart keeps the jobs; null when Redis would not say."),
+    )
     return {
         **_error_schemas(),
         **_request_schemas(settings or Settings()),
@@ -236,4 +245,5 @@ def schemas(settings: Settings | None = None) -> dict[str, Schema]:
         **_event_schemas(),
         "Queue": _queue_schema(),
         "Health": health,
+        "Readiness": readiness,
     }

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from flask import Blueprint, Response
 
-from chatq import queue_stats
-from chatq.errors import backend_unavailable
+from chatq import queue_stats, redis_check
+from chatq.errors import ApiError, backend_unavailable
 from chatq.redis_conn import BACKEND_ERRORS
 from web.context import services
 from web.guard import authorize
@@ -24,13 +24,17 @@ def healthz() -> Response:
 
 @bp.get("/readyz")
 def readyz() -> Response:
-    """200 when Redis answers, else 503."""
+    """200 when Redis answers, with whether it keeps jobs; 503 when not (or unsafe, if required)."""
     svc = services()
     try:
         svc.redis.ping()
+        safety = redis_check.inspect(svc.redis)
     except BACKEND_ERRORS as exc:
         raise backend_unavailable(svc.settings.backend_retry_after_s) from exc
-    return json_response({"status": "ok", "redis": True})
+    if svc.settings.redis_require_safe and not safety.safe:
+        raise ApiError(503, "redis_unsafe", "Redis may lose jobs: " + "; ".join(safety.problems()),
+                       type_="server_error", retry_after_s=svc.settings.backend_retry_after_s)
+    return json_response({"status": "ok", "redis": True, **safety.fields()})
 
 
 @bp.get("/v1/queue")

@@ -12,11 +12,15 @@ if config.load().worker_pool == "gevent":
 
 
 def main() -> None:
-    """Run the worker until it is stopped."""
-    from chatq.celery_app import QUEUES
-    from worker.tasks import app, settings
+    """Run the worker until it is stopped; exit with the worker's status."""
+    from celery.bin.celery import celery
 
-    app.worker_main([
+    from chatq.celery_app import QUEUES
+    from worker.tasks import settings
+
+    # Not app.worker_main: it drops the worker's exit status, so a worker that gave up exited 0.
+    celery.main(prog_name="python -m worker", args=[
+        "--app=worker.tasks:app",
         "worker",
         f"--pool={settings.worker_pool}",
         f"--concurrency={settings.worker_concurrency}",

@@ -38,7 +38,8 @@ _current: WorkerContext | None = None
 
 def _build(settings: Settings, celery: Celery) -> WorkerContext:
     max_connections = settings.worker_concurrency + 10
-    client = redis_conn.connect(settings.redis_url, max_connections=max_connections)
+    client = redis_conn.connect(settings.redis_url, max_connections=max_connections,
+                                ca_file=settings.redis_ca_file)
     secrets = [settings.upstream_api_key] + [key for _, key in settings.api_keys]
     return WorkerContext(
         settings=settings,

@@ -10,7 +10,7 @@ import prometheus_client
 from celery import signals
 from kombu.utils.compat import detect_environment
 
-from chatq import config, logs
+from chatq import config, logs, redis_check, redis_conn
 from chatq.celery_app import RUN_JOB_TASK, make_celery
 from worker import metrics, pollfix
 from worker.context import context
@@ -60,6 +60,17 @@ def _bind_failure(exc: Exception) -> str:
     if not isinstance(exc, OSError):
         return "not a host:port"
     return "address already in use" if exc.errno == errno.EADDRINUSE else str(exc.strerror or exc)
+
+
+@signals.celeryd_after_setup.connect
+def _check_redis(**_: Any) -> None:
+    client = redis_conn.connect(settings.redis_url, 2, settings.redis_ca_file)
+    try:
+        redis_check.check_at_start(client, settings.redis_require_safe)
+    except redis_check.UnsafeRedis:
+        raise SystemExit(1) from None  # before the consumer starts: no job is taken
+    finally:
+        client.close()
 
 
 @signals.worker_ready.connect
