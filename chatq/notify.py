@@ -125,8 +125,11 @@ class Listener:
         while not self._stopping.is_set():
             try:
                 self._listen()
-            except (redis.ConnectionError, redis.TimeoutError, OSError) as exc:
+            except (redis.RedisError, OSError) as exc:
                 log.warning("notification listener lost Redis: %s", type(exc).__name__)
+            except Exception:
+                # Never let the one listener of this process die: waiters would all time out.
+                log.exception("notification listener failed; listening again")
             self.connected.clear()
             self.wake_all()
             self._stopping.wait(RECONNECT_DELAY_S)

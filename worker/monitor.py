@@ -11,7 +11,7 @@ import time
 
 from chatq import celery_app, keys
 from chatq.broker import Broker
-from chatq.redis_conn import BACKEND_ERRORS
+from chatq.redis_conn import BACKEND_ERRORS, is_backend_error
 from chatq.store import LeaseState, SweepOutcome
 from worker import running
 from worker.context import WorkerContext
@@ -57,11 +57,12 @@ class Monitor:
                     self.connected_since = time.monotonic()
                 if ticks % SWEEP_EVERY_TICKS == 0 and self.trusts_leases():
                     self.sweep()
-            except BACKEND_ERRORS as exc:
+            except Exception as exc:
+                if not is_backend_error(exc):
+                    log.exception("monitor tick failed")
+                    continue
                 self.connected_since = 0.0
                 log.warning("monitor cannot reach Redis: %s", type(exc).__name__)
-            except Exception:
-                log.exception("monitor tick failed")
 
     def trusts_leases(self) -> bool:
         """Whether a lease that ran out means its holder is gone.

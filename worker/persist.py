@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
-from chatq.redis_conn import BACKEND_ERRORS
+from chatq.redis_conn import is_backend_error
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -26,8 +26,8 @@ def persist(step: Callable[[], T], *, until: float, what: str) -> T:
     while True:
         try:
             answer = step()
-        except BACKEND_ERRORS as exc:
-            if time.monotonic() + delay_s >= until:
+        except Exception as exc:
+            if not is_backend_error(exc) or time.monotonic() + delay_s >= until:
                 raise
             if not failing_since:
                 failing_since = time.monotonic()
