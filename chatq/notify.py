@@ -11,7 +11,7 @@ from contextlib import contextmanager
 
 import redis
 
-from chatq import jobs, keys, metrics
+from chatq import jobs, keys
 
 log = logging.getLogger(__name__)
 
@@ -91,11 +91,9 @@ class Listener:
         waiter = Waiter(terminal_only)
         with self._lock:
             self._waiters.setdefault(job_id, set()).add(waiter)
-        metrics.WAITERS.inc()
         try:
             yield waiter
         finally:
-            metrics.WAITERS.dec()
             with self._lock:
                 group = self._waiters.get(job_id)
                 if group is not None:

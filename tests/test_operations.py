@@ -73,6 +73,10 @@ def test_metrics_of_web_and_worker_pass_promtool_and_move(stack: Stack) -> None:
                  "chatq_job_time_to_first_token_seconds_bucket", "chatq_tokens_total",
                  "chatq_job_queue_wait_seconds_bucket", "chatq_job_duration_seconds_bucket"):
         assert name in worker, name
+    # A worker exports none of the web's series (they would always read 0 there).
+    for name in ("chatq_longpoll_waiters", "chatq_http_requests_in_progress", submitted,
+                 "chatq_cache_lookups_total", "chatq_admission_rejections_total"):
+        assert name not in worker, name
 
 
 def test_queue_depth_counts_what_no_worker_took(idle: Stack) -> None:

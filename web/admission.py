@@ -10,10 +10,11 @@ from limits import RateLimitItem, parse_many
 from limits.storage import RedisStorage
 from limits.strategies import SlidingWindowCounterRateLimiter
 
-from chatq import metrics, queue_stats
+from chatq import queue_stats
 from chatq.config import ConfigError, Settings
 from chatq.errors import ApiError
 from chatq.redis_conn import tls_options
+from web import metrics
 
 MAX_RETRY_AFTER_S = 60
 

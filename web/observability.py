@@ -13,8 +13,10 @@ from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.registry import Collector
 from prometheus_flask_exporter import PrometheusMetrics
 
-from chatq import metrics, queue_stats
+from chatq import queue_stats
+from chatq.metrics import LATENCY_BUCKETS_S
 from chatq.redis_conn import BACKEND_ERRORS
+from web import metrics
 from web.context import Services
 
 log = logging.getLogger("chatq.web.requests")
@@ -58,7 +60,7 @@ def install_metrics(app: Flask) -> None:
     """Time every request by route template and status (the exporter's HTTP metrics)."""
     PrometheusMetrics(
         app, path=None, defaults_prefix="chatq", group_by=endpoint,
-        buckets=metrics.LATENCY_BUCKETS_S, excluded_paths=["/metrics"],
+        buckets=LATENCY_BUCKETS_S, excluded_paths=["/metrics"],
     )
 
 

@@ -8,9 +8,10 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from chatq import cache, celery_app, jobs, keys, metrics
+from chatq import cache, celery_app, jobs, keys
 from chatq.errors import ApiError
 from chatq.store import Created, CreateKind
+from web import metrics
 from web.context import Services
 
 log = logging.getLogger(__name__)

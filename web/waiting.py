@@ -12,6 +12,7 @@ from chatq import jobs, keys
 from chatq.errors import job_not_found
 from chatq.notify import Waiter
 from chatq.store import Event, parse_event
+from web import metrics
 from web.context import Services
 from web.params import jittered
 
@@ -49,7 +50,7 @@ def _park(
     if hold.timeout_s <= 0 or ready(value) or listener.stops(hold.through_drain):
         return value
     deadline = time.monotonic() + hold.timeout_s
-    with listener.waiting(job_id, hold.terminal_only) as waiter:
+    with listener.waiting(job_id, hold.terminal_only) as waiter, metrics.WAITERS.track_inprogress():
         # Re-read after registering: a change in between is seen here or wakes us.
         value = read(None)
         while not ready(value) and not listener.stops(hold.through_drain):
