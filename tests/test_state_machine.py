@@ -502,3 +502,29 @@ def test_a_follower_joining_a_running_job_starts_now_not_in_the_future(
                         fields={"result": "{}"})
     completed = float(client.hget(keys.job(follower["id"]), "completed_at") or 0)
     assert now - 1 <= started <= completed <= time.time() + 1, (now, started, completed)
+
+
+def test_a_leader_ends_with_one_copy_of_its_record_on_the_channel(
+    client: redis.Redis,
+) -> None:
+    """Followers' last notifications carry no record: a leader with many would flood it."""
+    store = Store(client, job_ttl_s=3600)
+    ids = [f"job_{'abc'[i]}{'n' * 31}" for i in range(3)]
+    for job_id in ids:
+        record = jobs.new_record(job_id, "alice", "fake", "interactive", {}, time.time())
+        store.create(record=record, lease_s=LEASE_S, flight="same")
+    assert store.claim(job_id=ids[0], run_id="r1", lease_s=LEASE_S).claimed
+    pubsub = client.pubsub()
+    pubsub.subscribe(keys.NOTIFY_CHANNEL)
+    assert pubsub.get_message(timeout=1)["type"] == "subscribe"
+    assert store.finish(job_id=ids[0], run_id="r1", status=jobs.COMPLETED,
+                        fields={"result": "{}"}, tail="a long answer")
+    messages = []
+    while (message := pubsub.get_message(timeout=0.5)) is not None:
+        messages.append(message["data"])
+    pubsub.close()
+    finals = [m.split(" ", 2) for m in messages if m.split(" ")[1] == jobs.COMPLETED]
+    assert sorted(f[0] for f in finals) == sorted(ids)
+    records = [json.loads(f[2]) for f in finals if len(f) == 3]
+    assert [r["id"] for r in records] == [ids[0]]
+    assert records[0]["output_text"] == "a long answer" and "request" not in records[0]

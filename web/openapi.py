@@ -65,6 +65,10 @@ _HEADERS: dict[str, Schema] = {
                            "schema": {"type": "string"}},
     "Chatq-Job-Id": {"description": "The id of the job behind this answer.",
                      "schema": {"type": "string"}},
+    "x-should-retry": {"description": "`false` on an error of a job that exists: chatq has "
+                                      "retried the upstream itself, and a resend would start "
+                                      "a second job (the OpenAI SDKs obey it).",
+                       "schema": {"type": "string", "enum": ["false"]}},
 }
 
 _BAD_BODY = ("`invalid_json`, `invalid_request`, `missing_field`, `invalid_wait`: the body is "
@@ -231,13 +235,21 @@ def _openai_paths() -> dict[str, Schema]:
                           "Location", "Preference-Applied"),
          **_error_responses((400, _BAD_JSON), 401,
                             (404, "`upstream_error`: the upstream does not know the model."),
-                            409, 413, (422, _REUSED_OR_CONTEXT), 429, 502, (503, _FULL),
+                            409, 413, (422, _REUSED_OR_CONTEXT), 429, 502,
+                            (503, _FULL + " `server_shutting_down`: this web is stopping and "
+                             "the job did not end within CHATQ_GRACEFUL_TIMEOUT; it goes on "
+                             "(its answer: `/v1/jobs/{id}/result`)."),
                             (504, _ERRORS[504] + " `job_timeout`: the job did not end within "
                              "CHATQ_JOB_TIMEOUT."))},
         _param("Prefer"), _param("IdempotencyKey"), body="ChatCompletionRequest",
         description="Decided by `stream` in the body, not by Accept. Runs as an `interactive` "
                     "job; held until it ends (up to CHATQ_JOB_TIMEOUT).",
     )
+    for status, response in completions["responses"].items():
+        if int(status) >= 400:  # a job's own failure names the job and forbids a resend
+            response.setdefault("headers", {}).update(
+                {h: {"$ref": f"#/components/headers/{h}"} for h in ("Chatq-Job-Id",
+                                                                     "x-should-retry")})
     return {"/v1/chat/completions": {"post": completions}}
 
 
