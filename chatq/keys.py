@@ -45,6 +45,12 @@ def idempotency(owner: str, idem_key: str) -> str:
     return f"{PREFIX}idem:{digest}"
 
 
+def outbox() -> str:
+    """Stream: "id", "status" of each ended job whose record has `announce` 1 (webhooks,
+    batches); read by the workers' relay through a consumer group; capped near 1,000,000."""
+    return PREFIX + "outbox"
+
+
 def leases() -> str:
     """Sorted set: job id -> Redis time by which its holder must have renewed it; no expiry."""
     return PREFIX + "leases"

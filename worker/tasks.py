@@ -12,7 +12,7 @@ from kombu.utils.compat import detect_environment
 
 from chatq import config, logs, redis_check, redis_conn
 from chatq.celery_app import RUN_JOB_TASK, make_celery
-from worker import metrics, pollfix
+from worker import metrics, pollfix, relay
 from worker.context import context
 from worker.monitor import Monitor
 from worker.runner import run_job
@@ -20,6 +20,7 @@ from worker.runner import run_job
 settings = config.load()
 app = make_celery(settings, max_connections=2 * settings.worker_concurrency + 20)
 _monitors: list[Monitor] = []
+_relays: list[relay.Relay] = []
 
 
 @app.task(name=RUN_JOB_TASK, ignore_result=True, acks_late=True)
@@ -78,6 +79,9 @@ def _start_monitor(**_: Any) -> None:
     monitor = Monitor(context(settings, app))
     monitor.start()
     _monitors.append(monitor)
+    if relay.HANDLERS:
+        _relays.append(relay.Relay(monitor.ctx, monitor.name))
+        _relays[-1].start()
     metrics.WORKER_SLOTS.set(settings.worker_concurrency)
 
 
@@ -86,3 +90,5 @@ def _stop_monitor(**_: Any) -> None:
     # Only once the pool has drained: running jobs keep their leases until they end.
     for monitor in _monitors:
         monitor.stop()
+    for each in _relays:
+        each.stop()

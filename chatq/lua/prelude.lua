@@ -115,6 +115,10 @@ local function close(id, status, t, ttl_s, reason, fields, publish_record)
   local message = id .. ' ' .. status
   if publish_record then message = message .. ' ' .. snapshot(id) end
   redis.call('PUBLISH', P .. 'notify', message)
+  -- Whoever must hear of this end for sure (a webhook, a batch) reads it from the outbox.
+  if redis.call('HGET', key, 'announce') == '1' then
+    redis.call('XADD', P .. 'outbox', 'MAXLEN', '~', 1000000, '*', 'id', id, 'status', status)
+  end
 end
 
 -- Ends a leader and its followers alike.

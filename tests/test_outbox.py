@@ -1,0 +1,66 @@
+"""The outbox: every end of an announced job is handed to a reader at least once, even when
+the reader that took it dies before acknowledging it."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import pytest
+import redis
+
+from chatq import jobs, keys
+from chatq.outbox import Outbox
+from chatq.store import Store
+from scripts.localredis import LocalRedis
+
+LEASE_S = 30.0
+
+
+@pytest.fixture
+def store() -> Iterator[Store]:
+    server = LocalRedis().start()
+    client = redis.Redis.from_url(server.url, decode_responses=True)
+    yield Store(client, job_ttl_s=3600)
+    client.close()
+    server.stop()
+
+
+def _job(store: Store, name: str, announce: bool) -> str:
+    job_id = f"job_{name:x<32}"
+    record = jobs.new_record(job_id, "alice", "fake", "interactive", {}, time.time())
+    if announce:
+        record["announce"] = "1"
+    store.create(record=record, lease_s=LEASE_S)
+    return job_id
+
+
+def test_each_way_an_announced_job_ends_is_in_the_outbox(store: Store) -> None:
+    done, failed, cancelled, quiet = (_job(store, n, n != "quiet")
+                                      for n in ("done", "failed", "cancelled", "quiet"))
+    for job_id in (done, failed, quiet):
+        assert store.claim(job_id=job_id, run_id="r", lease_s=LEASE_S).claimed
+    store.finish(job_id=done, run_id="r", status=jobs.COMPLETED, fields={"result": "{}"})
+    store.finish(job_id=quiet, run_id="r", status=jobs.COMPLETED, fields={"result": "{}"})
+    store.cancel(job_id=cancelled, lease_s=LEASE_S)
+    store.redis.zadd(keys.leases(), {failed: 0})  # its worker is lost, for good
+    store.sweep(lease_s=LEASE_S, resend_s=LEASE_S, max_takeovers=0)
+    entries = Outbox(store.redis, "reader").read(block_s=0.1)
+    assert {(e.job_id, e.status) for e in entries} == {
+        (done, jobs.COMPLETED), (failed, jobs.FAILED), (cancelled, jobs.CANCELLED)}
+
+
+def test_an_entry_a_reader_took_and_never_acknowledged_goes_to_another(store: Store) -> None:
+    job_id = _job(store, "taken", True)
+    store.claim(job_id=job_id, run_id="r", lease_s=LEASE_S)
+    store.finish(job_id=job_id, run_id="r", status=jobs.COMPLETED, fields={"result": "{}"})
+    dying = Outbox(store.redis, "dies-before-ack", claim_idle_s=0.2)
+    assert [e.job_id for e in dying.read(block_s=0.1)] == [job_id]
+    survivor = Outbox(store.redis, "survivor", claim_idle_s=0.2)
+    assert survivor.read(block_s=0.1) == []  # not yet: its reader may still be at it
+    time.sleep(0.3)
+    taken_over = survivor.read(block_s=0.1)
+    assert [e.job_id for e in taken_over] == [job_id]
+    survivor.ack(taken_over)
+    time.sleep(0.3)
+    assert survivor.read(block_s=0.1) == [] and store.redis.xlen(keys.outbox()) == 0
