@@ -40,11 +40,15 @@ deb-packages:
 up: venv
 	$(PY) -m scripts.up
 
+# Tests run in a random order that a fixed seed makes repeatable; the summary prints the seed.
+# `make test SEED=123` tries another order (or replays a failure's).
+SEED ?= 1
 test: deb-packages venv
-	$(PY) -m pytest -q -m "not slow"
+	$(PY) -m pytest -q -m "not slow" --random-order-bucket=module --random-order-seed=$(SEED) \
+		--durations=15
 
 test-slow: deb-packages venv
-	$(PY) -m pytest -q -m slow
+	$(PY) -m pytest -q -m slow --durations=15
 
 lint: venv
 	$(VENV)/bin/ruff check chatq web worker fakellm scripts tests
