@@ -209,8 +209,10 @@ def test_a_cache_hit_never_reaches_celery(redis_url: str, fakellm: str) -> None:
         s.stop()
 
 
+# 600 calls through at most 105 connections already rules out a connection per call; the
+# long run (slow) shows that the pool holds over 10,000.
 @pytest.mark.parametrize("count", [
-    2000, pytest.param(10_000, marks=pytest.mark.slow, id="10000"),
+    600, pytest.param(10_000, marks=pytest.mark.slow, id="10000"),
 ])
 def test_pooled_connections_serve_many_calls(
     short: Stack, upstreams: tuple[str, str], count: int
