@@ -17,8 +17,11 @@ import requests
 from scripts.localredis import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
-# One folder per test session, so that the secrets check reads only its own logs.
-LOG_DIR = ROOT / ".run" / "test-logs" / str(os.getpid())
+# One folder per test session, so that the secrets check reads only its own logs. A program a
+# test runs (the bench smoke test's `python -m bench`) inherits it, so its processes' logs are
+# checked too.
+LOG_DIR = Path(os.environ.setdefault(
+    "CHATQ_TEST_LOG_DIR", str(ROOT / ".run" / "test-logs" / str(os.getpid()))))
 
 
 def wait_until(check: Callable[[], Any], timeout_s: float, what: str, every_s: float = 0.05) -> Any:

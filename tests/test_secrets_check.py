@@ -7,11 +7,13 @@ one test writes a process log into that session's log folder (tests/procs.py LOG
 from __future__ import annotations
 
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from tests.procs import ALICE_KEY, ROOT, TEST_KEYS, UPSTREAM_KEY
+from tests.procs import ALICE_KEY, LOG_DIR, ROOT, TEST_KEYS, UPSTREAM_KEY
 
 CONFTEST = f"""
 import sys
@@ -32,7 +34,9 @@ def test_a_process_wrote_its_log():
 
 @pytest.fixture
 def pytester(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
-    """pytester whose inner sessions load no third-party plugin (they need none: seconds saved)."""
+    """pytester whose inner sessions have a log folder of their own and load no third-party
+    plugin (they need none: seconds saved)."""
+    monkeypatch.delenv("CHATQ_TEST_LOG_DIR")
     monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
     return pytester
 
@@ -59,6 +63,14 @@ def test_a_key_in_a_log_fails_the_session_naming_file_and_key(pytester: pytest.P
         assert (log_dir / "web-planted.log").exists(), "the evidence is kept"
     finally:
         shutil.rmtree(log_dir, ignore_errors=True)
+
+
+def test_the_log_folder_is_handed_to_programs_the_tests_run() -> None:
+    # `python -m bench` (tests/test_bench_smoke.py) starts chatq processes with the test keys.
+    code = "from tests.procs import LOG_DIR; print(LOG_DIR)"
+    child = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
+                           text=True, check=True)
+    assert Path(child.stdout.strip()) == LOG_DIR
 
 
 def test_clean_logs_pass_and_are_removed(pytester: pytest.Pytester) -> None:
