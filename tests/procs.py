@@ -17,8 +17,11 @@ import requests
 from scripts.localredis import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
-# One folder per test session, so that the secrets check reads only its own logs.
-LOG_DIR = ROOT / ".run" / "test-logs" / str(os.getpid())
+# One folder per test session, so that the secrets check reads only its own logs. A program a
+# test runs (the bench smoke test's `python -m bench`) inherits it, so its processes' logs are
+# checked too.
+LOG_DIR = Path(os.environ.setdefault(
+    "CHATQ_TEST_LOG_DIR", str(ROOT / ".run" / "test-logs" / str(os.getpid()))))
 
 
 def wait_until(check: Callable[[], Any], timeout_s: float, what: str, every_s: float = 0.05) -> Any:
@@ -118,10 +121,21 @@ def base_env(redis_url: str, upstream_url: str, **overrides: str) -> dict[str, s
     return env
 
 
-# Test-only keys; they are checked never to appear in any log.
+# Test-only keys; the session fails if one appears in any log (tests/conftest.py).
 ALICE_KEY = "sk-test-alice-0f3a9c5e7b21"
 BOB_KEY = "sk-test-bob-77d1e04c9a6f"
 UPSTREAM_KEY = "sk-test-upstream-5be2c8a41d93"
+TEST_KEYS = {"alice": ALICE_KEY, "bob": BOB_KEY, "upstream": UPSTREAM_KEY}
+
+
+def leaked_keys(log_dir: Path) -> list[tuple[Path, str]]:
+    """(log file, key name) for every test key found in a log of `log_dir`."""
+    logs = sorted(log_dir.glob("*.log")) if log_dir.is_dir() else []
+    leaks = []
+    for path in logs:
+        text = path.read_text(errors="replace")
+        leaks += [(path, name) for name, key in TEST_KEYS.items() if key in text]
+    return leaks
 
 
 def start_fakellm() -> tuple[Proc, str]:

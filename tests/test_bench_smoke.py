@@ -1,7 +1,9 @@
 """A smoke run of the benchmark harness at tiny sizes (`python -m bench --quick`).
 
-Not marked slow, so it is part of `make test`. It checks that every section produces its
-numbers, never how fast anything is: times on a shared 2-core machine are noise.
+It checks that sections produce their numbers, never how fast anything is: times on a shared
+2-core machine are noise. `make test` runs the cheap sections (about 10 s: the report, the
+targets table and the plots all come out of a partial run too); `make test-slow` runs every
+section (about a minute).
 """
 
 from __future__ import annotations
@@ -11,6 +13,8 @@ import subprocess
 import sys
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from bench.sections.registry import SECTIONS
 from bench.targets import dig
@@ -37,9 +41,14 @@ NUMBERS: dict[str, list[tuple[Any, ...]]] = {
 }
 
 
-def _quick_run(out: Path) -> dict[str, Any]:
+# The sections that start no stack of their own: seconds, not a minute.
+CHEAP = ("gthread", "tokens", "pooling", "cache", "connections")
+
+
+def _quick_run(out: Path, *only: str) -> dict[str, Any]:
+    command = [sys.executable, "-m", "bench", "--quick", "--out", str(out)]
     done = subprocess.run(
-        [sys.executable, "-m", "bench", "--quick", "--out", str(out)],
+        command + (["--only", ",".join(only)] if only else []),
         cwd=ROOT, capture_output=True, text=True, timeout=280,
     )
     assert done.returncode == 0, done.stderr[-4000:]
@@ -47,14 +56,29 @@ def _quick_run(out: Path) -> dict[str, Any]:
     return dict(json.loads(out.read_text()))
 
 
+def _assert_numbers(sections: dict[str, Any]) -> None:
+    for name in sections:
+        for path in NUMBERS.get(name, []):
+            value = dig(sections[name], *path)
+            assert isinstance(value, int | float), f"{name}: {path} is {value!r}"
+
+
+def test_quick_bench_of_the_cheap_sections_yields_their_numbers(tmp_path: Path) -> None:
+    data = _quick_run(tmp_path / "latest.json", *CHEAP)
+    sections = data["sections"]
+    assert set(sections) == set(CHEAP)
+    _assert_numbers(sections)
+    measured = [row for row in data["targets"] if row["reached"] != "not measured in this run"]
+    assert measured and all(row["reached"] for row in measured)
+    assert list((tmp_path / "plots").glob("*.png"))
+
+
+@pytest.mark.slow
 def test_quick_bench_yields_every_sections_numbers(tmp_path: Path) -> None:
     data = _quick_run(tmp_path / "latest.json")
     sections = data["sections"]
     assert set(sections) == set(SECTIONS)
-    for name, paths in NUMBERS.items():
-        for path in paths:
-            value = dig(sections[name], *path)
-            assert isinstance(value, int | float), f"{name}: {path} is {value!r}"
+    _assert_numbers(sections)
     assert sections["memory"]["cleaned"] is True
     assert sections["cache"]["status"] in ("measured", "todo")
     if sections["cache"]["status"] == "measured":

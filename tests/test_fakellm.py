@@ -16,7 +16,8 @@ import pytest
 import requests
 
 from tests import openai_schemas
-from tests.openai_schemas import SCHEMAS, Validate
+from tests.openai_schemas import Validate
+from tests.procs import wait_until
 
 REPO = Path(__file__).resolve().parents[1]
 API_KEY = "sk-fakellm-test-secret-4242"
@@ -96,16 +97,18 @@ def keyed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FakeServer]:
 @pytest.fixture
 def validate() -> Validate:
     """Validate an instance strictly against one of OpenAI's published schemas."""
-    if not SCHEMAS.exists():
-        pytest.skip(f"OpenAI's schemas are not at {SCHEMAS}")
-
     return openai_schemas.check
+
+
+def sse_data(response: requests.Response) -> Iterator[str]:
+    """The `data:` payloads of a server-sent-events response, each as soon as it arrives."""
+    lines = (line.decode() for line in response.iter_lines(chunk_size=None) if line)
+    yield from (line.removeprefix("data: ") for line in lines if line.startswith("data: "))
 
 
 def data_lines(response: requests.Response) -> list[str]:
     """The `data:` payloads of a server-sent-events response, in order."""
-    lines = (line.decode() for line in response.iter_lines() if line)
-    return [line.removeprefix("data: ") for line in lines if line.startswith("data: ")]
+    return list(sse_data(response))
 
 
 def stream_chunks(server: FakeServer, model: str, text: str = "hello fake world") -> list[Any]:
@@ -235,6 +238,10 @@ def test_tokens_knob_generates_n_words_deterministically(fake: FakeServer) -> No
     assert fake.chat("fake:tokens=0").json()["choices"][0]["message"]["content"] == ""
 
 
+# Pacing is asserted by lower bounds only: a loaded machine can make a token late, never early.
+# How closely fakellm keeps to its pace is no claim of the suite.
+
+
 def test_ttft_and_tps_pace_the_stream(fake: FakeServer) -> None:
     start = time.monotonic()
     response = requests.post(
@@ -243,22 +250,20 @@ def test_ttft_and_tps_pace_the_stream(fake: FakeServer) -> None:
         stream=True,
         timeout=10,
     )
-    headers_s = time.monotonic() - start
     content_times = []
-    for line in data_lines(response):
+    for line in sse_data(response):
         if line != "[DONE]" and json.loads(line)["choices"][0]["delta"].get("content"):
             content_times.append(time.monotonic() - start)
-    assert headers_s < 0.4
+    # Eleven tokens, each in a chunk of its own: the first after 0.5 s, ten more at 20/s.
     assert len(content_times) == 11
-    assert 0.45 <= content_times[0] < 1.5
-    # The first token at 0.5 s, then ten more at 20 per second.
-    assert 0.95 <= content_times[-1] < 3.0
+    assert content_times[0] >= 0.45
+    assert content_times[-1] - content_times[0] >= 10 / 20 - 0.05
 
 
 def test_ttft_and_tps_delay_a_non_streamed_answer(fake: FakeServer) -> None:
     start = time.monotonic()
     assert fake.chat("fake:ttft=0.2,tps=20,tokens=5").status_code == 200
-    assert 0.35 <= time.monotonic() - start < 2.0
+    assert time.monotonic() - start >= 0.2 + 4 / 20 - 0.05
 
 
 def test_fail_first_fails_then_succeeds_with_retry_after(
@@ -363,10 +368,8 @@ def test_hang_never_answers_until_the_client_leaves(fake: FakeServer) -> None:
             client.post(
                 f"{fake.url}/v1/chat/completions", json=body("fake:hang=1"), timeout=(2, 0.5)
             )
-        deadline = time.monotonic() + 3
-        while stats(observer, fake)["connections_active"] != active_before:
-            assert time.monotonic() < deadline, "the hung connection was never released"
-            time.sleep(0.05)
+        wait_until(lambda: stats(observer, fake)["connections_active"] == active_before,
+                   15, "the hung connection to be released")
 
 
 def test_drop_after_cuts_the_stream_after_n_tokens(fake: FakeServer) -> None:

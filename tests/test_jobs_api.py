@@ -41,20 +41,25 @@ def test_prefer_wait_header_is_honoured_and_query_wins(stack: Stack) -> None:
     r = s.post(f"{stack.url}/v1/jobs", json=body, headers={"Prefer": "wait=10"}, timeout=20)
     assert r.status_code == 200 and r.headers["Preference-Applied"] == "wait=10"
     job_id = stack.submit("slow", model=SLOW).json()["id"]
-    t0 = time.monotonic()
     r = s.get(f"{stack.url}/v1/jobs/{job_id}", params={"wait": "0.4"},
               headers={"Prefer": "wait=30"}, timeout=20)
-    assert r.status_code == 202 and time.monotonic() - t0 < 2
+    # The job takes 10 s: a 202 means the 0.4 s of the query ran out, not the header's 30 s.
+    assert r.status_code == 202 and r.json()["status"] in ("queued", "in_progress")
     assert r.headers["Preference-Applied"] == "wait=0.4"
+    s.post(f"{stack.url}/v1/jobs/{job_id}/cancel", timeout=10)
 
 
-def test_wait_runs_out_within_its_jittered_bounds(stack: Stack) -> None:
+def test_a_wait_that_runs_out_answers_202_with_the_job_as_it_is(stack: Stack) -> None:
     job_id = stack.submit("slow", model=SLOW).json()["id"]
     t0 = time.monotonic()
     r = stack.get(job_id, wait=1.6)
-    elapsed = time.monotonic() - t0
+    held_s = time.monotonic() - t0
     assert r.status_code == 202 and r.json()["status"] in ("queued", "in_progress")
-    assert 1.6 * 15 / 16 - 0.05 <= elapsed < 1.6 + 0.5
+    assert r.headers["Preference-Applied"] == "wait=1.6"
+    # Held for the wait, not answered at once (a lower bound: load can only lengthen it; the
+    # jitter's bounds are tested on web.params.jittered in tests/test_app_requests.py).
+    assert held_s >= 1.6 * 15 / 16 - 0.05
+    stack.session().post(f"{stack.url}/v1/jobs/{job_id}/cancel", timeout=10)
 
 
 def test_wait_is_capped_at_the_maximum(stack: Stack) -> None:
@@ -63,13 +68,13 @@ def test_wait_is_capped_at_the_maximum(stack: Stack) -> None:
     assert r.status_code == 200 and r.headers["Preference-Applied"] == "wait=55"
 
 
-def test_long_poll_wakes_within_milliseconds_of_the_end(stack: Stack) -> None:
+def test_long_poll_is_woken_by_the_end_of_the_job(stack: Stack) -> None:
     job_id = stack.submit("x", model="fake:ttft=1.0").json()["id"]
     r = stack.get(job_id, wait=30)
-    assert r.status_code == 200
-    ended = r.json()["completed_at"]
-    # Measured on the server's clock: the answer left well before any polling interval.
-    assert time.time() - ended < 0.5
+    # A 200 with the finished job: the end woke the request, not its 30 s running out.
+    # How fast it wakes is measured by bench/ (waiters section), not asserted here.
+    assert r.status_code == 200 and r.json()["status"] == "completed"
+    assert r.json()["output_text"] == "x"
 
 
 def test_partial_output_grows_while_in_progress(stack: Stack) -> None:

@@ -14,12 +14,6 @@ from tests.conftest import Stack
 from tests.procs import ALICE_KEY
 
 
-@pytest.fixture(autouse=True)
-def _schemas() -> None:
-    if not openai_schemas.SCHEMAS.exists():
-        pytest.fail(f"OpenAI's schemas are missing at {openai_schemas.SCHEMAS}")
-
-
 def _client(stack: Stack, key: str = ALICE_KEY) -> openai.OpenAI:
     return openai.OpenAI(base_url=f"{stack.url}/v1", api_key=key, max_retries=0, timeout=60)
 

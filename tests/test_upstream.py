@@ -67,25 +67,28 @@ def _body(content: str, model: str = "fake", **extra: Any) -> dict[str, Any]:
 
 
 def test_429_is_retried_after_its_retry_after(short: Stack) -> None:
-    t0 = time.monotonic()
     job = short.submit("x", model="fake:status=429,fail_first=1,retry_after=1", wait=10).json()
     assert job["status"] == "completed" and job["attempts"] == 2
-    assert time.monotonic() - t0 >= 1.0
+    # The job's own times: the second attempt waited out Retry-After (1 s), not the 0.05 s
+    # backoff of CHATQ_RETRY_BASE (a lower bound: load can only lengthen it).
+    assert job["completed_at"] - job["started_at"] >= 1.0
 
 
 def test_a_permanent_400_fails_at_once(short: Stack) -> None:
-    t0 = time.monotonic()
-    job = short.submit("x", model="fake:status=400", wait=10).json()
-    assert job["status"] == "failed" and job["attempts"] == 1
-    assert time.monotonic() - t0 < 0.5
+    r = short.submit("x", model="fake:status=400", wait=10)
+    job = r.json()
+    # One call, no retry: `attempts` counts the calls made to the upstream.
+    assert r.status_code == 200 and job["status"] == "failed" and job["attempts"] == 1
+    assert job["error"]["code"] == "upstream_error" and "400" in job["error"]["message"]
 
 
 @pytest.mark.parametrize("knobs", ["garbage=1", "hang=1", "tps=5,tokens=50,drop_after=3"])
 def test_faulty_upstreams_end_terminal_within_the_deadline(short: Stack, knobs: str) -> None:
-    t0 = time.monotonic()
-    job = short.submit("x", model=f"fake:{knobs}", wait=20).json()
-    assert job["status"] == "failed", job
-    assert time.monotonic() - t0 < 6 + 2
+    r = short.submit("x", model=f"fake:{knobs}", wait=20)
+    job = r.json()
+    # 200: the job ended (by its 6 s CHATQ_JOB_TIMEOUT at the latest) before the 20 s wait did.
+    assert r.status_code == 200 and job["status"] == "failed", job
+    assert 1 <= job["attempts"] <= int(SHORT["CHATQ_UPSTREAM_MAX_ATTEMPTS"])
     assert job["error"]["code"] in ("upstream_error", "upstream_timeout",
                                     "upstream_invalid_response")
     assert "Traceback" not in json.dumps(job)
@@ -127,9 +130,9 @@ def test_identical_concurrent_submissions_reach_the_upstream_once(
 def test_a_repeated_deterministic_request_is_a_cache_hit(short: Stack) -> None:
     body = _body(f"cache me {time.time()}", temperature=0)
     first = short.session().post(f"{short.url}/v1/jobs?wait=10", json=body, timeout=20).json()
-    t0 = time.monotonic()
     r = short.session().post(f"{short.url}/v1/jobs", json=body, timeout=20)
-    assert r.status_code == 200 and time.monotonic() - t0 < 0.5
+    # 200 without a wait: answered at submit, completed, never queued.
+    assert r.status_code == 200
     hit = r.json()
     assert hit["cached"] is True and hit["attempts"] == 0 and hit["id"] != first["id"]
     assert hit["result"] == first["result"] and hit["output_text"] == first["output_text"]
@@ -205,8 +208,10 @@ def test_a_cache_hit_never_reaches_celery(redis_url: str, fakellm: str) -> None:
         s.stop()
 
 
+# 600 calls through at most 105 connections already rules out a connection per call; the
+# long run (slow) shows that the pool holds over 10,000.
 @pytest.mark.parametrize("count", [
-    2000, pytest.param(10_000, marks=pytest.mark.slow, id="10000"),
+    600, pytest.param(10_000, marks=pytest.mark.slow, id="10000"),
 ])
 def test_pooled_connections_serve_many_calls(
     short: Stack, upstreams: tuple[str, str], count: int
