@@ -44,34 +44,39 @@ def test_waiters_on_a_queued_job_are_woken_by_its_cancel(web_only: Stack) -> Non
     from concurrent.futures import ThreadPoolExecutor
 
     job_id = web_only.submit("x").json()["id"]
+    url = f"{web_only.url}/v1/jobs/{job_id}"
+    session = web_only.session()
     with ThreadPoolExecutor(4) as pool:
-        waits = [pool.submit(web_only.get, job_id, wait=30) for _ in range(4)]
-        time.sleep(0.5)
-        t0 = time.monotonic()
-        web_only.session().post(f"{web_only.url}/v1/jobs/{job_id}/cancel", timeout=10)
+        # Waits of 50 s that the client gives up after 20: only the cancel can end them.
+        waits = [pool.submit(session.get, url, params={"wait": 50}, timeout=20)
+                 for _ in range(4)]
+        wait_until(lambda: _waiters(web_only) >= 4, 10, "four parked waits")
+        web_only.session().post(f"{url}/cancel", timeout=10)
         answers = [w.result() for w in waits]
-    assert time.monotonic() - t0 < 1.0
-    assert [a.json()["status"] for a in answers] == ["cancelled"] * 4
+    assert [(a.status_code, a.json()["status"]) for a in answers] == [(200, "cancelled")] * 4
 
 
-def test_jobs_of_a_killed_worker_finish_on_another_within_30s(
-    redis_url: str, fakellm: str
-) -> None:
-    s = start_stack(_db(redis_url, 4), fakellm, workers=1)
+def _waiters(s: Stack) -> float:
+    """The web's gauge of parked long-polls."""
+    for line in requests.get(f"{s.url}/metrics", timeout=5).text.splitlines():
+        if line.startswith("chatq_longpoll_waiters"):
+            return float(line.rsplit(" ", 1)[1])
+    return 0.0
+
+
+def test_jobs_of_a_killed_worker_finish_on_another(redis_url: str, fakellm: str) -> None:
+    s = start_stack(_db(redis_url, 4), fakellm, workers=1, CHATQ_LEASE="2")
     try:
         s.redis.flushdb()
-        model = "fake:ttft=0.3,tps=5,tokens=40"
+        model = "fake:ttft=0.3,tps=10,tokens=30"
         ids = [s.submit(f"job {i}", model=model).json()["id"] for i in range(30)]
         wait_until(lambda: all(s.get(i).json()["output_text"] for i in ids), 20, "all streaming")
         s.procs[0].kill()
-        killed_at = time.monotonic()
         s.procs.append(start_worker(s.env, ""))
         for job_id in ids:
-            left_s = 30 - (time.monotonic() - killed_at)
-            job = s.get(job_id, wait=max(0.1, left_s)).json()
+            job = s.get(job_id, wait=30).json()
             assert job["status"] == "completed", job
-            assert len(job["output_text"].split()) == 40
-        assert time.monotonic() - killed_at < 30
+            assert len(job["output_text"].split()) == 30
         events = s.redis.xrange(keys.events(ids[0]))
         assert any(fields["t"] == "reset" for _, fields in events)
         assert s.redis.zcard(keys.leases()) == 0
