@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import gc
 import time
+from collections import deque
 from typing import Any
 
 from prometheus_client import Histogram
@@ -17,6 +18,9 @@ GC_PAUSE = Histogram(
     ["generation"], buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1),
 )
 _started = 0.0
+# Pauses timed but not yet observed. The callback runs inside whatever code allocated, which
+# may hold a metric's lock: taking that lock there would deadlock, so it only appends here.
+_pending: deque[tuple[str, float]] = deque(maxlen=10_000)
 
 
 def _timed(phase: str, info: dict[str, Any]) -> None:
@@ -24,7 +28,14 @@ def _timed(phase: str, info: dict[str, Any]) -> None:
     if phase == "start":
         _started = time.perf_counter()
     else:
-        GC_PAUSE.labels(str(info["generation"])).observe(time.perf_counter() - _started)
+        _pending.append((str(info["generation"]), time.perf_counter() - _started))
+
+
+def flush() -> None:
+    """Observe the pauses timed since the last flush (call it from ordinary code)."""
+    while _pending:
+        generation, paused_s = _pending.popleft()
+        GC_PAUSE.labels(generation).observe(paused_s)
 
 
 def install() -> None:

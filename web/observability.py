@@ -13,7 +13,7 @@ from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.registry import Collector
 from prometheus_flask_exporter import PrometheusMetrics
 
-from chatq import queue_stats
+from chatq import gcpause, queue_stats
 from chatq.metrics import LATENCY_BUCKETS_S
 from chatq.redis_conn import BACKEND_ERRORS
 from web import metrics
@@ -85,6 +85,7 @@ def _started() -> None:
 def _finished(response: Response) -> Response:
     duration_ms = (time.perf_counter() - g.pop("chatq_started", time.perf_counter())) * 1000
     metrics.HTTP_IN_PROGRESS.dec()
+    gcpause.flush()
     if request.path != "/metrics":
         context = {
             "method": request.method, "path": endpoint(), "status": response.status_code,

@@ -9,7 +9,7 @@ import socket
 import threading
 import time
 
-from chatq import celery_app, keys
+from chatq import celery_app, gcpause, keys
 from chatq.broker import Broker
 from chatq.redis_conn import BACKEND_ERRORS, is_backend_error
 from chatq.store import LeaseState, SweepOutcome
@@ -53,6 +53,7 @@ class Monitor:
             ticks += 1
             try:
                 self.heartbeat()
+                gcpause.flush()
                 if not self.connected_since:
                     self.connected_since = time.monotonic()
                 if ticks % SWEEP_EVERY_TICKS == 0 and self.trusts_leases():
