@@ -3,6 +3,7 @@ verifies every delivery with the standardwebhooks package and the openai SDK."""
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterator
 from dataclasses import replace
@@ -10,6 +11,9 @@ from typing import Any
 
 import pytest
 import requests
+from jsonschema import Draft202012Validator
+from referencing import Registry, Resource
+from referencing.jsonschema import DRAFT202012
 
 from chatq import jobs, keys
 from chatq.store import Store
@@ -18,6 +22,7 @@ from scripts.localredis import LocalRedis
 from tests.conftest import Stack, start_stack
 from tests.procs import ALICE_KEY, BOB_KEY, wait_until
 from tests.webhook_receiver import Answer, Receiver, refuse, verify
+from web.openapi import document
 
 CONFIG_SECRETS = (new_secret(), new_secret())
 
@@ -83,6 +88,15 @@ def _outbox_drained(stack: Stack) -> None:
     wait_until(lambda: stack.redis.xlen(keys.outbox()) == 0, 20, "the outbox handled")
 
 
+def _valid(name: str, value: Any) -> None:
+    """`value` matches the component schema `name` of /openapi.json."""
+    doc = document()
+    resource = Resource.from_contents(doc, default_specification=DRAFT202012)
+    registry: Registry[Any] = Registry().with_resource("urn:doc", resource)
+    Draft202012Validator({"$ref": f"urn:doc#/components/schemas/{name}"},
+                         registry=registry).validate(value)
+
+
 def _worker_metrics(stack: Stack) -> str:
     bind = stack.procs[0].env["CHATQ_WORKER_METRICS_BIND"]
     return requests.get(f"http://{bind}/metrics", timeout=5).text
@@ -99,9 +113,12 @@ def test_a_key_s_endpoint_hears_of_its_job_verified_by_both_libraries(
     assert delivery["status"] == "delivered" and delivery["event"]["id"] == event.id
     assert [(a["outcome"], a["status_code"]) for a in delivery["attempts"]] == [
         ("delivered", 200)]
-    listed = hooks.session(BOB_KEY).get(f"{hooks.url}/v1/webhooks", timeout=10).json()["data"]
-    assert [e["id"] for e in listed] == [endpoint["id"]]
-    assert "signing_secret" not in listed[0]
+    listed = hooks.session(BOB_KEY).get(f"{hooks.url}/v1/webhooks", timeout=10).json()
+    assert [e["id"] for e in listed["data"]] == [endpoint["id"]]
+    _valid("WebhookEndpointWithSecret", endpoint)
+    _valid("WebhookEndpointList", listed)
+    _valid("WebhookDelivery", delivery)
+    _valid("WebhookEvent", json.loads(got.body))
     assert re.search(r'chatq_webhook_attempts_total\{outcome="delivered"\} [1-9]',
                      _worker_metrics(hooks))
 
