@@ -84,7 +84,7 @@ class _Guard:
 
 
 def guarded_session(allow_private: bool, pool_size: int = 10) -> requests.Session:
-    """A session that never follows redirects' hosts unchecked, ignores proxy variables, and
+    """A session that ignores proxy variables (a proxy would resolve names unchecked) and
     connects only where `address_allowed` says (anywhere when `allow_private`)."""
     guard = type("Guard", (_Guard,), {"allow_private": allow_private})
     http_conn = type("GuardedHTTPConnection", (guard, HTTPConnection), {})
