@@ -10,6 +10,10 @@ from chatq.redis_conn import tls_options
 
 RUN_JOB_TASK = "chatq.run_job"
 QUEUES = ("interactive", "batch")
+# Webhook deliveries: a queue of their own, consumed after the job queues, never counted
+# in their depths (QUEUES is for job queues only).
+WEBHOOK_TASK = "chatq.deliver_webhook"
+WEBHOOK_QUEUE = "webhooks"
 
 
 def make_celery(settings: Settings, max_connections: int = 200) -> Celery:
@@ -22,7 +26,8 @@ def make_celery(settings: Settings, max_connections: int = 200) -> Celery:
         worker_prefetch_multiplier=1,
         task_serializer="json",
         accept_content=["json"],
-        task_queues=[Queue(name, Exchange(name), routing_key=name) for name in QUEUES],
+        task_queues=[Queue(name, Exchange(name), routing_key=name)
+                     for name in (*QUEUES, WEBHOOK_QUEUE)],
         task_default_queue=QUEUES[0],
         task_create_missing_queues=False,
         worker_hijack_root_logger=False,
@@ -62,4 +67,12 @@ def enqueue(app: Celery, job_id: str, priority: str) -> None:
     app.send_task(
         RUN_JOB_TASK, args=[job_id], task_id=job_id, queue=priority, routing_key=priority,
         retry=True,
+    )
+
+
+def enqueue_webhook(app: Celery, delivery_id: str, token: str) -> None:
+    """Send the message of one attempt of a delivery: its id and dispatch token only."""
+    app.send_task(
+        WEBHOOK_TASK, args=[delivery_id, token], queue=WEBHOOK_QUEUE,
+        routing_key=WEBHOOK_QUEUE, retry=True,
     )

@@ -8,6 +8,9 @@ import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
+from typing import Any
+
+from chatq.webhooks_config import WebhookConfig, parse_webhooks
 
 
 class ConfigError(ValueError):
@@ -69,6 +72,11 @@ class Settings:
     max_followers: int = 100
     max_n: int = 8
     max_output_tokens: int = 0
+    webhooks: tuple[WebhookConfig, ...] = ()
+    webhook_allow_private: bool = False
+    webhook_timeout_s: float = 15.0
+    webhook_retry_scale: float = 1.0
+    webhook_log_ttl_s: int = 604800
 
     def __repr__(self) -> str:
         """Every field, with keys masked and URL passwords hidden: safe to log or print."""
@@ -253,4 +261,24 @@ def load(env: Mapping[str, str] | None = None) -> Settings:
         max_followers=_int(e, "CHATQ_MAX_FOLLOWERS", d.max_followers),
         max_n=_int(e, "CHATQ_MAX_N", d.max_n),
         max_output_tokens=_int(e, "CHATQ_MAX_OUTPUT_TOKENS", d.max_output_tokens),
+        **_webhook_settings(e, d),
     )
+
+
+def _webhooks(raw: str, owners: set[str]) -> tuple[WebhookConfig, ...]:
+    try:
+        return parse_webhooks(raw, owners)
+    except ValueError as exc:  # its message names the entry, never its secret
+        raise ConfigError(f"CHATQ_WEBHOOKS: {exc}") from None
+
+
+def _webhook_settings(e: Mapping[str, str], d: Settings) -> dict[str, Any]:
+    """The CHATQ_WEBHOOK* settings (endpoints from configuration, delivery knobs)."""
+    owners = {name for name, _ in parse_api_keys(e.get("CHATQ_API_KEYS", ""))}
+    return {
+        "webhooks": _webhooks(e.get("CHATQ_WEBHOOKS", ""), owners),
+        "webhook_allow_private": _bool(e, "CHATQ_WEBHOOK_ALLOW_PRIVATE", d.webhook_allow_private),
+        "webhook_timeout_s": _float(e, "CHATQ_WEBHOOK_TIMEOUT", d.webhook_timeout_s, 0.1),
+        "webhook_retry_scale": _float(e, "CHATQ_WEBHOOK_RETRY_SCALE", d.webhook_retry_scale),
+        "webhook_log_ttl_s": _int(e, "CHATQ_WEBHOOK_LOG_TTL", d.webhook_log_ttl_s, 86400),
+    }

@@ -84,3 +84,42 @@ def inflight(cache_key: str) -> str:
 def cache(cache_key: str) -> str:
     """String: a completed result (chat.completion JSON); expires after its cache TTL."""
     return f"{PREFIX}cache:{cache_key}"
+
+
+# Webhooks. Endpoints made through the API live in Redis; those of CHATQ_WEBHOOKS only in the
+# settings, but their disabled state and delivery logs live here too. The Lua scripts of
+# chatq/lua/webhook_*.lua build the same names.
+
+
+def webhook(endpoint_id: str) -> str:
+    """Hash: an endpoint made through the API (owner, url, name, event types, signing
+    secrets as JSON, times); no expiry, deleted with the endpoint."""
+    return f"{PREFIX}webhooks:endpoint:{endpoint_id}"
+
+
+def webhooks_of(owner: str) -> str:
+    """Set: the ids of the endpoints a key name made through the API; no expiry."""
+    return f"{PREFIX}webhooks:owner:{owner}"
+
+
+def webhooks_disabled() -> str:
+    """Hash: endpoint id -> why it was disabled (JSON: reason, Redis time); no expiry."""
+    return PREFIX + "webhooks:disabled"
+
+
+def webhook_delivery(delivery_id: str) -> str:
+    """Hash: one delivery (endpoint, event, payload, status, attempts as JSON, dispatch token);
+    expires CHATQ_WEBHOOK_LOG_TTL s after its last change."""
+    return f"{PREFIX}webhooks:delivery:{delivery_id}"
+
+
+def webhook_deliveries(endpoint_id: str) -> str:
+    """Sorted set: an endpoint's delivery ids -> Redis time made; the newest 1,000, none older
+    than CHATQ_WEBHOOK_LOG_TTL s; deleted with the endpoint."""
+    return f"{PREFIX}webhooks:log:{endpoint_id}"
+
+
+def webhooks_due() -> str:
+    """Sorted set: delivery id -> Redis time its next attempt is due (or, once handed to a
+    worker, when that worker's hold runs out); no expiry."""
+    return PREFIX + "webhooks:due"

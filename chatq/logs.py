@@ -12,6 +12,7 @@ REDACTED = "[REDACTED]"
 _PATTERNS = [
     re.compile(r"\bsk-[A-Za-z0-9_\-]{4,}"),
     re.compile(r"(?i)\bbearer\s+[^\s\"',;]+"),
+    re.compile(r"\bwhsec_[A-Za-z0-9+/=]{4,}"),  # webhook signing secrets
 ]
 
 

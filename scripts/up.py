@@ -193,10 +193,13 @@ class Stack:
             self.env["CHATQ_DEFAULT_MODEL"] = "fake"
 
     def ensure_key(self) -> None:
-        """Make up a key named `demo` unless CHATQ_API_KEYS is set."""
+        """Make up a key named `demo` unless CHATQ_API_KEYS is set; let webhooks reach loopback."""
         if unset(self.env, "CHATQ_API_KEYS"):
             self.generated_key = secrets.token_urlsafe(24)
             self.env["CHATQ_API_KEYS"] = f"demo:{self.generated_key}"
+        if unset(self.env, "CHATQ_WEBHOOK_ALLOW_PRIVATE"):
+            # Everything of the demo is on this machine, the README's webhook receiver too.
+            self.env["CHATQ_WEBHOOK_ALLOW_PRIVATE"] = "1"
 
     def choose_ports(self) -> str:
         """Set the web's and the worker's addresses unless given; answer the web's base URL."""

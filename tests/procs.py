@@ -115,6 +115,8 @@ def base_env(redis_url: str, upstream_url: str, **overrides: str) -> dict[str, s
         CHATQ_LOG_LEVEL="INFO",
         # Idle keep-alive connections would hold a stopping web for the whole grace period.
         CHATQ_GRACEFUL_TIMEOUT="2",
+        # Webhook receivers of the tests (and the README's) listen on loopback.
+        CHATQ_WEBHOOK_ALLOW_PRIVATE="1",
         PYTHONUNBUFFERED="1",
     )
     env.update(overrides)

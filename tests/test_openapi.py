@@ -29,6 +29,12 @@ CONTRACT_PATHS = {
     "/metrics": {"get"},
     "/openapi.json": {"get"},
     "/": {"get"},
+    "/v1/webhooks": {"post", "get"},
+    "/v1/webhooks/{webhook_id}": {"get", "delete"},
+    "/v1/webhooks/{webhook_id}/rotate_secret": {"post"},
+    "/v1/webhooks/{webhook_id}/enable": {"post"},
+    "/v1/webhooks/{webhook_id}/deliveries": {"get"},
+    "/v1/webhooks/{webhook_id}/deliveries/{delivery_id}/replay": {"post"},
 }
 OPEN_PATHS = {"/healthz", "/readyz", "/metrics", "/openapi.json", "/"}
 

@@ -98,11 +98,18 @@ def _sdk(out: str) -> None:
     assert len(WORDS.findall(lines[1])) == 6, out
 
 
+def _webhooks(out: str) -> None:
+    assert re.search(r"^verified \{", out, re.MULTILINE), out
+    assert re.search(r'"status"\s*:\s*"delivered"', out), out
+    assert re.search(r'"replay_of"\s*:\s*"dlv_', out), out
+
+
 EXPECT = {
     "curl: submit, long-poll, result": _curl_job,
     "curl: the answer as it grows (events cursor)": _events_cursor,
     "curl -N: Server-Sent Events": _sse,
     "The OpenAI Python SDK": _sdk,
+    "curl with webhooks: be told when a job ends": _webhooks,
 }
 
 

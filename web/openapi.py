@@ -6,6 +6,7 @@ import copy
 from typing import Any
 
 from chatq.config import Settings
+from web import openapi_webhooks
 from web.openapi_schemas import PRIORITIES, Schema, ref, schemas
 
 _DESCRIPTION = """\
@@ -309,10 +310,12 @@ def document(settings: Settings | None = None) -> dict[str, Any]:
         "openapi": "3.1.0",
         "info": {"title": "chatq", "version": "0.1.0", "description": _DESCRIPTION},
         "servers": [{"url": "/"}],
-        "paths": _secured({**_job_paths(), **_reading_paths(), **_openai_paths(),
-                           **_listing_paths(), **_ops_paths()}),
+        "paths": _secured(openapi_webhooks.add_header({
+            **_job_paths(), **_reading_paths(), **_openai_paths(), **_listing_paths(),
+            **_ops_paths(), **openapi_webhooks.paths()})),
+        "webhooks": openapi_webhooks.events(),
         "components": {
-            "schemas": schemas(settings),
+            "schemas": {**schemas(settings), **openapi_webhooks.schemas()},
             "parameters": copy.deepcopy(_PARAMETERS),
             "headers": copy.deepcopy(_HEADERS),
             "securitySchemes": {"bearerAuth": {

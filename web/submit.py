@@ -13,6 +13,7 @@ from chatq.errors import ApiError
 from chatq.store import Created, CreateKind
 from web import metrics
 from web.context import Services
+from web.webhooks_routing import record_fields
 
 log = logging.getLogger(__name__)
 
@@ -82,6 +83,7 @@ def _draft(svc: Services, owner: str, request: dict[str, Any], priority: str,
     key = cache.cache_key(request, "*" if s.cache_shared else owner) if rule.cacheable else ""
     record = jobs.new_record(jobs.new_job_id(), owner, request["model"], priority, request,
                              time.time())
+    record |= record_fields(svc, owner)  # announce its end to webhooks, if any
     if rule.store_ttl_s:
         record |= {"cache_key": key, "cache_ttl": str(rule.store_ttl_s)}
     if not rule.lookup:

@@ -1,4 +1,5 @@
-"""`python -m worker`: a Celery worker on both queues, `interactive` first, set by CHATQ_*."""
+"""`python -m worker`: a Celery worker on both job queues, `interactive` first, then the
+webhook deliveries' queue; set by CHATQ_*."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ def main() -> None:
     """Run the worker until it is stopped; exit with the worker's status."""
     from celery.bin.celery import celery
 
-    from chatq.celery_app import QUEUES
+    from chatq.celery_app import QUEUES, WEBHOOK_QUEUE
     from worker.tasks import settings
 
     # Not app.worker_main: it drops the worker's exit status, so a worker that gave up exited 0.
@@ -24,7 +25,7 @@ def main() -> None:
         "worker",
         f"--pool={settings.worker_pool}",
         f"--concurrency={settings.worker_concurrency}",
-        f"--queues={','.join(QUEUES)}",
+        f"--queues={','.join((*QUEUES, WEBHOOK_QUEUE))}",
         f"--loglevel={settings.log_level}",
         "--without-gossip",
         "--without-mingle",

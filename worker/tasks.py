@@ -1,4 +1,4 @@
-"""The Celery app of the workers and its one task, thin like a view."""
+"""The Celery app of the workers and its tasks (a job; a webhook delivery), thin like views."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from celery import signals
 from kombu.utils.compat import detect_environment
 
 from chatq import config, gcpause, logs, redis_check, redis_conn
-from chatq.celery_app import RUN_JOB_TASK, make_celery
-from worker import greenlets, metrics, pollfix, relay
+from chatq.celery_app import RUN_JOB_TASK, WEBHOOK_TASK, make_celery
+from worker import greenlets, metrics, pollfix, relay, webhooks
 from worker.context import context
 from worker.monitor import Monitor
 from worker.runner import run_job
@@ -21,12 +21,19 @@ settings = config.load()
 app = make_celery(settings, max_connections=2 * settings.worker_concurrency + 20)
 _monitors: list[Monitor] = []
 _relays: list[relay.Relay] = []
+_schedulers: list[webhooks.Scheduler] = []
 
 
 @app.task(name=RUN_JOB_TASK, ignore_result=True, acks_late=True)
 def run(job_id: str) -> None:
     """Run the job `job_id`; the message carries nothing else."""
     run_job(context(settings, app), job_id)
+
+
+@app.task(name=WEBHOOK_TASK, ignore_result=True, acks_late=True)
+def deliver_webhook(delivery_id: str, token: str) -> None:
+    """One attempt of a webhook delivery; `token` says whether this message is in charge."""
+    webhooks.deliver(context(settings, app), delivery_id, token)
 
 
 @signals.after_setup_logger.connect
@@ -83,6 +90,8 @@ def _start_monitor(**_: Any) -> None:
     if relay.HANDLERS:
         _relays.append(relay.Relay(monitor.ctx, monitor.name))
         _relays[-1].start()
+    _schedulers.append(webhooks.Scheduler(monitor.ctx))
+    _schedulers[-1].start()
     metrics.WORKER_SLOTS.set(settings.worker_concurrency)
     gcpause.install()
     gcpause.freeze_start_up()
@@ -95,3 +104,5 @@ def _stop_monitor(**_: Any) -> None:
         monitor.stop()
     for each in _relays:
         each.stop()
+    for scheduler in _schedulers:
+        scheduler.stop()

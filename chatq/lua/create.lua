@@ -36,6 +36,10 @@ if mode == 'cached' then
   event(id, 'delta', text)
   event(id, 'end', COMPLETED, redis.call('HGET', K('job', id), 'finish_reason'))
   expire_all(id, ttl_s)
+  -- It ends as it is made: announced here, as close() announces the others (the outbox).
+  if redis.call('HGET', K('job', id), 'announce') == '1' then
+    redis.call('XADD', P .. 'outbox', 'MAXLEN', '~', 1000000, '*', 'id', id, 'status', COMPLETED)
+  end
   return {'created', '', stamp(t)}
 end
 

@@ -1,0 +1,26 @@
+-- Record one attempt of a delivery, if the message that made it is still in charge: the
+-- delivery is then 'delivered', 'failed' (for good), or 'pending' again, due in delay_s.
+-- `disable` (an endpoint id) disables that endpoint with `reason`.
+--
+-- ARGV: delivery id, token, status, attempt (JSON object), delay_s, ttl_s, disable, reason.
+-- Answers 1 when recorded, 0 when the message was stale.
+local id, token, status, attempt = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
+local delay_s, ttl_s, disable, reason = tonumber(ARGV[5]), tonumber(ARGV[6]), ARGV[7], ARGV[8]
+local key = P .. 'webhooks:delivery:' .. id
+local due = P .. 'webhooks:due'
+if redis.call('HGET', key, 'token') ~= token then return 0 end
+
+local t = now()
+local attempts = cjson.decode(redis.call('HGET', key, 'attempts') or '[]')
+table.insert(attempts, cjson.decode(attempt))
+redis.call('HSET', key, 'attempts', cjson.encode(attempts), 'status', status, 'token', '')
+if status == 'pending' then
+  redis.call('HSET', key, 'next_at', stamp(t + delay_s))
+  redis.call('ZADD', due, t + delay_s, id)
+else
+  redis.call('HSET', key, 'next_at', '')
+  redis.call('ZREM', due, id)
+end
+redis.call('EXPIRE', key, ttl_s)
+if disable ~= '' then redis.call('HSET', P .. 'webhooks:disabled', disable, reason) end
+return 1

@@ -1,0 +1,96 @@
+"""Webhook endpoints given in CHATQ_WEBHOOKS, and the rules every endpoint's URL and secret
+follow (shared by the settings, the API and the worker)."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+SECRET_PREFIX = "whsec_"
+# Standard Webhooks: secrets of 24 to 64 random bytes.
+MIN_SECRET_BYTES = 24
+MAX_SECRET_BYTES = 64
+MAX_URL_CHARS = 2048
+
+
+@dataclass(frozen=True)
+class WebhookConfig:
+    """One endpoint of CHATQ_WEBHOOKS: the key name it serves, its URL and signing secrets
+    (the first is the newest; all sign while a secret rotates)."""
+
+    owner: str
+    url: str
+    secrets: tuple[str, ...]
+
+    @property
+    def endpoint_id(self) -> str:
+        """A stable id, the same in every process: `wh_` and a hash of owner and URL."""
+        return config_endpoint_id(self.owner, self.url)
+
+    def __repr__(self) -> str:
+        """Without the secrets: safe to log."""
+        return f"WebhookConfig(owner={self.owner!r}, url={self.url!r}, secrets=***)"
+
+
+def config_endpoint_id(owner: str, url: str) -> str:
+    """The id of the configured endpoint of `owner` at `url`."""
+    return "wh_" + hashlib.sha256(f"{owner}\0{url}".encode()).hexdigest()[:24]
+
+
+def url_problem(url: str) -> str | None:
+    """Why `url` cannot be a webhook destination, or None (addresses are checked when
+    connecting, see chatq/webhooks_net.py)."""
+    if len(url) > MAX_URL_CHARS:
+        return f"a URL of at most {MAX_URL_CHARS} characters is needed"
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises on a port that is not a number in range
+    except ValueError:
+        return "not a URL"
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return "an http:// or https:// URL with a host is needed"
+    if parts.username is not None or parts.password is not None:
+        return "a URL must not carry credentials"
+    if parts.fragment:
+        return "a URL must not have a #fragment"
+    return None
+
+
+def secret_problem(secret: str) -> str | None:
+    """Why `secret` is not a usable Standard Webhooks secret, or None; never quotes it."""
+    if not secret.startswith(SECRET_PREFIX):
+        return f"a secret starts with {SECRET_PREFIX}"
+    try:
+        raw = base64.b64decode(secret[len(SECRET_PREFIX):], validate=True)
+    except (binascii.Error, ValueError):
+        return f"a secret is {SECRET_PREFIX} and base64"
+    if not MIN_SECRET_BYTES <= len(raw) <= MAX_SECRET_BYTES:
+        return f"a secret holds {MIN_SECRET_BYTES} to {MAX_SECRET_BYTES} bytes"
+    return None
+
+
+def _entry(item: str, number: int, owners: set[str]) -> WebhookConfig:
+    owner, sep, rest = item.partition("=")
+    url, _, secrets_text = rest.partition("#")
+    secrets = tuple(s for s in secrets_text.split("#") if s)
+    where = f"entry {number}"
+    if not sep or not owner or not url or not secrets:
+        raise ValueError(f"{where}: entries are `name=URL#whsec_…` (more `#whsec_…` to rotate)")
+    if owners and owner not in owners:
+        raise ValueError(f"{where}: {owner!r} is not a key name of CHATQ_API_KEYS")
+    problem = url_problem(url) or next(filter(None, map(secret_problem, secrets)), None)
+    if problem:
+        raise ValueError(f"{where}: {problem}")
+    return WebhookConfig(owner, url, secrets)
+
+
+def parse_webhooks(raw: str, owners: set[str]) -> tuple[WebhookConfig, ...]:
+    """Parse `name=URL#whsec_… name2=URL2#whsec_new#whsec_old` (whitespace-separated)."""
+    endpoints = tuple(_entry(item, n, owners) for n, item in enumerate(raw.split(), 1))
+    ids = [e.endpoint_id for e in endpoints]
+    if len(set(ids)) != len(ids):
+        raise ValueError("the same key name and URL are given twice")
+    return endpoints

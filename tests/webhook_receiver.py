@@ -1,0 +1,136 @@
+"""A webhook receiver for the tests: a loopback HTTP server in a thread that answers each
+request to a path with the next answer planned for it (200 once none is left), keeps what it
+received, and verifies deliveries as a receiver would (standardwebhooks, the openai SDK)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+import standardwebhooks
+from openai import InvalidWebhookSignatureError, OpenAI
+
+from tests.procs import wait_until
+
+HOLD_LIMIT_S = 60.0
+
+
+@dataclass(frozen=True)
+class Answer:
+    """What to answer one request: a status and headers; `hold` keeps the request until the
+    receiver is released (then answers the status)."""
+
+    status: int = 200
+    headers: dict[str, str] = field(default_factory=dict)
+    hold: bool = False
+
+
+@dataclass
+class Received:
+    """One request: its path, headers (lower-cased), body, the status answered, when."""
+
+    path: str
+    headers: dict[str, str]
+    body: str
+    status: int
+    at_s: float
+    answered: bool = False
+
+
+class Receiver:
+    """See the module docstring."""
+
+    def __init__(self) -> None:
+        self.plans: dict[str, list[Answer]] = {}
+        self.received: list[Received] = []
+        self.lock = threading.Lock()
+        self.release = threading.Event()
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self.server.daemon_threads = True
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def url(self, path: str) -> str:
+        """The URL of `path` on this receiver."""
+        return f"http://127.0.0.1:{self.server.server_address[1]}{path}"
+
+    def plan(self, path: str, *answers: Answer) -> None:
+        """Answer the next requests to `path` so, in order."""
+        with self.lock:
+            self.plans[path] = list(answers)
+
+    def at(self, path: str) -> list[Received]:
+        """The requests to `path` so far."""
+        with self.lock:
+            return [r for r in self.received if r.path == path]
+
+    def accepted(self, path: str) -> list[Received]:
+        """The requests to `path` answered 2xx, the answer written whole."""
+        return [r for r in self.at(path) if 200 <= r.status < 300 and r.answered]
+
+    def wait_for(self, path: str, count: int, timeout_s: float = 30) -> list[Received]:
+        """Wait until `count` requests came to `path`; all of them."""
+        wait_until(lambda: len(self.at(path)) >= count, timeout_s, f"{count} at {path}")
+        return self.at(path)
+
+    def stop(self) -> None:
+        """Release held requests and stop serving."""
+        self.release.set()
+        self.server.shutdown()
+        self.server.server_close()
+
+    def _answer(self, path: str) -> Answer:
+        with self.lock:
+            plan = self.plans.get(path) or []
+            return plan.pop(0) if plan else Answer()
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0)).decode()
+                answer = receiver._answer(self.path)
+                got = Received(self.path, {k.lower(): v for k, v in self.headers.items()},
+                               body, answer.status, time.time())
+                with receiver.lock:
+                    receiver.received.append(got)
+                if answer.hold:
+                    receiver.release.wait(HOLD_LIMIT_S)
+                self.send_response(answer.status)
+                for name, value in answer.headers.items():
+                    self.send_header(name, value)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                self.wfile.flush()
+                got.answered = True
+
+            def log_message(self, *_: Any) -> None:
+                pass
+
+        return Handler
+
+
+def unwrap(received: Received, secret: str) -> Any:
+    """The openai SDK's verified and parsed event (its `InvalidWebhookSignatureError` if not)."""
+    client = OpenAI(api_key="unused", base_url="http://127.0.0.1:9/v1")
+    return client.webhooks.unwrap(received.body, received.headers, secret=secret)
+
+
+def verify(received: Received, secret: str) -> Any:
+    """Verify a delivery with both libraries; the openai SDK's parsed event."""
+    payload = standardwebhooks.Webhook(secret).verify(received.body, received.headers)
+    event = unwrap(received, secret)
+    assert payload["id"] == received.headers["webhook-id"] == event.id
+    return event
+
+
+def refuse(received: Received, secret: str, match: str) -> None:
+    """Both libraries refuse the delivery under `secret`, saying `match`."""
+    with pytest.raises(standardwebhooks.WebhookVerificationError, match=match):
+        standardwebhooks.Webhook(secret).verify(received.body, received.headers)
+    with pytest.raises(InvalidWebhookSignatureError, match=match):
+        unwrap(received, secret)
