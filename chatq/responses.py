@@ -24,8 +24,8 @@ MAX_METADATA_KEYS = 16
 MAX_METADATA_KEY_CHARS = 64
 MAX_METADATA_VALUE_CHARS = 512
 MIN_OUTPUT_TOKENS = 16  # OpenAI's published minimum of max_output_tokens
-INPUT_ROLES = frozenset({"user", "assistant", "system", "developer"})
-TEXT_PARTS = frozenset({"input_text", "output_text"})
+INPUT_ROLES = ("user", "assistant", "system", "developer")  # tuples: a dict is no member
+TEXT_PARTS = ("input_text", "output_text")
 # Parameters that change nothing in a text-only response when they hold these values.
 NO_OP_VALUES: dict[str, tuple[Any, ...]] = {
     "tools": ([],), "include": ([],), "tool_choice": ("auto", "none"),
@@ -137,7 +137,8 @@ def _message(item: Any, param: str) -> JSONDict:
         raise unsupported(param, f": a `{str(kind)[:40]}` item; only message items are")
     role = item.get("role")
     if role not in INPUT_ROLES:
-        raise invalid(f"`{param}.role` must be one of {sorted(INPUT_ROLES)}.", f"{param}.role")
+        raise invalid(f"`{param}.role` must be one of {', '.join(INPUT_ROLES)}.",
+                      f"{param}.role")
     if "content" not in item:
         raise invalid(f"`{param}.content` is required.", f"{param}.content", "missing_field")
     return {"role": role, "content": _content(item["content"], f"{param}.content", role)}

@@ -89,6 +89,10 @@ REFUSED: list[tuple[dict[str, Any], str, str]] = [
     ({"input": []}, "input", "invalid_request"),
     ({"input": [{"role": "robot", "content": "x"}]}, "input[0].role", "invalid_request"),
     ({"input": [{"role": "user"}]}, "input[0].content", "missing_field"),
+    # Found by schemathesis: a type or role that is an object was a 500.
+    ({"input": [{"role": "user", "content": [{"type": {}, "text": ""}]}]},
+     "input[0].content[0]", "unsupported_parameter"),
+    ({"input": [{"role": {}, "content": "x"}]}, "input[0].role", "invalid_request"),
     ({"input": [{"role": "user", "content": [{"type": "output_text", "text": "x"}]}]},
      "input[0].content[0]", "invalid_request"),
     ({"instructions": ["x"]}, "instructions", "invalid_request"),

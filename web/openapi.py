@@ -6,6 +6,7 @@ import copy
 from typing import Any
 
 from chatq.config import Settings
+from web.openapi_responses import response_paths, response_schemas
 from web.openapi_schemas import PRIORITIES, Schema, ref, schemas
 
 _DESCRIPTION = """\
@@ -310,9 +311,9 @@ def document(settings: Settings | None = None) -> dict[str, Any]:
         "info": {"title": "chatq", "version": "0.1.0", "description": _DESCRIPTION},
         "servers": [{"url": "/"}],
         "paths": _secured({**_job_paths(), **_reading_paths(), **_openai_paths(),
-                           **_listing_paths(), **_ops_paths()}),
+                           **response_paths(), **_listing_paths(), **_ops_paths()}),
         "components": {
-            "schemas": schemas(settings),
+            "schemas": {**schemas(settings), **response_schemas(settings)},
             "parameters": copy.deepcopy(_PARAMETERS),
             "headers": copy.deepcopy(_HEADERS),
             "securitySchemes": {"bearerAuth": {
