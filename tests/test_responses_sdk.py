@@ -304,3 +304,25 @@ def test_a_stored_completion_not_yet_done_is_held_or_answered_202_when_asked(
     foreign = stack.session(BOB_KEY).get(f"{stack.url}/v1/chat/completions/{job_id}",
                                          timeout=10)
     assert foreign.status_code == 404
+
+
+def test_a_stream_followed_while_its_response_is_deleted_ends_cleanly(stack: Stack) -> None:
+    client = _client(stack)
+    rid = client.responses.create(model="fake:tps=10,tokens=100", input="deleted under me",
+                                  background=True).id
+    r = stack.session().get(f"{stack.url}/v1/responses/{rid}", params={"stream": "true"},
+                            stream=True, timeout=60)
+    lines: list[str] = []
+    stream = r.iter_lines(decode_unicode=True)
+    for line in stream:
+        lines.append(line)
+        if line == "event: response.output_text.delta":
+            client.responses.delete(rid)
+            break
+    events = _sse(lines + list(stream))  # read on to the end of the stream
+    for event in events:
+        openai_schemas.check(openai_schemas.RESPONSE_EVENT_SCHEMAS[event["type"]], event)
+    last = events[-1]
+    # Either the cancel that comes first was read to its end, or the keys were already gone.
+    assert (last["type"], last.get("code") or last.get("response", {}).get("status")) in (
+        ("response.incomplete", "cancelled"), ("error", "job_not_found")), last
