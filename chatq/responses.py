@@ -106,26 +106,24 @@ def _check_params(body: JSONDict) -> None:
             raise unsupported(name, f"; it takes only {allowed}")
 
 
-def _text_of(part: Any, param: str, role: str) -> str:
+def _text_of(part: Any, param: str) -> str:
     if not isinstance(part, dict):
         raise invalid(f"`{param}` must be a content part object.", param)
     kind = part.get("type")
     if kind not in TEXT_PARTS:
         raise unsupported(param, f": a `{str(kind)[:40]}` part; only text parts are")
-    if kind == "output_text" and role != "assistant":
-        raise invalid(f"`{param}`: output_text parts belong to assistant messages.", param)
     text = part.get("text")
     if not isinstance(text, str):
         raise invalid(f"`{param}.text` must be a string.", f"{param}.text")
     return text
 
 
-def _content(content: Any, param: str, role: str) -> str | list[JSONDict]:
+def _content(content: Any, param: str) -> str | list[JSONDict]:
     if isinstance(content, str):
         return content
     if not isinstance(content, list) or not content:
         raise invalid(f"`{param}` must be a string or a non-empty list of text parts.", param)
-    texts = [_text_of(part, f"{param}[{j}]", role) for j, part in enumerate(content)]
+    texts = [_text_of(part, f"{param}[{j}]") for j, part in enumerate(content)]
     return texts[0] if len(texts) == 1 else [{"type": "text", "text": t} for t in texts]
 
 
@@ -141,7 +139,7 @@ def _message(item: Any, param: str) -> JSONDict:
                       f"{param}.role")
     if "content" not in item:
         raise invalid(f"`{param}.content` is required.", f"{param}.content", "missing_field")
-    return {"role": role, "content": _content(item["content"], f"{param}.content", role)}
+    return {"role": role, "content": _content(item["content"], f"{param}.content")}
 
 
 def input_messages(value: Any) -> list[JSONDict]:

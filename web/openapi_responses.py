@@ -11,7 +11,8 @@ from web.openapi_schemas import Schema, ref
 _ERRORS = {
     400: "A parameter is missing, invalid, or outside the text subset (`unsupported_parameter`: "
          "tools, reasoning, images, files, ...); `param` names it. "
-         "`previous_response_not_found`; `invalid_wait`.",
+         "`previous_response_not_found`; `invalid_wait`; `invalid_cursor`: a Last-Event-ID "
+         "that is no sequence number.",
     401: "`invalid_api_key`: no key or an unknown key.",
     404: "`job_not_found`: unknown, expired, deleted, `store: false` or another key's.",
     413: "`request_too_large`: body over CHATQ_MAX_BODY_BYTES.",
@@ -114,7 +115,8 @@ def _retrieve() -> Schema:
                        _query("stream", {"type": "boolean", "default": False},
                               "Answer the response's events as Server-Sent Events."),
                        _query("starting_after", {"type": "integer"},
-                              "With `stream=true`: only the events numbered above this."),
+                              "With `stream=true`: only the events numbered above this "
+                              "(ignored without it)."),
                        _header("LastEventId")],
         "responses": {"200": _ok("The Response (any status), or its events.", ref("Response"),
                                  "Preference-Applied", stream=True),
@@ -200,15 +202,19 @@ def _request(settings: Settings) -> Schema:
     )
 
 
-def _response() -> Schema:
+def _message() -> Schema:
     text_part = _obj(type=_const("output_text"), text={"type": "string"},
                      annotations={"type": "array", "maxItems": 0},
                      logprobs={"type": "array", "maxItems": 0})
     refusal = _obj(type=_const("refusal"), refusal={"type": "string"})
-    message = _obj(id={"type": "string"}, type=_const("message"),
-                   status={"type": "string", "enum": ["in_progress", "completed", "incomplete"]},
-                   role=_const("assistant"),
-                   content={"type": "array", "items": {"oneOf": [text_part, refusal]}})
+    return _obj(id={"type": "string"}, type=_const("message"),
+                status={"type": "string", "enum": ["in_progress", "completed", "incomplete"]},
+                role=_const("assistant"),
+                content={"type": "array", "items": {"oneOf": [text_part, refusal]}})
+
+
+def _response() -> Schema:
+    message = _message()
     details = _obj(reason={"type": "string", "enum": ["max_output_tokens", "content_filter"]})
     usage = _obj(input_tokens={"type": "integer"},
                  input_tokens_details=_obj(cached_tokens={"type": "integer"}),

@@ -135,19 +135,22 @@ def _flag(name: str) -> bool | None:
 
 
 def _starting_after(stream: bool) -> int:
-    """`?starting_after=N` (or an SSE `Last-Event-ID`): stream events after number N."""
-    raw = flask_request.args.get("starting_after")
-    param = "starting_after"
-    if raw is None and stream:
+    """`?starting_after=N` (or an SSE `Last-Event-ID`): stream events after number N. Without
+    `stream=true` there is no stream to start: both are ignored."""
+    if not stream:
+        return -1
+    raw, param = flask_request.args.get("starting_after"), "starting_after"
+    if raw is None:
         raw, param = flask_request.headers.get("Last-Event-ID"), "Last-Event-ID"
     if raw is None:
         return -1
-    if not stream:
-        raise invalid("`starting_after` needs `stream=true`.", param)
     try:
         return max(int(raw), -1)
     except ValueError:
-        raise invalid(f"`{param}` must be an integer.", param) from None
+        # A Last-Event-ID is a cursor this API gave out, as on /v1/jobs/{id}/events.
+        code = "invalid_request" if param == "starting_after" else "invalid_cursor"
+        raise invalid(f"`{param}` must be an integer (a sequence number).", param,
+                      code) from None
 
 
 def _check_retrieve_options() -> None:

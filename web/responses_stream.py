@@ -13,7 +13,7 @@ from collections.abc import Iterator
 
 from chatq.erase import erase
 from chatq.errors import ApiError
-from chatq.response_events import EventMaker
+from chatq.response_events import FINAL_EVENT, EventMaker
 from chatq.responses import JSONDict, response_id
 from web.context import Services
 from web.events import STREAM_ENDING_ERRORS, follow
@@ -57,8 +57,7 @@ def response_stream(svc: Services, record: dict[str, str], starting_after: int,
             if event is None:
                 yield ": keepalive\n\n"
             elif event["sequence_number"] > starting_after:
-                ended = ended or event["type"] in ("response.completed", "response.failed",
-                                                   "response.incomplete")
+                ended = ended or event["type"] in FINAL_EVENT.values()
                 yield sse_event(event)
     except GeneratorExit:
         # The client went away: the response carries on unless configured otherwise.
