@@ -280,3 +280,30 @@ def test_an_idempotency_key_names_one_response_and_not_a_job_of_the_same_chat(
     chat = {"model": "fake", "messages": [{"role": "user", "content": "same"}]}
     r = client.post("/v1/jobs", json=chat, headers=headers)
     assert (r.status_code, r.get_json()["error"]["code"]) == (422, "idempotency_key_reused")
+
+
+def test_priority_is_the_jobs_own(app: Flask, client: FlaskClient) -> None:
+    r = client.post("/v1/responses?priority=batch", headers=ALICE,
+                    json={"model": "fake", "input": "later", "background": True})
+    assert _record(app, r.get_json()["id"])["priority"] == "batch"
+
+
+def test_truncation_auto_drops_the_oldest_turns_and_disabled_refuses(
+    redis_server: LocalRedis
+) -> None:
+    small = create_app(config.load({
+        "CHATQ_REDIS_URL": redis_server.url, "CHATQ_API_KEYS": f"alice:{ALICE_KEY}",
+        "CHATQ_MAX_CONTEXT_TOKENS": "120"})).test_client()
+    turns = [{"role": "user" if i % 2 == 0 else "assistant", "content": f"turn {i} " * 12}
+             for i in range(9)]
+    body = {"model": "fake", "input": turns, "instructions": "Keep me.", "background": True,
+            "max_output_tokens": 16}
+    refused = small.post("/v1/responses", json={**body, "truncation": "disabled"}, headers=ALICE)
+    assert (refused.status_code, refused.get_json()["error"]["code"]) == (
+        422, "context_length_exceeded")
+    fitted = small.post("/v1/responses", json={**body, "truncation": "auto"}, headers=ALICE)
+    assert fitted.status_code == 200, fitted.get_data(as_text=True)
+    assert fitted.get_json()["truncation"] == "auto"
+    sent = json.loads(_record(small.application, fitted.get_json()["id"])["request"])
+    assert sent["messages"][0] == {"role": "system", "content": "Keep me."}
+    assert sent["messages"][-1] == turns[-1] and len(sent["messages"]) < len(turns) + 1
