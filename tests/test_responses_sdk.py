@@ -139,6 +139,9 @@ def test_a_created_stream_validates_and_numbers_its_events_from_zero(stack: Stac
     assert _deltas(events) == events[-4]["text"] == final["output_text"]
     assert len(final["output_text"].split()) == 30
     assert _raw_stream(stack, final["id"]) == events  # replayed after the end: the same
+    with _client(stack).responses.stream(model="fake", input="the sdk streams it") as stream:
+        assert _deltas(list(stream)) == "the sdk streams it"
+        assert stream.get_final_response().output_text == "the sdk streams it"
 
 
 def test_a_stream_resumed_after_any_number_gives_the_same_events_and_text(
