@@ -100,6 +100,16 @@ def pooling_table(s: JSON) -> str:
                   "connections opened"], rows)
 
 
+def background_table(s: JSON) -> str:
+    """Issue 15: a background response against a plain job, one client, instant upstream."""
+    flows = dig(s, "background", "flows") or {}
+    rows = [[name, f["requests_per_job"], f["latency"]["p50_ms"], f["latency"]["p99_ms"],
+             f.get("submit_server_ms"), f["web_cpu_ms_per_job"], f["worker_cpu_ms_per_job"]]
+            for name, f in flows.items()]
+    return table(["flow", "requests/job", "p50 ms", "p99 ms", "submit server ms",
+                  "web CPU ms/job", "worker CPU ms/job"], rows)
+
+
 def other_lines(s: JSON) -> str:
     """Token latency, Redis memory and TTL, connections: one line each."""
     lines = []
@@ -138,6 +148,7 @@ def markdown(rows: list[Row], sections: JSON) -> str:
         "### Throughput", throughput_table(sections),
         "### Gateway overhead and scaling (instant upstream)", gateway_table(sections),
         "### Upstream calls: pooled against fresh", pooling_table(sections),
+        "### Background responses against plain jobs", background_table(sections),
         "### Other figures", other_lines(sections),
     ]
     return "\n\n".join(parts) + "\n"

@@ -182,9 +182,21 @@ def cache_hit(s: JSON) -> list[Row]:
                 server is not None and server <= 2)]
 
 
+def background(s: JSON) -> list[Row]:
+    """What a background response adds over a plain job (issue 15): measured, no target."""
+    a = dig(s, "background", "added_background")
+    measure = "background response over a job (submit + long-poll, one client)"
+    if not a:
+        return [_missing(measure, "measured, no target")]
+    return [Row(measure, "measured, no target",
+                f"p50 {a['latency_p50_ms']:+} ms, submit {a.get('submit_server_ms', 0):+} ms "
+                f"server time, web CPU {a['web_cpu_ms_per_job']:+} ms/job, "
+                f"{a['requests_per_job']:+g} round trips", None)]
+
+
 JUDGES: list[Callable[[JSON], list[Row]]] = [
     short_poll, waiters_vs_gthread, wake_latency, wake_throughput, waiters_rss, throughput,
-    gateway, connections, cache_hit,
+    gateway, connections, cache_hit, background,
 ]
 
 

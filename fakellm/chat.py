@@ -110,12 +110,23 @@ async def _complete(
         Reply.new(chat.model),
         " ".join(words),
         usage(prompt_word_count(chat.messages), len(words)),
+        _finish_reason(chat, words),
     )
     return web.Response(body=body, content_type="application/json")
 
 
+def _finish_reason(chat: ChatRequest, words: list[str]) -> str:
+    """`length` for an answer cut at `max_tokens` (see `_cut_to_max_tokens`), else `stop`."""
+    return "length" if chat.max_tokens is not None and len(words) == chat.max_tokens \
+        and chat.max_tokens < len(reply_words(chat.messages, chat.knobs.tokens)) else "stop"
+
+
+def _cut_to_max_tokens(chat: ChatRequest, words: list[str]) -> list[str]:
+    return words if chat.max_tokens is None else words[:chat.max_tokens]
+
+
 def _tail(chat: ChatRequest, events: StreamEvents, words: list[str]) -> list[bytes]:
-    tail = [events.delta({}, "stop")]
+    tail = [events.delta({}, _finish_reason(chat, words))]
     if chat.include_usage:
         tail.append(events.usage(usage(prompt_word_count(chat.messages), len(words))))
     tail.append(DONE_EVENT)
@@ -174,7 +185,7 @@ async def chat_completions(
         if early is not None:
             return early
     cut_after = chat.knobs.drop_after if failing else None
-    words = reply_words(chat.messages, chat.knobs.tokens)
+    words = _cut_to_max_tokens(chat, reply_words(chat.messages, chat.knobs.tokens))
     if chat.stream:
         return await _stream(request, chat, words, cut_after)
     return await _complete(request, chat, words, cut_after)

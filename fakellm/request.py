@@ -22,6 +22,7 @@ class ChatRequest:
     messages: list[Message]
     stream: bool
     include_usage: bool
+    max_tokens: int | None = None  # `max_tokens` or `max_completion_tokens`: the answer's cap
 
     def key(self) -> str:
         """Identify "the same request" across attempts: a hash of the canonical body."""
@@ -93,6 +94,17 @@ def _streaming(body: dict[str, Any]) -> tuple[bool, bool]:
     return bool(stream), include_usage
 
 
+def _max_tokens(body: dict[str, Any]) -> int | None:
+    for name in ("max_completion_tokens", "max_tokens"):
+        value = body.get(name)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise _invalid(f"'{name}' must be an integer of at least 1.", name)
+        return value
+    return None
+
+
 def parse_request(raw: bytes) -> ChatRequest:
     """Validate a raw request body; raise `ApiError` (400 or 404) when it is not usable."""
     body = _load(raw)
@@ -101,4 +113,5 @@ def parse_request(raw: bytes) -> ChatRequest:
     knobs = _knobs(body["model"])
     messages = _messages(body.get("messages"))
     stream, include_usage = _streaming(body)
-    return ChatRequest(body, body["model"], knobs, messages, stream, include_usage)
+    return ChatRequest(body, body["model"], knobs, messages, stream, include_usage,
+                       _max_tokens(body))

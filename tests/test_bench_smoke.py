@@ -38,6 +38,10 @@ NUMBERS: dict[str, list[tuple[Any, ...]]] = {
     "pooling": [("variants", i, key) for i in range(6)
                 for key in ("connections_opened", "cpu_ms_per_call")],
     "connections": [("calls",), ("connections_opened",)],
+    "background": [("flows", f, "latency", "p50_ms") for f in (
+        "job_submit_then_poll", "response_background_then_poll", "job_held", "response_held")]
+    + [("added_background", key) for key in ("latency_p50_ms", "submit_server_ms",
+                                             "web_cpu_ms_per_job", "requests_per_job")],
 }
 
 

@@ -172,3 +172,41 @@ def test_script_is_plain_es5_with_xhr_only() -> None:
     }
     found = [name for name, pattern in banned.items() if re.search(pattern, source)]
     assert found == [], f"demo.js uses {found}; it must stay ES5 with XMLHttpRequest only"
+
+
+def _response_id(page: Page) -> str:
+    found = re.search(r"resp_[\w-]+", page.inner_text("#job"))
+    assert found, "the page does not show the response id"
+    return found.group(0)
+
+
+def test_background_toggle_creates_a_response_and_long_polls_it(page: Page, stack: Stack) -> None:
+    _open(page, stack)
+    sent: list[tuple[str, str]] = []
+    page.on("request", lambda req: sent.append((req.method, req.url)))
+    page.check("#background")
+    _ask(page, "A background question.", model="fake:ttft=0.3,tokens=12")
+    _wait_status(page, "completed")
+
+    rid = _response_id(page)
+    assert [url for method, url in sent if method == "POST"] == [stack.url + "/v1/responses"]
+    polls = [url for method, url in sent if method == "GET" and "/v1/" in url]
+    assert polls and all(url.startswith(f"{stack.url}/v1/responses/{rid}?wait=") for url in polls)
+    response = stack.session().get(f"{stack.url}/v1/responses/{rid}", timeout=10).json()
+    assert response["status"] == "completed" and response["background"] is True
+    shown = page.eval_on_selector("#answer", "el => el.textContent")
+    assert shown == response["output_text"] and len(shown.split()) == 12
+    assert page.is_hidden("#error") and page.is_enabled("#send")
+
+
+def test_cancel_of_a_background_response_goes_to_its_cancel(page: Page, stack: Stack) -> None:
+    _open(page, stack)
+    page.check("#background")
+    _ask(page, "Never mind.", model="fake:ttft=30")
+    page.wait_for_function("() => !document.getElementById('cancel').disabled",
+                           timeout=DONE_TIMEOUT_MS)
+    page.click("#cancel")
+    _wait_status(page, "cancelled")
+    rid = _response_id(page)
+    response = stack.session().get(f"{stack.url}/v1/responses/{rid}", timeout=10).json()
+    assert response["status"] == "cancelled"

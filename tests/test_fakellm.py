@@ -238,6 +238,23 @@ def test_tokens_knob_generates_n_words_deterministically(fake: FakeServer) -> No
     assert fake.chat("fake:tokens=0").json()["choices"][0]["message"]["content"] == ""
 
 
+def test_max_tokens_cuts_the_answer_with_finish_reason_length(fake: FakeServer) -> None:
+    whole = fake.chat("fake:tokens=12").json()["choices"][0]["message"]["content"].split()
+    for cap in ("max_tokens", "max_completion_tokens"):
+        cut = fake.chat("fake:tokens=12", **{cap: 5}).json()
+        assert cut["choices"][0]["message"]["content"].split() == whole[:5]
+        assert cut["choices"][0]["finish_reason"] == "length"
+        assert cut["usage"]["completion_tokens"] == 5
+    streamed = requests.post(f"{fake.url}/v1/chat/completions", timeout=10, json=body(
+        "fake:tokens=12", stream=True, max_tokens=5))
+    chunks = [json.loads(line) for line in data_lines(streamed)[:-1]]
+    assert streamed_text(chunks).split() == whole[:5]
+    assert [c["choices"][0]["finish_reason"] for c in chunks if c["choices"]][-1] == "length"
+    roomy = fake.chat("fake:tokens=12", max_tokens=12).json()["choices"][0]
+    assert (roomy["finish_reason"], len(roomy["message"]["content"].split())) == ("stop", 12)
+    assert fake.chat("fake", max_tokens=0).status_code == 400
+
+
 # Pacing is asserted by lower bounds only: a loaded machine can make a token late, never early.
 # How closely fakellm keeps to its pace is no claim of the suite.
 

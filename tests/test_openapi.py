@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -22,6 +23,10 @@ CONTRACT_PATHS = {
     "/v1/jobs/{id}/events": {"get"},
     "/v1/jobs/{id}/cancel": {"post"},
     "/v1/chat/completions": {"post"},
+    "/v1/chat/completions/{id}": {"get"},
+    "/v1/responses": {"post"},
+    "/v1/responses/{id}": {"get", "delete"},
+    "/v1/responses/{id}/cancel": {"post"},
     "/v1/models": {"get"},
     "/v1/queue": {"get"},
     "/healthz": {"get"},
@@ -187,3 +192,22 @@ def test_every_field_the_server_type_checks_is_typed_in_the_document() -> None:
 
     properties = document()["components"]["schemas"]["ChatCompletionRequest"]["properties"]
     assert sorted(set(FIELD_TYPES) - set(properties)) == []
+
+
+def test_served_responses_and_their_events_match_their_schemas(stack: Stack) -> None:
+    doc, s = document(), stack.session()
+    request = {"model": "fake", "input": "document check", "background": True}
+    assert _validator(doc, "ResponseRequest").is_valid(request)
+    assert not _validator(doc, "ResponseRequest").is_valid({**request, "tools": [{}]})
+    created = s.post(f"{stack.url}/v1/responses", json=request, timeout=30)
+    _validator(doc, "Response").validate(created.json())
+    url = f"{stack.url}/v1/responses/{created.json()['id']}"
+    done = s.get(url, params={"wait": 20}, timeout=30).json()
+    assert done["status"] == "completed"
+    _validator(doc, "Response").validate(done)
+    lines = s.get(url, params={"stream": "true"}, timeout=30).text.splitlines()
+    events = [json.loads(line[6:]) for line in lines if line.startswith("data: ")]
+    assert events and events[-1]["type"] == "response.completed"
+    for event in events:
+        _validator(doc, "ResponseStreamEvent").validate(event)
+    _validator(doc, "ResponseDeleted").validate(s.delete(url, timeout=30).json())

@@ -104,12 +104,28 @@ def _webhooks(out: str) -> None:
     assert re.search(r'"replay_of"\s*:\s*"dlv_', out), out
 
 
+def _background_sdk(out: str) -> None:
+    lines = out.strip().splitlines()
+    assert lines[0] == "queued", out
+    assert lines[1].startswith("completed ") and len(WORDS.findall(lines[1])) == 9, out
+    assert lines[2].split()[-1] == "response.completed", out
+    assert lines[3:] == ["And then?", "cancelled"], out
+
+
+def _background_curl(out: str) -> None:
+    assert re.match(r"completed( \S+){8}\n", out), out
+    assert re.findall(r"^id: (\d+)", out, re.MULTILINE)[0] == "13", out
+    assert re.search(r"^event: response\.completed$", out, re.MULTILINE), out
+
+
 EXPECT = {
     "curl: submit, long-poll, result": _curl_job,
     "curl: the answer as it grows (events cursor)": _events_cursor,
     "curl -N: Server-Sent Events": _sse,
     "The OpenAI Python SDK": _sdk,
     "curl with webhooks: be told when a job ends": _webhooks,
+    "Background responses with the OpenAI SDK": _background_sdk,
+    "curl: a background response, long-polled and resumed": _background_curl,
 }
 
 

@@ -10,7 +10,18 @@ from chatq.celery_app import make_celery
 from chatq.config import Settings
 from chatq.notify import Listener
 from chatq.store import Store
-from web import demo, errors, events, jobs, observability, openai_api, ops, webhooks
+from web import (
+    demo,
+    errors,
+    events,
+    jobs,
+    observability,
+    openai_api,
+    ops,
+    responses_api,
+    stored_completions,
+    webhooks,
+)
 from web.admission import Admission
 from web.auth import KeyRing
 from web.context import Services
@@ -67,6 +78,8 @@ def create_app(settings: Settings | None = None) -> Flask:
     app.register_blueprint(jobs.bp)
     app.register_blueprint(events.bp)
     app.register_blueprint(openai_api.bp)
+    app.register_blueprint(responses_api.bp)
+    app.register_blueprint(stored_completions.bp)
     app.register_blueprint(ops.bp)
     app.register_blueprint(webhooks.bp)
     app.register_blueprint(demo.bp)

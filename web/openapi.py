@@ -7,6 +7,7 @@ from typing import Any
 
 from chatq.config import Settings
 from web import openapi_webhooks
+from web.openapi_responses import response_paths, response_schemas
 from web.openapi_schemas import PRIORITIES, Schema, ref, schemas
 
 _DESCRIPTION = """\
@@ -311,11 +312,12 @@ def document(settings: Settings | None = None) -> dict[str, Any]:
         "info": {"title": "chatq", "version": "0.1.0", "description": _DESCRIPTION},
         "servers": [{"url": "/"}],
         "paths": _secured(openapi_webhooks.add_header({
-            **_job_paths(), **_reading_paths(), **_openai_paths(), **_listing_paths(),
-            **_ops_paths(), **openapi_webhooks.paths()})),
+            **_job_paths(), **_reading_paths(), **_openai_paths(), **response_paths(),
+            **_listing_paths(), **_ops_paths(), **openapi_webhooks.paths()})),
         "webhooks": openapi_webhooks.events(),
         "components": {
-            "schemas": {**schemas(settings), **openapi_webhooks.schemas()},
+            "schemas": {**schemas(settings), **response_schemas(settings),
+                        **openapi_webhooks.schemas()},
             "parameters": copy.deepcopy(_PARAMETERS),
             "headers": copy.deepcopy(_HEADERS),
             "securitySchemes": {"bearerAuth": {

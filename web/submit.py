@@ -59,10 +59,11 @@ def _as_cached(record: dict[str, str], result_json: str) -> dict[str, str]:
 
 
 def _idem(owner: str, idem_key: str | None, job_id: str, priority: str,
-          request: dict[str, Any]) -> tuple[str, str] | None:
+          request: dict[str, Any], fields: dict[str, str]) -> tuple[str, str] | None:
     if idem_key is None:
         return None
-    digest = cache.digest({"priority": priority, "request": request})
+    asked: dict[str, Any] = {"priority": priority, "request": request}
+    digest = cache.digest({**asked, "fields": fields} if fields else asked)
     return keys.idempotency(owner, idem_key), f"{job_id} {digest}"
 
 
@@ -76,13 +77,13 @@ class Draft:
 
 
 def _draft(svc: Services, owner: str, request: dict[str, Any], priority: str,
-           cache_control: str) -> Draft:
+           cache_control: str, fields: dict[str, str]) -> Draft:
     """The new job's record, answered from the cache when it can be."""
     s = svc.settings
     rule = cache.policy(request, cache_control, s.cache_ttl_s)
     key = cache.cache_key(request, "*" if s.cache_shared else owner) if rule.cacheable else ""
     record = jobs.new_record(jobs.new_job_id(), owner, request["model"], priority, request,
-                             time.time())
+                             time.time()) | fields
     record |= record_fields(svc, owner)  # announce its end to webhooks, if any
     if rule.store_ttl_s:
         record |= {"cache_key": key, "cache_ttl": str(rule.store_ttl_s)}
@@ -102,13 +103,15 @@ def submit(
     priority: str,
     idem_key: str | None,
     cache_control: str = "",
+    fields: dict[str, str] | None = None,
 ) -> dict[str, str]:
-    """Create a job for `request` (or find the one its Idempotency-Key made); its record."""
-    draft = _draft(svc, owner, request, priority, cache_control)
+    """Create a job for `request` (or find the one its Idempotency-Key made); its record.
+    `fields` are extra record fields (a response's `api` and `response`)."""
+    draft = _draft(svc, owner, request, priority, cache_control, fields or {})
     record, job_id = draft.record, draft.record["id"]
     if not draft.hit:
         svc.admission.check_queue()
-    idem = _idem(owner, idem_key, job_id, priority, request)
+    idem = _idem(owner, idem_key, job_id, priority, request, fields or {})
     created = _create(svc, draft, idem)
     if created.kind is CreateKind.CACHED:
         # The identical job it would have followed finished after our cache lookup.

@@ -1,4 +1,5 @@
-/* chatq demo: submit a chat job, then long-poll its events.
+/* chatq demo: submit a chat job, then long-poll its events; or, with "Background response",
+ * create an OpenAI background response and long-poll it until it ends.
  * Plain ES5 and XMLHttpRequest only, so that it runs in any browser. */
 (function () {
   'use strict';
@@ -7,11 +8,11 @@
   var WAIT_S = 25;
   var REQUEST_TIMEOUT_MS = (WAIT_S + 20) * 1000;
   var MAX_RETRIES = 6;
-  var TERMINAL = { completed: true, failed: true, cancelled: true };
+  var TERMINAL = { completed: true, failed: true, cancelled: true, incomplete: true };
   var TRANSIENT = { 0: true, 429: true, 502: true, 503: true, 504: true };
 
   var ui = {};
-  var current = null; // the turn being shown: {prompt, jobId, text, status, active}
+  var current = null; // the turn being shown: {prompt, jobId, text, status, active, api}
 
   function byId(id) {
     return document.getElementById(id);
@@ -222,6 +223,48 @@
     });
   }
 
+  /* A Responses API turn: the object's own text, status and error. */
+  function applyResponse(turn, data) {
+    var details = data.incomplete_details;
+    setAnswer(data.output_text || '');
+    turn.status = data.status;
+    setStatus(data.status);
+    if (details && details.reason) {
+      ui.finish.textContent = ' (' + details.reason + ')';
+    }
+    if (TERMINAL[data.status]) {
+      endTurn(turn, data.status, data.error ? 'The response failed: ' + data.error.message : '');
+      return true;
+    }
+    return false;
+  }
+
+  function pollResponse(turn, attempt) {
+    var url = '/v1/responses/' + encodeURIComponent(turn.jobId) + '?wait=' + WAIT_S;
+    request('GET', url, turn.key, null, function (status, data, xhr) {
+      var delayMs;
+      if (turn !== current || !turn.active) {
+        return;
+      }
+      if (status === 200 && data) {
+        if (attempt > 0) {
+          showError('');
+        }
+        if (!applyResponse(turn, data)) {
+          pollResponse(turn, 0);
+        }
+      } else if (TRANSIENT[status] && attempt < MAX_RETRIES) {
+        delayMs = retryDelayMs(xhr, attempt);
+        showError(errorText(status, data) + ' Retrying in ' + Math.round(delayMs / 1000) + ' s.');
+        window.setTimeout(function () {
+          pollResponse(turn, attempt + 1);
+        }, delayMs);
+      } else {
+        endTurn(turn, 'error', errorText(status, data));
+      }
+    });
+  }
+
   function onSubmitted(turn, status, data) {
     if (turn !== current) {
       return;
@@ -237,13 +280,19 @@
     if (ui.prompt.value === turn.prompt) {
       ui.prompt.value = ''; // kept until now so that a failed submission can be retried
     }
+    ui.cancel.disabled = false;
+    if (turn.api === 'responses') {
+      if (!applyResponse(turn, data)) {
+        pollResponse(turn, 0);
+      }
+      return;
+    }
     if (TERMINAL[data.status]) {
       // Answered at once (a cache hit): the job already holds the whole text.
       setAnswer(data.output_text || '');
       endTurn(turn, data.status, data.error ? 'The job failed: ' + data.error.message : '');
       return;
     }
-    ui.cancel.disabled = false;
     poll(turn, '', 0);
   }
 
@@ -267,12 +316,13 @@
     show(ui.logEmpty, false);
   }
 
-  function startTurn(key, prompt) {
+  function startTurn(key, prompt, api) {
     if (current && current.jobId) {
       archive(current);
     }
     current = {
-      prompt: prompt, key: key, jobId: '', text: '', status: '', error: '', active: true
+      prompt: prompt, key: key, jobId: '', text: '', status: '', error: '', active: true,
+      api: api
     };
     showError('');
     ui.finish.textContent = '';
@@ -289,7 +339,9 @@
     var key = ui.key.value.replace(/^\s+|\s+$/g, '');
     var model = ui.model.value.replace(/^\s+|\s+$/g, '');
     var prompt = ui.prompt.value;
-    var body = { messages: [{ role: 'user', content: prompt }] };
+    var background = ui.background.checked;
+    var body = background ? { input: prompt, background: true }
+      : { messages: [{ role: 'user', content: prompt }] };
     var turn;
     if (current && current.active) {
       return;
@@ -308,8 +360,8 @@
       body.model = model;
     }
     storageSet(KEY_ITEM, key);
-    turn = startTurn(key, prompt);
-    request('POST', '/v1/jobs', key, body, function (status, data) {
+    turn = startTurn(key, prompt, background ? 'responses' : 'jobs');
+    request('POST', background ? '/v1/responses' : '/v1/jobs', key, body, function (status, data) {
       onSubmitted(turn, status, data);
     });
   }
@@ -320,8 +372,9 @@
       return;
     }
     ui.cancel.disabled = true;
-    // The events loop sees the job end and reports it.
-    request('POST', '/v1/jobs/' + encodeURIComponent(turn.jobId) + '/cancel', turn.key, null,
+    // The polling loop sees the job (or response) end and reports it.
+    request('POST', '/v1/' + turn.api + '/' + encodeURIComponent(turn.jobId) + '/cancel', turn.key,
+      null,
       function (status, data) {
         if (status !== 200 && turn === current) {
           showError(errorText(status, data));
@@ -331,8 +384,8 @@
   }
 
   function init() {
-    var ids = ['chat', 'key', 'model', 'prompt', 'send', 'cancel', 'forget', 'error',
-      'status', 'finish', 'job', 'question', 'answer', 'log', 'log-empty'];
+    var ids = ['chat', 'key', 'model', 'prompt', 'background', 'send', 'cancel', 'forget',
+      'error', 'status', 'finish', 'job', 'question', 'answer', 'log', 'log-empty'];
     var i;
     for (i = 0; i < ids.length; i += 1) {
       ui[camel(ids[i])] = byId(ids[i]);
