@@ -52,6 +52,23 @@ def _nullable(schema: Schema) -> Schema:
     return {"anyOf": [schema, {"type": "null"}]}
 
 
+def _format(kind: str, **properties: Schema) -> Schema:
+    required = ["type", *(name for name in properties if name in ("name", "schema"))]
+    return {"type": "object", "required": required,
+            "properties": {"type": {"const": kind}, **properties}}
+
+
+# `text`: only its `format` is honoured (plain text, or JSON by the chat `response_format`).
+_TEXT: Schema = {"type": "object", "additionalProperties": False, "properties": {
+    "format": _nullable({"anyOf": [
+        _format("text"), _format("json_object"),
+        _format("json_schema", name={"type": "string"}, schema={"type": "object"},
+                description={"type": "string"}, strict={"type": ["boolean", "null"]}),
+    ]}),
+    "verbosity": {"type": "null"},
+}}
+
+
 def _errors(*statuses: int) -> dict[str, Schema]:
     out: dict[str, Schema] = {}
     for status in statuses:
@@ -193,7 +210,7 @@ def _request(settings: Settings) -> Schema:
         background=_nullable({"type": "boolean", "default": False}),
         previous_response_id=_nullable({"type": "string"}),
         truncation=_nullable({"type": "string", "enum": ["auto", "disabled"]}),
-        text=_nullable({"type": "object"}),
+        text=_nullable(_TEXT),
         user={"type": "string"}, safety_identifier={"type": "string"},
         prompt_cache_key={"type": "string"}, service_tier=_nullable({"type": "string"}),
         tools={"type": "array", "maxItems": 0}, include={"type": "array", "maxItems": 0},

@@ -14,11 +14,12 @@ Schema = dict[str, Any]
 _ERRORS = {
     "400": "`invalid_json`, `invalid_request`, `missing_field`: a field is missing or invalid "
            "(named by `param`); `webhook_url_refused`: `url` is a loopback, private or "
-           "link-local address (unless CHATQ_WEBHOOK_ALLOW_PRIVATE=1); `too_many_webhooks`.",
+           "link-local address (unless CHATQ_WEBHOOK_ALLOW_PRIVATE=1).",
     "401": "`invalid_api_key`: no key or an unknown key.",
     "404": "`webhook_not_found`: no endpoint of this key has that id; `delivery_not_found`.",
     "409": "`webhook_from_config`: the endpoint comes from CHATQ_WEBHOOKS; "
-           "`webhook_disabled`: enable it first.",
+           "`webhook_disabled`: enable it first; `too_many_webhooks`: the key has its 20 "
+           "endpoints already.",
     "429": "`rate_limit_exceeded`: the key's request rate is over its limit.",
     "503": "`backend_unavailable`: Redis cannot be reached or cannot serve now.",
 }
@@ -75,7 +76,7 @@ def paths() -> dict[str, Schema]:
             "post": _op("createWebhookEndpoint", "A new endpoint of this key",
                         _json("WebhookEndpointWithSecret", "The endpoint, with its signing "
                               "secret (shown here and on rotation only)."),
-                        "400", body="WebhookEndpointRequest"),
+                        "400", "409", body="WebhookEndpointRequest"),
             "get": _op("listWebhookEndpoints", "This key's endpoints",
                        _json("WebhookEndpointList", "Configured ones first.")),
         },
@@ -159,7 +160,10 @@ def schemas() -> dict[str, Schema]:
                             "`data.id`. Signed per Standard Webhooks: `webhook-id` (= `id`), "
                             "`webhook-timestamp`, `webhook-signature` (`v1,<base64 HMAC-SHA256 "
                             "of id.timestamp.body>`, one per active secret).")
-    request = _object(["url"], url={"type": "string", "maxLength": 2048}, name=_STR,
+    # An http(s) URL with a host and no credentials or #fragment (what the server accepts).
+    url = {"type": "string", "maxLength": 2048,
+           "pattern": r"^https?://[A-Za-z0-9.-]+(:[1-9][0-9]{0,3})?(/[^#\s]*)?$"}
+    request = _object(["url"], url=url, name=_STR,
                       event_types={**_TYPES, "minItems": 1})
     return {
         "WebhookEvent": event, "WebhookEndpointRequest": request,

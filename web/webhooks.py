@@ -51,8 +51,14 @@ def _made_here(endpoint: Endpoint) -> None:
                        "configuration (CHATQ_WEBHOOKS); change it there.", param="id")
 
 
-def _body() -> dict[str, Any]:
-    return params.json_body() if request.content_length or request.data else {}
+def _body(*allowed: str) -> dict[str, Any]:
+    """The JSON body (empty when none was sent); a field it does not know is a 400."""
+    body = params.json_body() if request.content_length or request.data else {}
+    for name in body:
+        if name not in allowed:
+            raise ApiError(400, "invalid_request", f"Unknown field `{name[:40]}`.",
+                           param=name[:40])
+    return body
 
 
 def _url(svc: Services, raw: Any) -> str:
@@ -91,11 +97,11 @@ def _name(raw: Any) -> str:
 def create_endpoint() -> Response:
     """A new endpoint of the caller's key; the answer carries its signing secret, once."""
     svc, hooks, owner = _caller()
-    body = params.json_body()
+    body = _body("url", "name", "event_types")
     url, name = _url(svc, body.get("url")), _name(body.get("name"))
     event_types = _event_types(body.get("event_types"))
     if len(hooks.endpoints.of_owner(owner)) >= MAX_ENDPOINTS_PER_KEY:
-        raise ApiError(400, "too_many_webhooks", f"A key has at most {MAX_ENDPOINTS_PER_KEY} "
+        raise ApiError(409, "too_many_webhooks", f"A key has at most {MAX_ENDPOINTS_PER_KEY} "
                        "webhook endpoints; delete one first.")
     endpoint = hooks.endpoints.create(owner, url, name, event_types)
     log.info("webhook endpoint %s created", endpoint.id,
@@ -136,7 +142,8 @@ def rotate_secret(endpoint_id: str) -> Response:
     _svc, hooks, owner = _caller()
     endpoint = _owned(hooks, owner, endpoint_id)
     _made_here(endpoint)
-    keep_old = _body().get("keep_old_secret_active_for_24_hours", False)
+    keep_old = _body("keep_old_secret_active_for_24_hours").get(
+        "keep_old_secret_active_for_24_hours", False)
     if not isinstance(keep_old, bool):
         raise ApiError(400, "invalid_request", "`keep_old_secret_active_for_24_hours` is a "
                        "boolean.", param="keep_old_secret_active_for_24_hours")
