@@ -72,7 +72,6 @@ def create_app(settings: Settings | None = None) -> Flask:
     _check_redis(settings, svc)
     app.extensions["chatq"] = svc
     observability.install_request_log(app)
-    observability.install_metrics(app)
     tokens.preload()
     errors.register(app)
     app.register_blueprint(jobs.bp)

@@ -7,7 +7,9 @@ worker never imports this module, so its own /metrics carries none of these.
 
 from __future__ import annotations
 
-from prometheus_client import Counter, Gauge
+from prometheus_client import Counter, Gauge, Histogram
+
+from chatq.metrics import LATENCY_BUCKETS_S
 
 JOBS_SUBMITTED = Counter("chatq_jobs_submitted_total", "Jobs accepted", ["priority"])
 CACHE_LOOKUPS = Counter(
@@ -23,3 +25,10 @@ ADMISSION_REJECTIONS = Counter(
 WAITERS = Gauge(
     "chatq_longpoll_waiters", "Requests parked waiting on a job", multiprocess_mode="livesum"
 )
+# Observed once per request in the request hook (web/observability.py): these are the names
+# prometheus-flask-exporter gave them, without its per-request cost.
+HTTP_DURATION = Histogram(
+    "chatq_http_request_duration_seconds", "HTTP requests by route template, method and status",
+    ["method", "endpoint", "status"], buckets=LATENCY_BUCKETS_S,
+)
+HTTP_REQUESTS = Counter("chatq_http_request", "HTTP requests", ["method", "status"])

@@ -11,10 +11,8 @@ from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, 
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.registry import Collector
-from prometheus_flask_exporter import PrometheusMetrics
 
 from chatq import gcpause, queue_stats
-from chatq.metrics import LATENCY_BUCKETS_S
 from chatq.redis_conn import BACKEND_ERRORS
 from web import metrics
 from web.context import Services
@@ -56,14 +54,6 @@ class QueueCollector(Collector):
                                 value=snap.recommended_concurrency)
 
 
-def install_metrics(app: Flask) -> None:
-    """Time every request by route template and status (the exporter's HTTP metrics)."""
-    PrometheusMetrics(
-        app, path=None, defaults_prefix="chatq", group_by=endpoint,
-        buckets=LATENCY_BUCKETS_S, excluded_paths=["/metrics"],
-    )
-
-
 def render_metrics(svc: Services) -> tuple[bytes, str]:
     """The text exposition: every gunicorn worker's metrics summed, plus the queue's."""
     queue = CollectorRegistry()
@@ -83,13 +73,16 @@ def _started() -> None:
 
 
 def _finished(response: Response) -> Response:
-    duration_ms = (time.perf_counter() - g.pop("chatq_started", time.perf_counter())) * 1000
+    duration_s = time.perf_counter() - g.pop("chatq_started", time.perf_counter())
     metrics.HTTP_IN_PROGRESS.dec()
     gcpause.flush()
     if request.path != "/metrics":
+        method, status, path = request.method, str(response.status_code), endpoint()
+        metrics.HTTP_DURATION.labels(method, path, status).observe(duration_s)
+        metrics.HTTP_REQUESTS.labels(method, status).inc()
         context = {
-            "method": request.method, "path": endpoint(), "status": response.status_code,
-            "duration_ms": round(duration_ms, 2), "key": g.get("chatq_key", "-"),
+            "method": method, "path": path, "status": response.status_code,
+            "duration_ms": round(duration_s * 1000, 2), "key": g.get("chatq_key", "-"),
             "job_id": g.get("chatq_job_id", "-"),
         }
         log.info("request", extra=context)
