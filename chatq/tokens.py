@@ -7,7 +7,7 @@ import gzip
 import hashlib
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from functools import cache
 from importlib import resources
 from typing import Any, Literal, NamedTuple
@@ -97,10 +97,10 @@ def encoding(name: str) -> tiktoken.Encoding:
     )
 
 
-def preload() -> None:
-    """Build both encodings now (about half a second), so no request pays for it."""
-    for name in _SPECS:
-        encoding(name)
+def preload(models: Iterable[str]) -> None:
+    """Build now (about half a second each) the encodings these models count with."""
+    for model in models:
+        encoding_for(model)
 
 
 def encoding_for(model: str) -> tuple[tiktoken.Encoding, float]:

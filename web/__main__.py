@@ -9,7 +9,7 @@ from typing import Any
 
 from gunicorn.app.base import BaseApplication
 
-from chatq import config
+from chatq import config, tokens
 from web import gunicorn_errors
 
 
@@ -84,6 +84,9 @@ def main() -> None:
     os.environ["PROMETHEUS_MULTIPROC_DIR"] = metrics_dir
     os.environ["CHATQ_METRICS_DIR"] = metrics_dir
     gunicorn_errors.install()
+    # Before gunicorn forks: every web process shares these pages (75 MiB for o200k) instead
+    # of building its own; another model's encoding is built where it is first needed.
+    tokens.preload([settings.default_model])
     WebServer(config.load()).run()
 
 

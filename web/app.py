@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from flask import Flask
 
-from chatq import config, logs, redis_check, redis_conn, tokens
+from chatq import config, logs, redis_check, redis_conn
 from chatq.cache import LocalCache
 from chatq.celery_app import make_celery
 from chatq.config import Settings
@@ -72,7 +72,6 @@ def create_app(settings: Settings | None = None) -> Flask:
     _check_redis(settings, svc)
     app.extensions["chatq"] = svc
     observability.install_request_log(app)
-    tokens.preload()
     errors.register(app)
     app.register_blueprint(jobs.bp)
     app.register_blueprint(events.bp)
