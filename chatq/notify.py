@@ -21,10 +21,11 @@ RECONNECT_DELAY_S = 0.5
 class Waiter:
     """A request parked on one job; `terminal_only` waiters ignore non-final changes."""
 
-    __slots__ = ("event", "snapshot", "terminal_only")
+    __slots__ = ("event", "job_id", "snapshot", "terminal_only")
 
-    def __init__(self, terminal_only: bool) -> None:
+    def __init__(self, job_id: str, terminal_only: bool) -> None:
         self.event = threading.Event()
+        self.job_id = job_id
         self.terminal_only = terminal_only
         self.snapshot = ""
 
@@ -84,11 +85,11 @@ class Listener:
     def waiting(self, job_id: str, terminal_only: bool) -> Iterator[Waiter]:
         """Register a waiter for `job_id` for the duration of the block.
 
-        Callers re-read the job after entering, so a change between their first read and
-        the registration is never missed.
+        Callers read the job after entering (or create it), so that no change between their
+        read and the registration is missed.
         """
         self.start()
-        waiter = Waiter(terminal_only)
+        waiter = Waiter(job_id, terminal_only)
         with self._lock:
             self._waiters.setdefault(job_id, set()).add(waiter)
         try:

@@ -15,17 +15,18 @@ from web.guard import authorize
 from web.responses import failed_job_error, job_response, json_response
 from web.submit import enqueue, submit
 from web.validate import chat_request, within_context
-from web.waiting import load_owned, wait_terminal
+from web.waiting import load_owned, wait_owned, wait_terminal, watching
 
 log = logging.getLogger(__name__)
 bp = Blueprint("jobs", __name__, url_prefix="/v1/jobs")
 
 
-def _owned(svc: Services, owner: str, job_id: str) -> dict[str, str]:
+def _owned(svc: Services, owner: str, job_id: str, wait_s: float = 0.0) -> dict[str, str]:
+    """The owner's job (else 404), once it ends if `wait_s` is given."""
     if not params.is_job_id(job_id):
         raise job_not_found()
     g.chatq_job_id = job_id
-    return load_owned(svc, job_id, owner)
+    return wait_owned(svc, job_id, owner, wait_s)
 
 
 def _wait(svc: Services, default_s: float) -> tuple[float, float | None]:
@@ -54,9 +55,11 @@ def create_job() -> Response:
     request = within_context(request, svc.settings.max_context_tokens, overflow)
     request.pop("stream", None)
     cache_control = current_request.headers.get("Cache-Control", "")
-    record = submit(svc, owner, request, priority, idem_key, cache_control)
-    g.chatq_job_id = record["id"]
-    return job_response(wait_terminal(svc, record, wait_s), echo)
+    job_id = jobs.new_job_id()
+    with watching(svc, job_id, wait_s) as waiter:
+        record = submit(svc, owner, request, priority, idem_key, cache_control, job_id=job_id)
+        g.chatq_job_id = record["id"]
+        return job_response(wait_terminal(svc, record, wait_s, waiter=waiter), echo)
 
 
 @bp.get("/<job_id>")
@@ -65,8 +68,7 @@ def get_job(job_id: str) -> Response:
     svc = services()
     owner = authorize(svc)
     wait_s, echo = _wait(svc, 0.0)
-    record = _owned(svc, owner, job_id)
-    return job_response(wait_terminal(svc, record, wait_s), echo)
+    return job_response(_owned(svc, owner, job_id, wait_s), echo)
 
 
 @bp.get("/<job_id>/result")
@@ -75,8 +77,7 @@ def get_result(job_id: str) -> Response:
     svc = services()
     owner = authorize(svc)
     wait_s, echo = _wait(svc, svc.settings.result_wait_s)
-    record = _owned(svc, owner, job_id)
-    record = wait_terminal(svc, record, wait_s)
+    record = _owned(svc, owner, job_id, wait_s)
     if record["status"] == jobs.COMPLETED:
         headers = {"Preference-Applied": f"wait={echo:g}"} if echo is not None else {}
         return json_response(jobs.public_view(record)["result"], 200, headers)

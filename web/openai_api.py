@@ -12,6 +12,7 @@ from flask import request as flask_request
 
 from chatq import jobs
 from chatq.errors import ApiError
+from chatq.notify import Waiter
 from web import params
 from web.chunks import ChunkMaker, sse, tool_call_deltas
 from web.context import Services, services
@@ -20,7 +21,7 @@ from web.guard import authorize
 from web.responses import failed_job_error, job_response, json_response
 from web.submit import submit
 from web.validate import chat_request, within_context
-from web.waiting import load_owned, wait_terminal
+from web.waiting import load_owned, wait_terminal, watching
 
 log = logging.getLogger(__name__)
 bp = Blueprint("openai", __name__, url_prefix="/v1")
@@ -39,26 +40,29 @@ def chat_completions() -> Response:
     stream = request.pop("stream", None) is True
     options = request.pop("stream_options", None) or {}
     cache_control = flask_request.headers.get("Cache-Control", "")
-    record = submit(svc, owner, request, "interactive", params.idempotency_key(), cache_control)
-    if stream:
-        include_usage = bool(isinstance(options, dict) and options.get("include_usage"))
-        response = sse_response(_stream(svc, record, include_usage))
-        response.headers["Chatq-Job-Id"] = record["id"]
-        return response
-    return _hold(svc, record)
+    job_id = jobs.new_job_id()
+    with watching(svc, job_id, 0.0 if stream else 1.0) as waiter:
+        record = submit(svc, owner, request, "interactive", params.idempotency_key(),
+                        cache_control, job_id=job_id)
+        if not stream:
+            return _hold(svc, record, waiter)
+    include_usage = bool(isinstance(options, dict) and options.get("include_usage"))
+    response = sse_response(_stream(svc, record, include_usage))
+    response.headers["Chatq-Job-Id"] = record["id"]
+    return response
 
 
-def _hold(svc: Services, record: dict[str, str]) -> Response:
+def _hold(svc: Services, record: dict[str, str], waiter: Waiter | None = None) -> Response:
     """Answer once the job ends; 202 only to a client that asked with Prefer."""
     asked, respond_async = params.prefer_wait(), params.prefers_async()
     if asked is not None or respond_async:
         wait_s = min(asked or 0.0, svc.settings.max_wait_s)
-        record = wait_terminal(svc, record, wait_s)
+        record = wait_terminal(svc, record, wait_s, waiter=waiter)
         if not jobs.is_terminal(record["status"]):
             return job_response(record, None if asked is None else wait_s, respond_async)
     else:
         hold_s = svc.settings.job_timeout_s + svc.settings.lease_s
-        record = wait_terminal(svc, record, hold_s, through_drain=True)
+        record = wait_terminal(svc, record, hold_s, through_drain=True, waiter=waiter)
     # The job exists and chatq did its own retries: an SDK resending would start another.
     headers = {"Chatq-Job-Id": record["id"], "x-should-retry": "false"}
     if record["status"] == jobs.COMPLETED:

@@ -77,12 +77,12 @@ class Draft:
 
 
 def _draft(svc: Services, owner: str, request: dict[str, Any], priority: str,
-           cache_control: str, fields: dict[str, str]) -> Draft:
+           cache_control: str, fields: dict[str, str], job_id: str) -> Draft:
     """The new job's record, answered from the cache when it can be."""
     s = svc.settings
     rule = cache.policy(request, cache_control, s.cache_ttl_s)
     key = cache.cache_key(request, "*" if s.cache_shared else owner) if rule.cacheable else ""
-    record = jobs.new_record(jobs.new_job_id(), owner, request["model"], priority, request,
+    record = jobs.new_record(job_id, owner, request["model"], priority, request,
                              time.time()) | fields
     record |= record_fields(svc, owner)  # announce its end to webhooks, if any
     if rule.store_ttl_s:
@@ -104,10 +104,13 @@ def submit(
     idem_key: str | None,
     cache_control: str = "",
     fields: dict[str, str] | None = None,
+    job_id: str = "",
 ) -> dict[str, str]:
     """Create a job for `request` (or find the one its Idempotency-Key made); its record.
-    `fields` are extra record fields (a response's `api` and `response`)."""
-    draft = _draft(svc, owner, request, priority, cache_control, fields or {})
+    `fields` are extra record fields (a response's `api` and `response`); `job_id` the id
+    to give it (a caller may have registered to wait for it), else a new one."""
+    draft = _draft(svc, owner, request, priority, cache_control, fields or {},
+                   job_id or jobs.new_job_id())
     record, job_id = draft.record, draft.record["id"]
     if not draft.hit:
         svc.admission.check_queue()

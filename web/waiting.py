@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import partial
 from typing import TypeVar
 
 from chatq import jobs, keys
@@ -46,13 +48,19 @@ def _park(
     hold: Hold,
 ) -> T:
     """`value` once ready; until then wait for notifications on `job_id` and re-read."""
-    listener = svc.listener
-    if hold.timeout_s <= 0 or ready(value) or listener.stops(hold.through_drain):
+    if hold.timeout_s <= 0 or ready(value) or svc.listener.stops(hold.through_drain):
         return value
-    deadline = time.monotonic() + hold.timeout_s
-    with listener.waiting(job_id, hold.terminal_only) as waiter, metrics.WAITERS.track_inprogress():
+    with svc.listener.waiting(job_id, hold.terminal_only) as waiter:
         # Re-read after registering: a change in between is seen here or wakes us.
-        value = read(None)
+        return _wait(svc, waiter, read(None), read, ready, hold)
+
+
+def _wait(svc: Services, waiter: Waiter, value: T, read: Callable[[Waiter | None], T],
+          ready: Callable[[T], bool], hold: Hold) -> T:
+    """`value`, read after `waiter` was registered, once ready or when the hold ends."""
+    listener = svc.listener
+    deadline = time.monotonic() + hold.timeout_s
+    with metrics.WAITERS.track_inprogress():
         while not ready(value) and not listener.stops(hold.through_drain):
             remaining_s = min(deadline, listener.hold_until) - time.monotonic()
             if remaining_s <= 0:
@@ -71,20 +79,44 @@ def _final(svc: Services, waiter: Waiter | None, job_id: str, owner: str) -> dic
     return load_owned(svc, job_id, owner)
 
 
+def _terminal(record: dict[str, str]) -> bool:
+    return jobs.is_terminal(record["status"])
+
+
+@contextmanager
+def watching(svc: Services, job_id: str, wait_s: float) -> Iterator[Waiter | None]:
+    """Before creating job `job_id`, when the request will wait for it: its waiter, so that
+    the wait needs no second read (no change of a job can come before its creation)."""
+    if wait_s <= 0:
+        yield None
+        return
+    with svc.listener.waiting(job_id, terminal_only=True) as waiter:
+        yield waiter
+
+
 def wait_terminal(svc: Services, record: dict[str, str], wait_s: float,
-                  through_drain: bool = False) -> dict[str, str]:
-    """The record once terminal, or as it is when `wait_s` (jittered) runs out."""
+                  through_drain: bool = False, waiter: Waiter | None = None) -> dict[str, str]:
+    """The record once terminal, or as it is when `wait_s` (jittered) runs out; `waiter`,
+    registered before `record` was read or created, spares a second read."""
     job_id, owner = record["id"], record["owner"]
-    if wait_s <= 0 or jobs.is_terminal(record["status"]):
+    if wait_s <= 0 or _terminal(record):
         return record
-    return _park(
-        svc,
-        job_id,
-        record,  # just read by the caller: reading it again here would cost a round trip
-        lambda waiter: _final(svc, waiter, job_id, owner),
-        lambda r: jobs.is_terminal(r["status"]),
-        Hold(jittered(wait_s), through_drain),
-    )
+    hold = Hold(jittered(wait_s), through_drain)
+    final = partial(_final, svc, job_id=job_id, owner=owner)
+    if waiter is not None and waiter.job_id == job_id:
+        return _wait(svc, waiter, record, final, _terminal, hold)
+    # `record` was just read by the caller: reading it again here would cost a round trip.
+    return _park(svc, job_id, record, final, _terminal, hold)
+
+
+def wait_owned(svc: Services, job_id: str, owner: str, wait_s: float) -> dict[str, str]:
+    """The owner's job (else 404) once terminal, or when `wait_s` (jittered) runs out: read
+    once, after registering to be woken."""
+    if wait_s <= 0 or svc.listener.stops(False):
+        return load_owned(svc, job_id, owner)
+    with svc.listener.waiting(job_id, terminal_only=True) as waiter:
+        record = load_owned(svc, job_id, owner)
+        return wait_terminal(svc, record, wait_s, waiter=waiter)
 
 
 def read_events(svc: Services, job_id: str, cursor: str) -> tuple[list[Event], str]:
