@@ -10,8 +10,9 @@ import hashlib
 
 PREFIX = "chatq:"
 
-# Pub/sub channel; message "<job id> <status>" on every change of a job, and on a leader's
-# last one "<job id> <status> <record as JSON, less the request, with output_text>".
+# Pub/sub channel; message "<job id> <status>" on every change of a job, on a leader's last
+# one "<job id> <status> <record as JSON, less the request, with output_text>", and
+# "+ <job id> <job id> ..." for the jobs a worker's flush gave more text.
 NOTIFY_CHANNEL = PREFIX + "notify"
 
 

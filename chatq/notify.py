@@ -12,6 +12,7 @@ from contextlib import contextmanager
 import redis
 
 from chatq import jobs, keys
+from chatq.store import PROGRESS
 
 log = logging.getLogger(__name__)
 
@@ -151,7 +152,12 @@ class Listener:
             self.wake_all()
             return
         data = message.get("data")
-        if message.get("type") == "message" and isinstance(data, str):
-            job_id, _, rest = data.partition(" ")
-            status, _, snapshot = rest.partition(" ")
-            self.wake(job_id, status, snapshot)
+        if message.get("type") != "message" or not isinstance(data, str):
+            return
+        job_id, _, rest = data.partition(" ")
+        if job_id == PROGRESS:  # "+ <id> <id> ...": more text for these jobs
+            for each in rest.split():
+                self.wake(each, jobs.IN_PROGRESS)
+            return
+        status, _, snapshot = rest.partition(" ")
+        self.wake(job_id, status, snapshot)

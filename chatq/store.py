@@ -20,6 +20,8 @@ import redis
 from chatq import jobs, keys
 
 LUA_DIR = Path(__file__).with_name("lua")
+# A notification "+ <id> <id> ...": these jobs have more text (one per flush, not per job).
+PROGRESS = "+"
 WORKER_LOST = {
     "type": "server_error",
     "code": "worker_lost",
@@ -78,6 +80,16 @@ class Cancel:
     detached: tuple[str, ...] = ()
 
 
+@dataclass(frozen=True)
+class Piece:
+    """Text of one job's attempt, written after its first `offset_bytes` bytes."""
+
+    job_id: str
+    run_id: str
+    offset_bytes: int
+    text: str
+
+
 class LeaseState(StrEnum):
     """What a heartbeat learns of one run."""
 
@@ -91,6 +103,7 @@ class SweepOutcome(StrEnum):
 
     GONE = "gone"  # it had ended
     QUEUED = "queued"  # still waiting: send it again only if the broker lost its message
+    SUSPECT = "suspect"  # running, its lease ran out: taken over if still so a lease later
     REQUEUED = "requeued"  # its worker was lost: queued again, to be sent now
     FAILED = "failed"  # its worker was lost too many times
 
@@ -194,7 +207,17 @@ class Store:
 
     def append(self, *, job_id: str, run_id: str, offset_bytes: int, text: str) -> bool:
         """Append text written after `offset_bytes` bytes of this attempt's text."""
-        return bool(self._run("append", job_id, run_id, offset_bytes, text))
+        return self.append_many([Piece(job_id, run_id, offset_bytes, text)])[0]
+
+    def append_many(self, pieces: list[Piece]) -> list[bool]:
+        """Append several jobs' text and announce it, all in one round trip; for each piece,
+        whether its run still held its job."""
+        pipe = self.redis.pipeline(transaction=False)
+        for p in pieces:
+            self._scripts["append"](keys=[], args=[p.job_id, p.run_id, p.offset_bytes, p.text],
+                                    client=pipe)
+        pipe.publish(keys.NOTIFY_CHANNEL, " ".join([PROGRESS, *(p.job_id for p in pieces)]))
+        return [bool(answer) for answer in pipe.execute()[:-1]]
 
     def finish(
         self,

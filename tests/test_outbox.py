@@ -43,7 +43,8 @@ def test_each_way_an_announced_job_ends_is_in_the_outbox(store: Store) -> None:
     store.finish(job_id=done, run_id="r", status=jobs.COMPLETED, fields={"result": "{}"})
     store.finish(job_id=quiet, run_id="r", status=jobs.COMPLETED, fields={"result": "{}"})
     store.cancel(job_id=cancelled, lease_s=LEASE_S)
-    store.redis.zadd(keys.leases(), {failed: 0})  # its worker is lost, for good
+    store.redis.zadd(keys.leases(), {failed: 0})  # its worker is lost, for good: its lease
+    store.redis.hset(keys.job(failed), "suspect", "0")  # ran out, and was noted a lease ago
     store.sweep(lease_s=LEASE_S, resend_s=LEASE_S, max_takeovers=0)
     entries = Outbox(store.redis, "reader").read(block_s=0.1)
     assert {(e.job_id, e.status) for e in entries} == {

@@ -16,8 +16,9 @@ from chatq.errors import failed_job_status
 from chatq.logs import Redactor
 from chatq.store import Store
 from scripts.localredis import free_port
+from worker.flusher import DeltaWriter
 from worker.runner import BACKOFF_CAP_S, _backoff_s
-from worker.running import DeltaWriter, Handle
+from worker.running import Handle
 from worker.upstream import Attempt, Timeouts, attempt, timed_out
 
 # (error code, status the upstream answered or 0) -> status the client gets.
@@ -102,7 +103,8 @@ def test_a_read_timeout_mid_body_counts_as_a_timeout() -> None:
 def _writer(handle: Handle) -> DeltaWriter:
     # A store whose Redis nothing listens for: any write raises redis.ConnectionError.
     dead = redis.Redis(port=free_port(), socket_connect_timeout=0.5, retry=None)
-    return DeltaWriter(Store(dead, 60), handle, 0.0, 4096)
+    # Writes at every piece (max_chars 1), so that the attempt itself meets the dead store.
+    return DeltaWriter(Store(dead, 60), handle, 1)
 
 
 def _attempt(url: str, body: dict[str, object]) -> Attempt:

@@ -64,6 +64,7 @@ class Model:
     runs: list[str] = field(default_factory=list)
     run_attempt: int = 0
     ended_by: str = ""  # the run whose finish ended the job
+    suspect: bool = False  # a sweep found its lease run out; its holder has not renewed since
     last_append: tuple[int, str] | None = None  # (offset in bytes, text) of the run's last
 
 
@@ -351,21 +352,32 @@ class JobMachine(RuleBasedStateMachine):
                     else LeaseState.LOST)
         states = self.store.heartbeat(runs=[(job_id, run)], lease_s=LEASE_S, worker="w", slots=1)
         assert states == [expected]
+        if expected is LeaseState.HELD:
+            self.model[job_id].suspect = False  # its holder is alive after all
 
-    @rule(data=st.data())
-    def sweep_after_lease_expired(self, data: st.DataObject) -> None:
-        """The holder stopped renewing: force the lease into the past, run the sweeper's step."""
+    @rule(data=st.data(), noted_long_ago=st.booleans())
+    def sweep_after_lease_expired(self, data: st.DataObject, noted_long_ago: bool) -> None:
+        """The holder stopped renewing: force the lease into the past, run the sweeper's step.
+        A running job is only noted, unless (noted_long_ago) a sweep noted it a lease ago."""
         job_id = self._choose(data, lambda m: m.status not in TERMINAL and not m.leader)
         if job_id is None:
             return
         m = self.model[job_id]
         self.redis.zadd(keys.leases(), {job_id: 0}, xx=True)
+        if noted_long_ago and m.status == jobs.IN_PROGRESS:
+            self.redis.hset(keys.job(job_id), "suspect", "0")
         swept = self.store.sweep(lease_s=LEASE_S, resend_s=LEASE_S, max_takeovers=MAX_TAKEOVERS)
-        assert [s.job_id for s in swept] == [job_id]
-        outcome = swept[0].outcome
+        # Jobs noted earlier are still due: noted again, nothing more, until a lease passes.
+        others = [(s.job_id, s.outcome) for s in swept if s.job_id != job_id]
+        assert all(o is SweepOutcome.SUSPECT and self.model[j].suspect for j, o in others)
+        (outcome,) = [s.outcome for s in swept if s.job_id == job_id]
         if m.status == jobs.QUEUED:
             assert outcome is SweepOutcome.QUEUED  # the caller resends it only if lost
+        elif not noted_long_ago:
+            assert outcome is SweepOutcome.SUSPECT  # Redis may have been away, not the worker
+            m.suspect = True
         else:
+            m.suspect = False
             m.takeovers += 1
             if m.takeovers > MAX_TAKEOVERS:
                 assert outcome is SweepOutcome.FAILED
@@ -402,6 +414,7 @@ class JobMachine(RuleBasedStateMachine):
             # Every job has its owner, and the status and text the rules say.
             assert record.get("owner") == m.owner, (job_id, record)
             assert record["status"] == m.status, (job_id, record["status"], m)
+            assert ("suspect" in record) == m.suspect, (job_id, record, m)
             assert record["output_text"] == m.output, (job_id, record, m)
             # output_text is what a client rebuilds from the events.
             assert _deltas_after_last_reset(events) == record["output_text"], (job_id, events)

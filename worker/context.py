@@ -14,6 +14,7 @@ from chatq.config import Settings
 from chatq.logs import Redactor
 from chatq.store import Store
 from worker.endpoints import Endpoints
+from worker.flusher import Flusher
 from worker.running import Registry
 from worker.upstream import make_session
 
@@ -29,6 +30,7 @@ class WorkerContext:
     registry: Registry
     redact: Redactor
     endpoints: Endpoints
+    flusher: Flusher
     pid: int
 
 
@@ -41,15 +43,17 @@ def _build(settings: Settings, celery: Celery) -> WorkerContext:
     client = redis_conn.connect(settings.redis_url, max_connections=max_connections,
                                 ca_file=settings.redis_ca_file)
     secrets = [settings.upstream_api_key] + [key for _, key in settings.api_keys]
+    store = Store(client, settings.job_ttl_s, settings.max_followers)
     return WorkerContext(
         settings=settings,
         celery=celery,
-        store=Store(client, settings.job_ttl_s, settings.max_followers),
+        store=store,
         session=make_session(settings),
         registry=Registry(),
         redact=Redactor(secrets),
         endpoints=Endpoints(settings.upstream_urls, client, settings.cooldown_s,
                             settings.cooldown_after_failures),
+        flusher=Flusher(store, settings.flush_interval_s),
         pid=os.getpid(),
     )
 

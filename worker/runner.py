@@ -16,7 +16,7 @@ from worker import metrics, running
 from worker.context import WorkerContext
 from worker.endpoints import endpoint_label
 from worker.persist import persist
-from worker.running import DeltaWriter, Handle
+from worker.running import Handle
 from worker.upstream import Attempt, Timeouts, attempt
 
 log = logging.getLogger(__name__)
@@ -84,7 +84,7 @@ def _call(ctx: WorkerContext, run: Run) -> tuple[str, Attempt, str]:
     s, handle = ctx.settings, run.handle
     url = ctx.endpoints.choose(run.tried)
     run.tried.add(url)
-    writer = DeltaWriter(ctx.store, handle, s.flush_interval_s, s.flush_max_chars)
+    writer = ctx.flusher.writer(handle, s.flush_max_chars)
     timeouts = Timeouts(s.connect_timeout_s, s.first_byte_timeout_s, s.read_timeout_s)
     started = time.monotonic()
     result = attempt(ctx.session, url + "/chat/completions", _upstream_body(run.request),
@@ -96,7 +96,7 @@ def _call(ctx: WorkerContext, run: Run) -> tuple[str, Attempt, str]:
         metrics.TIME_TO_FIRST_TOKEN.observe(time.monotonic() - run.started)
     elif result.retryable and (result.status >= 500 or result.status == 0):
         ctx.endpoints.failed(url)
-    return label, result, writer.take()
+    return label, result, ctx.flusher.done(writer)
 
 
 def _execute(ctx: WorkerContext, run: Run) -> None:

@@ -9,9 +9,6 @@ import time
 
 import requests
 
-from chatq.store import Store
-from worker.persist import persist
-
 CANCELLED = "cancelled"
 LOST = "lost"
 TIMEOUT = "timeout"
@@ -80,53 +77,3 @@ class Registry:
         """The handles running now."""
         with self._lock:
             return list(self._handles.values())
-
-
-class DeltaWriter:
-    """Buffers one attempt's generated text and writes it as one event per flush interval."""
-
-    def __init__(self, store: Store, handle: Handle, interval_s: float, max_chars: int) -> None:
-        self.store = store
-        self.handle = handle
-        self.interval_s = interval_s
-        self.max_chars = max_chars
-        self.written_bytes = 0
-        self._pending: list[str] = []
-        self._pending_chars = 0
-        self._last_flush = 0.0
-
-    def add(self, text: str) -> bool:
-        """Take new text; False when the job is no longer ours to write."""
-        if not text:
-            return True
-        self._pending.append(text)
-        self._pending_chars += len(text)
-        due = time.monotonic() - self._last_flush >= self.interval_s
-        if due or self._pending_chars >= self.max_chars:
-            return self.flush()
-        return True
-
-    def flush(self) -> bool:
-        """Write what is pending; False when the job is no longer ours."""
-        text = self.take()
-        self._last_flush = time.monotonic()
-        if not text:
-            return True
-        h = self.handle
-        ours = persist(
-            lambda: self.store.append(job_id=h.job_id, run_id=h.run_id,
-                                      offset_bytes=self.written_bytes, text=text),
-            until=h.deadline, what=f"text of {h.job_id}",
-        )
-        if ours:
-            self.written_bytes += len(text.encode())
-            return True
-        h.abort(LOST)
-        return False
-
-    def take(self) -> str:
-        """What is pending, removed from the buffer (the last piece goes with `finish`)."""
-        text = "".join(self._pending)
-        self._pending.clear()
-        self._pending_chars = 0
-        return text

@@ -20,7 +20,8 @@ from chatq.config import Settings
 from chatq.errors import INTERNAL_ERROR, UPSTREAM_INVALID_RESPONSE, UPSTREAM_TIMEOUT
 from chatq.logs import Redactor
 from chatq.redis_conn import BACKEND_ERRORS
-from worker.running import DeltaWriter, Handle
+from worker.flusher import DeltaWriter
+from worker.running import Handle
 from worker.sse import CompletionBuilder, InvalidChunk, parse_event, sse_data
 
 log = logging.getLogger(__name__)

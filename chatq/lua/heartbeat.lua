@@ -12,6 +12,7 @@ for i = 5, #ARGV, 2 do
   local v = redis.call('HMGET', K('job', id), 'status', 'run')
   if v[1] == IN_PROGRESS and v[2] == run then
     redis.call('ZADD', P .. 'leases', t + lease_s, id)
+    redis.call('HDEL', K('job', id), 'suspect')
     table.insert(answer, 'held')
   elseif v[1] == CANCELLED then
     table.insert(answer, 'cancelled')

@@ -58,11 +58,12 @@ local function reset_text(id)
   end
 end
 
--- O(size of the piece): the text lives in a string of its own.
-local function append_text(id, piece)
+-- O(size of the piece): the text lives in a string of its own. `quiet`: the caller
+-- announces the new text itself (a worker's flusher sends one notice for many jobs).
+local function append_text(id, piece, quiet)
   redis.call('APPEND', K('text', id), piece)
   event(id, 'delta', piece)
-  notify(id, IN_PROGRESS)
+  if not quiet then notify(id, IN_PROGRESS) end
 end
 
 -- Per-second counters for /v1/queue's sliding window (arrivals, done, busy_s).

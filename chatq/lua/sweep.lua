@@ -1,8 +1,11 @@
 -- The sweeper's step: acts on up to `limit` jobs whose lease ran out by Redis's clock.
 --   A queued job: its lease is pushed resend_s ahead; the caller sends its message again
 --     only if the broker has lost it ('queued').
---   A running job whose worker stopped renewing the lease: back to the queue with a short
---     lease ('requeued'), or failed once taken over more than max_takeovers times ('failed').
+--   A running job whose lease ran out is first only noted ('suspect'): Redis may have been
+--     away (paused, restarted) while its worker went on, and that worker's next heartbeat
+--     clears the note. Still unrenewed a whole lease after the note, its worker is gone: back
+--     to the queue with a short lease ('requeued'), or failed once taken over more than
+--     max_takeovers times ('failed').
 --   An ended or vanished job: dropped from the leases ('gone').
 --
 -- ARGV: limit, lease_s, resend_s, max_takeovers, ttl_s, error (JSON of a failed job).
@@ -13,7 +16,7 @@ local t = now()
 local answer = {}
 local due = redis.call('ZRANGEBYSCORE', P .. 'leases', '-inf', t, 'LIMIT', 0, limit)
 for _, id in ipairs(due) do
-  local v = redis.call('HMGET', K('job', id), 'status', 'priority')
+  local v = redis.call('HMGET', K('job', id), 'status', 'priority', 'suspect')
   local outcome
   if not v[1] or is_terminal(v[1]) then
     redis.call('ZREM', P .. 'leases', id)
@@ -21,7 +24,11 @@ for _, id in ipairs(due) do
   elseif v[1] == QUEUED then
     redis.call('ZADD', P .. 'leases', t + resend_s, id)
     outcome = 'queued'
-  elseif redis.call('HINCRBY', K('job', id), 'takeovers', 1) > max_takeovers then
+  elseif t - tonumber(v[3] or t) < lease_s then
+    if not v[3] then redis.call('HSET', K('job', id), 'suspect', stamp(t)) end
+    outcome = 'suspect'
+  elseif redis.call('HDEL', K('job', id), 'suspect') and
+         redis.call('HINCRBY', K('job', id), 'takeovers', 1) > max_takeovers then
     close_group(id, FAILED, t, ttl_s, 'error', {'error', error_json})
     outcome = 'failed'
   else
