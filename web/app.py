@@ -10,7 +10,7 @@ from chatq.celery_app import make_celery
 from chatq.config import Settings
 from chatq.notify import Listener
 from chatq.store import Store
-from web import demo, errors, events, jobs, observability, openai_api, ops
+from web import batches, demo, errors, events, files, jobs, observability, openai_api, ops
 from web.admission import Admission
 from web.auth import KeyRing
 from web.context import Services
@@ -69,4 +69,7 @@ def create_app(settings: Settings | None = None) -> Flask:
     app.register_blueprint(openai_api.bp)
     app.register_blueprint(ops.bp)
     app.register_blueprint(demo.bp)
+    files.install(app)
+    app.register_blueprint(files.bp)
+    app.register_blueprint(batches.bp)
     return app

@@ -12,7 +12,7 @@ from kombu.utils.compat import detect_environment
 
 from chatq import config, logs, redis_check, redis_conn
 from chatq.celery_app import RUN_JOB_TASK, make_celery
-from worker import metrics, pollfix, relay
+from worker import batches, metrics, pollfix, relay
 from worker.context import context
 from worker.monitor import Monitor
 from worker.runner import run_job
@@ -82,6 +82,7 @@ def _start_monitor(**_: Any) -> None:
     if relay.HANDLERS:
         _relays.append(relay.Relay(monitor.ctx, monitor.name))
         _relays[-1].start()
+    batches.start(monitor.ctx)
     metrics.WORKER_SLOTS.set(settings.worker_concurrency)
 
 
@@ -92,3 +93,4 @@ def _stop_monitor(**_: Any) -> None:
         monitor.stop()
     for each in _relays:
         each.stop()
+    batches.stop()
