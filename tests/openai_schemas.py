@@ -23,6 +23,12 @@ ROOTS = (
     "CreateChatCompletionStreamResponse",
     "ErrorResponse",
     "Error",
+    # The Files and Batch APIs (OpenAI publishes no schema of a batch's input or output line).
+    "Batch",
+    "OpenAIFile",
+    "ListBatchesResponse",
+    "ListFilesResponse",
+    "DeleteFileResponse",
 )
 # Annotations that stay beside a nullable schema's `anyOf` rather than inside it.
 _ANNOTATIONS = frozenset({"title", "description", "default"})

@@ -115,6 +115,8 @@ def base_env(redis_url: str, upstream_url: str, **overrides: str) -> dict[str, s
         CHATQ_LOG_LEVEL="INFO",
         # Idle keep-alive connections would hold a stopping web for the whole grace period.
         CHATQ_GRACEFUL_TIMEOUT="2",
+        # Uploaded and batch files go with the session's logs (removed after a clean run).
+        CHATQ_FILES_DIR=str(LOG_DIR / "files"),
         PYTHONUNBUFFERED="1",
     )
     env.update(overrides)

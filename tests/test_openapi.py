@@ -29,6 +29,12 @@ CONTRACT_PATHS = {
     "/metrics": {"get"},
     "/openapi.json": {"get"},
     "/": {"get"},
+    "/v1/files": {"post", "get"},
+    "/v1/files/{file_id}": {"get", "delete"},
+    "/v1/files/{file_id}/content": {"get"},
+    "/v1/batches": {"post", "get"},
+    "/v1/batches/{batch_id}": {"get"},
+    "/v1/batches/{batch_id}/cancel": {"post"},
 }
 OPEN_PATHS = {"/healthz", "/readyz", "/metrics", "/openapi.json", "/"}
 

@@ -16,7 +16,7 @@ from prometheus_flask_exporter import PrometheusMetrics
 from chatq import queue_stats
 from chatq.metrics import LATENCY_BUCKETS_S
 from chatq.redis_conn import BACKEND_ERRORS
-from web import metrics
+from web import batch_metrics, metrics
 from web.context import Services
 
 log = logging.getLogger("chatq.web.requests")
@@ -54,6 +54,7 @@ class QueueCollector(Collector):
         yield GaugeMetricFamily("chatq_recommended_concurrency",
                                 "Worker slots needed by Little's law x 1.2",
                                 value=snap.recommended_concurrency)
+        yield from batch_metrics.gauges(snap.batches)
 
 
 def install_metrics(app: Flask) -> None:
