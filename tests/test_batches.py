@@ -14,6 +14,7 @@ import requests
 from openai import OpenAI
 
 from chatq import keys
+from chatq.config import Settings
 from tests import openai_schemas
 from tests.batchkit import (
     CHAT,
@@ -296,3 +297,29 @@ def test_a_line_s_upstream_error_is_an_error_line_with_its_status(
     assert error.response.status_code == 400
     assert error.response.body["error"]["code"] == "upstream_error"
     assert get_batch(stack.url, batch["id"])["usage"]["total_tokens"] > 0
+
+
+def test_a_chunked_upload_over_the_body_limit_is_streamed_whole(
+    batch_stack: tuple[Stack, str]
+) -> None:
+    stack, _ = batch_stack
+    data = jsonl([request_line(f"c{i}", "w" * 1000) for i in range(2500)])
+    assert len(data) > 2 * Settings().max_body_bytes  # the stack's CHATQ_MAX_BODY_BYTES
+    boundary = "chunky"
+    head = (f"--{boundary}\r\nContent-Disposition: form-data; name=\"purpose\"\r\n\r\nbatch\r\n"
+            f"--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; "
+            f"filename=\"big.jsonl\"\r\n\r\n").encode()
+    tail = f"\r\n--{boundary}--\r\n".encode()
+
+    def body() -> Iterator[bytes]:  # no Content-Length: sent chunked
+        yield head
+        for start in range(0, len(data), 100_000):
+            yield data[start:start + 100_000]
+        yield tail
+
+    r = session().post(f"{stack.url}/v1/files", data=body(), timeout=60, headers={
+        "Content-Type": f"multipart/form-data; boundary={boundary}"})
+    assert r.status_code == 200, r.text
+    assert r.json()["bytes"] == len(data)
+    got = session().get(f"{stack.url}/v1/files/{r.json()['id']}/content", timeout=60)
+    assert got.content == data

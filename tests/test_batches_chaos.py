@@ -25,7 +25,6 @@ from tests.batchkit import (
 )
 from tests.procs import ALICE_KEY, start_web, wait_until
 
-
 SLOTS = 3
 
 
