@@ -98,11 +98,22 @@ def _sdk(out: str) -> None:
     assert len(WORDS.findall(lines[1])) == 6, out
 
 
+def _batch_curl(out: str) -> None:
+    assert "completed {'total': 3, 'completed': 3, 'failed': 0}" in out, out
+    assert sorted(re.findall(r'"custom_id":"(q\d)"', out)) == ["q1", "q2", "q3"], out
+
+
+def _batch_sdk(out: str) -> None:
+    assert sorted(out.strip().splitlines()) == [f"q{i} Question {i}" for i in range(3)], out
+
+
 EXPECT = {
     "curl: submit, long-poll, result": _curl_job,
     "curl: the answer as it grows (events cursor)": _events_cursor,
     "curl -N: Server-Sent Events": _sse,
     "The OpenAI Python SDK": _sdk,
+    "Batch: a file of requests, with curl": _batch_curl,
+    "Batch: the OpenAI Python SDK": _batch_sdk,
 }
 
 
