@@ -111,3 +111,29 @@ def test_a_line_s_end_reported_again_and_again_is_accounted_once(ctx: WorkerCont
     assert (record["input_tokens"], record["output_tokens"]) == ("3", "5")
     assert client.llen(keys.batch_order(turn.batch_id)) == N
     assert client.hlen(keys.batch_results(turn.batch_id)) == N
+
+
+def test_the_janitor_deletes_expired_files_but_not_one_a_batch_reads(
+    ctx: WorkerContext
+) -> None:
+    from worker.batches import BatchLoop
+
+    turn = _batch(ctx, "w")  # its input file is read by an unfinished batch
+    files = FileIndex(ctx.store.redis)
+    storage = DirectoryStorage(ctx.settings.files_dir)
+    spare = new_file_id()
+    upload = storage.create(spare)
+    upload.write(b"{}\n")
+    upload.commit()
+    past = time.time() - 10
+    files.add(new_meta(file_id=spare, owner="alice", size_bytes=3, lines=1, filename="x",
+                       purpose="batch", created_at=past - 60, expires_at=past))
+    in_use = turn.record["input_file_id"]
+    ctx.store.redis.hset(keys.file_meta(in_use), "expires_at", repr(past))
+    ctx.store.redis.zadd(keys.files_expiry(), {in_use: past})
+    BatchLoop(ctx).sweep_files()
+    assert files.get(spare, "alice", 0) is None and not (Path(ctx.settings.files_dir) /
+                                                           spare).exists()
+    assert ctx.store.redis.exists(keys.file_meta(in_use))
+    assert (Path(ctx.settings.files_dir) / in_use).exists()
+    assert ctx.store.redis.zscore(keys.files_expiry(), in_use) > time.time()
