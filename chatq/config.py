@@ -74,7 +74,7 @@ class Settings:
     files_max_bytes: int = 200 * 1024 * 1024
     files_max_lines: int = 50000
     files_ttl_s: int = 30 * 86400
-    batch_max_queued: int = 1000
+    batch_max_queued: int = 80
     batch_window_s: float = 86400.0
 
     def __repr__(self) -> str:

@@ -47,16 +47,19 @@ def _lines(n: int, model: str) -> list[dict[str, Any] | str]:
 
 
 def test_a_worker_killed_while_it_feeds_and_runs_lines_loses_none_and_repeats_none() -> None:
-    with own_stack(workers=2, CHATQ_LEASE="2", CHATQ_BATCH_MAX_QUEUED="6",
+    with own_stack(workers=2, CHATQ_LEASE="2", CHATQ_BATCH_MAX_QUEUED="10",
                    CHATQ_WORKER_CONCURRENCY=str(SLOTS)) as (stack, upstream):
         n = 40
         before = upstream_calls(upstream)
-        batch = run_batch(stack.url, _lines(n, "fake:ttft=0.3"))
+        batch = run_batch(stack.url, _lines(n, "fake:ttft=0.6"))
         wait_for(stack.url, batch["id"], _completed_at_least(6))
         holder = stack.redis.get(keys.batch_lease(batch["id"]))
         assert holder, "no worker holds the batch"
-        feeder = next(p for p in stack.procs if p.name == "worker"
-                      and p.pid == int(holder.split(":")[1]))
+        host, pid, _ = holder.split(":")
+        feeder = next(p for p in stack.procs if p.name == "worker" and p.pid == int(pid))
+        # The worker that feeds the batch also runs some of its lines (its heartbeat says).
+        wait_until(lambda: int(stack.redis.hget(keys.workers(), f"{host}:{pid}").split()[1]),
+                   10, "the feeder running lines")
         feeder.kill()
         ended = wait_ended(stack.url, batch["id"], timeout_s=120)
         _assert_each_line_once(stack.url, ended, n)

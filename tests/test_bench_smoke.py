@@ -38,6 +38,9 @@ NUMBERS: dict[str, list[tuple[Any, ...]]] = {
     "pooling": [("variants", i, key) for i in range(6)
                 for key in ("connections_opened", "cpu_ms_per_call")],
     "connections": [("calls",), ("connections_opened",)],
+    "batch": [("lines_per_s",), ("first_line_s",), ("last_line_s",),
+              ("interactive_idle", "latency", "p99_ms"),
+              ("interactive_during", "latency", "p99_ms"), ("max_batch_lane_depth",)],
 }
 
 

@@ -124,9 +124,10 @@ def make_job(turn: Turn, line: Line) -> bool:
 
 
 def _room(turn: Turn) -> int:
-    """How many more lines the `batch` lane takes now."""
-    depth = queue_stats.depths(turn.redis)["batch"]
-    return turn.ctx.settings.batch_max_queued - depth
+    """How many more lines may be fed now: CHATQ_BATCH_MAX_QUEUED less the lines of every
+    batch that are fed and not done (waiting in the `batch` lane, or running)."""
+    in_flight = queue_stats.batch_lines(turn.redis).fed
+    return turn.ctx.settings.batch_max_queued - in_flight
 
 
 def _feed_chunk(turn: Turn, size: int) -> tuple[int, bool]:
@@ -165,7 +166,7 @@ def feed_line(turn: Turn, number: int, raw: bytes) -> int:
 
 
 def feed(turn: Turn) -> int:
-    """Top the `batch` lane up to CHATQ_BATCH_MAX_QUEUED lines; the lines fed."""
+    """Feed lines while fewer than CHATQ_BATCH_MAX_QUEUED are in flight; the lines fed."""
     total = 0
     more = True
     while more and turn.keep_lease():

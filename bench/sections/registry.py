@@ -8,6 +8,7 @@ from typing import Any
 
 from bench.lab import Lab, Recipe
 from bench.sections import (
+    batch,
     cache,
     compare,
     connections,
@@ -24,7 +25,7 @@ Section = Callable[[Lab], dict[str, Any]]
 MODULES: dict[str, ModuleType] = {
     "compare": compare, "waiters": waiters, "gthread": gthread, "throughput": throughput,
     "gateway": gateway, "memory": memory, "tokens": tokens, "pooling": pooling, "cache": cache,
-    "connections": connections,
+    "connections": connections, "batch": batch,
 }
 SECTIONS: dict[str, Section] = {name: module.run for name, module in MODULES.items()}
 
