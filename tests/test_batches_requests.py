@@ -88,7 +88,7 @@ def test_an_upload_larger_than_any_other_body_is_streamed_to_the_storage(
      "expires_after.anchor"),
     ({"expires_after[anchor]": "created_at", "expires_after[seconds]": "60"},
      "invalid_request", "expires_after.seconds"),
-    ({"expires_after[anchor]": "created_at"}, "invalid_request", "expires_after.seconds"),
+    ({"expires_after[seconds]": "soon"}, "invalid_request", "expires_after.seconds"),
 ])
 def test_a_bad_upload_form_is_400_naming_the_field(
     client: FlaskClient, fields: dict[str, Any], code: str, param: str
@@ -114,12 +114,18 @@ def test_a_file_over_the_limits_is_refused_and_nothing_of_it_is_kept(
     assert {p.name for p in files_dir.rglob("*")} == before
 
 
-def test_a_file_can_say_when_it_expires(client: FlaskClient) -> None:
-    r = _upload(client, GOOD, **{"expires_after[anchor]": "created_at",
-                                 "expires_after[seconds]": "7200"})
+@pytest.mark.parametrize("fields,expires_s", [
+    ({"expires_after[anchor]": "created_at", "expires_after[seconds]": "7200"}, 7200),
+    ({"expires_after[seconds]": "3600"}, 3600),  # created_at is the only anchor there is
+    ({"expires_after[anchor]": "created_at"}, Settings().files_ttl_s),
+    ({}, Settings().files_ttl_s),
+])
+def test_a_file_can_say_when_it_expires(client: FlaskClient, fields: dict[str, str],
+                                        expires_s: int) -> None:
+    r = _upload(client, GOOD, **fields)
     assert r.status_code == 200
     body = r.get_json()
-    assert body["expires_at"] - body["created_at"] == 7200
+    assert body["expires_at"] - body["created_at"] == expires_s
 
 
 def _file_id(client: FlaskClient) -> str:

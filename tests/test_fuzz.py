@@ -210,7 +210,7 @@ def _fuzz(stack: Stack, tmp_path: Path, keyed_examples: int, anonymous_examples:
     print(f"schemathesis: {generated} cases, seeds {seeds}, explained {explained}")
     for f in unexplained:
         print("UNEXPLAINED", f)
-    assert all(r.operations == 12 for r in runs), [r.output[-2000:] for r in runs]
+    assert all(r.operations == 21 for r in runs), [r.output[-2000:] for r in runs]
     assert generated >= at_least, generated
     assert [e for r in runs for e in r.errors] == [], [r.output[-3000:] for r in runs]
     assert [f for f in unexplained if f.status is not None and f.status >= 500] == [], seeds

@@ -77,7 +77,7 @@ def test_options_under_gunicorn_is_204_with_allow_never_html(stack: Stack) -> No
     # The server as a whole (RFC 9110 `OPTIONS *`): every method it serves somewhere.
     status, headers, body = _raw(stack.url, "OPTIONS * HTTP/1.1")
     assert " 204 " in status and body == b""
-    assert _allow(headers["allow"]) == {"GET", "HEAD", "OPTIONS", "POST"}
+    assert _allow(headers["allow"]) == {"DELETE", "GET", "HEAD", "OPTIONS", "POST"}
     status, headers, body = _raw(stack.url, "OPTIONS /no/such/path HTTP/1.1")
     assert " 404 " in status and headers["content-type"].startswith("application/json")
     assert b'"code":"not_found"' in body

@@ -70,10 +70,13 @@ def expires_after_s(anchor: Any, seconds: Any, param: str) -> int:
 
 
 def _expiry_s(fields: dict[str, str], default_s: int) -> int:
-    anchor, seconds = fields.get("expires_after[anchor]"), fields.get("expires_after[seconds]")
-    if anchor is None and seconds is None:
+    # `created_at` is the only anchor, and the default expiry stands in for missing seconds:
+    # either part alone is read as the whole.
+    anchor = fields.get("expires_after[anchor]", "created_at")
+    seconds = fields.get("expires_after[seconds]", str(default_s))
+    if anchor == "created_at" and seconds == str(default_s):
         return default_s
-    return expires_after_s(anchor, (seconds or "").strip(), "expires_after")
+    return expires_after_s(anchor, seconds.strip(), "expires_after")
 
 
 def _checked(got: Received, max_lines: int, default_ttl_s: int) -> int:

@@ -128,9 +128,10 @@ def _file_schemas() -> dict[str, Schema]:
         status={"type": "string", "const": "processed"})
     upload = _object(["file", "purpose"], file={"type": "string", "format": "binary"},
                      purpose={"type": "string", "const": "batch"})
-    upload["properties"] |= {"expires_after[anchor]": {"type": "string", "const": "created_at"},
-                             "expires_after[seconds]": {"type": "integer", "minimum": 3600,
-                                                        "maximum": 2592000}}
+    upload["properties"] |= {
+        "expires_after[anchor]": {"type": "string", "const": "created_at"},
+        "expires_after[seconds]": {"type": "integer", "minimum": 3600, "maximum": 2592000,
+                                   "description": "Default: CHATQ_FILES_TTL."}}
     return {"File": file, "FileUpload": upload, "FileList": _list_of("File"),
             "FileDeleted": _object(["id", "object", "deleted"], id={"type": "string"},
                                    object={"type": "string", "const": "file"},
