@@ -20,6 +20,10 @@ from chatq.validate import chat_request
 
 JSONDict = dict[str, Any]
 MAX_CUSTOM_ID_CHARS = 512
+# A line longer than this is an error, read past without being held (the file's readers
+# stand it in with LINE_TOO_LONG).
+MAX_LINE_BYTES = 8 * 1024 * 1024
+LINE_TOO_LONG = b"\x00"
 OUTPUT, ERROR = "o", "e"
 CANCELLED_CODE, EXPIRED_CODE = "batch_cancelled", "batch_expired"
 ENDED_MESSAGES = {
@@ -82,6 +86,9 @@ class LineError:
 
 
 def _envelope(number: int, raw: bytes) -> JSONDict | LineError:
+    if raw == LINE_TOO_LONG:
+        return LineError(number, "line_too_long",
+                         f"This line is longer than {MAX_LINE_BYTES} bytes.")
     try:
         value = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError):

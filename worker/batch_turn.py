@@ -11,7 +11,14 @@ import redis
 from prometheus_client import Counter
 
 from chatq import batch_lines, jobs, keys
-from chatq.batch_lines import CANCELLED_CODE, ERROR, EXPIRED_CODE, OUTPUT
+from chatq.batch_lines import (
+    CANCELLED_CODE,
+    ERROR,
+    EXPIRED_CODE,
+    LINE_TOO_LONG,
+    MAX_LINE_BYTES,
+    OUTPUT,
+)
 from chatq.batches import BatchStore, Usage
 from chatq.files import DirectoryStorage
 from worker.context import WorkerContext
@@ -64,10 +71,17 @@ class Turn:
 
 def lines_from(handle: BinaryIO, offset: int, number: int) -> Iterator[tuple[int, bytes, int]]:
     """(line number, line, offset after it) of each non-blank line from `offset`, which is
-    the start of line `number`."""
+    the start of line `number`. A line over MAX_LINE_BYTES is never held whole: it comes as
+    LINE_TOO_LONG."""
     handle.seek(offset)
-    for raw in handle:
+    while raw := handle.readline(MAX_LINE_BYTES):
         offset += len(raw)
+        if len(raw) == MAX_LINE_BYTES and not raw.endswith(b"\n"):
+            while rest := handle.readline(MAX_LINE_BYTES):
+                offset += len(rest)
+                if rest.endswith(b"\n"):
+                    break
+            raw = LINE_TOO_LONG
         if raw.strip():
             yield number, raw, offset
         number += 1
