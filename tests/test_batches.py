@@ -279,6 +279,12 @@ def test_lines_are_fed_at_a_bounded_rate_behind_the_interactive_lane() -> None:
         # freed slot may have taken as it was being sent.
         overtaken = [t for t in starts if job["created_at"] < t < job["started_at"]]
         assert len(overtaken) <= 1, (job, sorted(starts))
+        worker = next(p for p in stack.procs if p.name == "worker")
+        bind = worker.env["CHATQ_WORKER_METRICS_BIND"]
+        counted = requests.get(f"http://{bind}/metrics", timeout=10).text
+        assert re.search(rf"^chatq_batch_lines_fed_total {n}\.0$", counted, re.M)
+        assert re.search(rf'^chatq_batch_lines_done_total{{outcome="completed"}} {n}\.0$',
+                         counted, re.M)
         idle = session().get(queue_url, timeout=10).json()["batches"]
         assert idle == {"active": 0, "lines": {"total": 0, "waiting_in_file": 0, "fed": 0,
                                                "done": 0}}
