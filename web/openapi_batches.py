@@ -30,8 +30,8 @@ def _query(name: str, schema: Schema, description: str) -> Schema:
     return {"name": name, "in": "query", "schema": schema, "description": description}
 
 
-def _file_paths() -> dict[str, Schema]:
-    """POST and GET /v1/files, GET and DELETE /v1/files/{file_id}, its content."""
+def _file_collection() -> dict[str, Schema]:
+    """POST and GET /v1/files."""
     upload = _op(
         "createFile", "Upload a JSONL file of batch requests (multipart)",
         {"200": _response("The file object.", _json("File")),
@@ -55,6 +55,11 @@ def _file_paths() -> dict[str, Schema]:
         _query("order", {"type": "string", "enum": ["asc", "desc"], "default": "desc"},
                "By creation time."),
         _query("purpose", {"type": "string"}, "Only files of this purpose."))
+    return {"/v1/files": {"post": upload, "get": listing}}
+
+
+def _file_item() -> dict[str, Schema]:
+    """GET and DELETE /v1/files/{file_id}, and its content."""
     get = _op("retrieveFile", "A file object",
               {"200": _response("The file object.", _json("File")),
                **_error_responses(401, (404, _FILE_404), 429, 503)}, _FILE_ID)
@@ -67,13 +72,12 @@ def _file_paths() -> dict[str, Schema]:
                   {"200": _response("The file, streamed.", {"application/octet-stream": {
                       "type": "string", "format": "binary"}}),
                    **_error_responses(401, (404, _FILE_404), 429, 503)}, _FILE_ID)
-    return {"/v1/files": {"post": upload, "get": listing},
-            "/v1/files/{file_id}": {"get": get, "delete": delete},
+    return {"/v1/files/{file_id}": {"get": get, "delete": delete},
             "/v1/files/{file_id}/content": {"get": content}}
 
 
-def _batch_paths() -> dict[str, Schema]:
-    """POST and GET /v1/batches, GET /v1/batches/{batch_id}, its cancel."""
+def _batch_collection() -> dict[str, Schema]:
+    """POST and GET /v1/batches."""
     create = _op(
         "createBatch", "Create a batch on an uploaded file",
         {"200": _response("The batch, `validating`.", _json("Batch")),
@@ -89,6 +93,11 @@ def _batch_paths() -> dict[str, Schema]:
         _query("after", {"type": "string"}, "A batch id: the page starts after it."),
         _query("limit", {"type": "integer", "minimum": 1, "maximum": 100, "default": 20},
                "At most this many batches."))
+    return {"/v1/batches": {"post": create, "get": listing}}
+
+
+def _batch_item() -> dict[str, Schema]:
+    """GET /v1/batches/{batch_id} and its cancel."""
     get = _op("retrieveBatch", "A batch, long-polled",
               {"200": _response("The batch (as it is when `wait` runs out, or once ended).",
                                 _json("Batch"), "Preference-Applied"),
@@ -102,14 +111,13 @@ def _batch_paths() -> dict[str, Schema]:
                                    "its files are written; an ended batch is left as it is.",
                                    _json("Batch")),
                   **_error_responses(401, (404, _BATCH_404), 429, 503)}, _BATCH_ID)
-    return {"/v1/batches": {"post": create, "get": listing},
-            "/v1/batches/{batch_id}": {"get": get},
+    return {"/v1/batches/{batch_id}": {"get": get},
             "/v1/batches/{batch_id}/cancel": {"post": cancel}}
 
 
 def paths() -> dict[str, Schema]:
     """Every Files and Batches path."""
-    return {**_file_paths(), **_batch_paths()}
+    return {**_file_collection(), **_file_item(), **_batch_collection(), **_batch_item()}
 
 
 def _expires_after() -> Schema:
@@ -147,6 +155,16 @@ def _list_of(name: str) -> Schema:
                    has_more={"type": "boolean"})
 
 
+def _usage_schema() -> Schema:
+    return _object(
+        ["input_tokens", "input_tokens_details", "output_tokens", "output_tokens_details",
+         "total_tokens"], input_tokens=_COUNT,
+        input_tokens_details=_object(["cached_tokens"], cached_tokens=_COUNT),
+        output_tokens=_COUNT,
+        output_tokens_details=_object(["reasoning_tokens"], reasoning_tokens=_COUNT),
+        total_tokens=_COUNT)
+
+
 def _batch_schema() -> Schema:
     stamp: Schema = {"type": ["integer", "null"]}
     error = _object(["code", "message", "param", "line"], code={"type": "string"},
@@ -154,13 +172,6 @@ def _batch_schema() -> Schema:
                     line={"type": ["integer", "null"]})
     errors = _object(["object", "data"], object={"type": "string", "const": "list"},
                      data={"type": "array", "items": error})
-    usage = _object(
-        ["input_tokens", "input_tokens_details", "output_tokens", "output_tokens_details",
-         "total_tokens"], input_tokens=_COUNT,
-        input_tokens_details=_object(["cached_tokens"], cached_tokens=_COUNT),
-        output_tokens=_COUNT,
-        output_tokens_details=_object(["reasoning_tokens"], reasoning_tokens=_COUNT),
-        total_tokens=_COUNT)
     stamps = ("created_at", "in_progress_at", "expires_at", "finalizing_at", "completed_at",
               "failed_at", "expired_at", "cancelling_at", "cancelled_at")
     batch = _object(
@@ -173,7 +184,7 @@ def _batch_schema() -> Schema:
         output_file_id={"type": ["string", "null"]}, error_file_id={"type": ["string", "null"]},
         request_counts=_object(["total", "completed", "failed"], total=_COUNT,
                                completed=_COUNT, failed=_COUNT),
-        usage=usage,
+        usage=_usage_schema(),
         metadata={"type": ["object", "null"], "additionalProperties": {"type": "string"}},
         model={"type": "string", "description": "The model of the first valid line."})
     batch["properties"] |= {name: stamp for name in stamps}
