@@ -147,23 +147,6 @@ def within_context(
     return fitted
 
 
-# JSON Schema (and OpenAI's schema with it) counts 5.0 as an integer: read it as 5.
-INTEGER_FIELDS = ("max_tokens", "max_completion_tokens", "n", "seed", "top_logprobs")
-
-
-def _integral(value: Any) -> Any:
-    return int(value) if isinstance(value, float) and value.is_integer() else value
-
-
-def _whole_numbers(body: dict[str, Any]) -> dict[str, Any]:
-    """The body with the integer fields given as whole floats made ints."""
-    fixed = {name: _integral(body[name]) for name in INTEGER_FIELDS if name in body}
-    bias = body.get("logit_bias")
-    if isinstance(bias, dict):
-        fixed["logit_bias"] = {token: _integral(v) for token, v in bias.items()}
-    return {**body, **fixed}
-
-
 def chat_request(body: dict[str, Any], settings: Settings) -> dict[str, Any]:
     """The request to send upstream, defaults filled in; raises 400 if bad or over a cap."""
     if "messages" not in body:
@@ -173,7 +156,6 @@ def chat_request(body: dict[str, Any], settings: Settings) -> dict[str, Any]:
         raise _invalid("`messages` must be a non-empty list.", "messages")
     for index, message in enumerate(messages):
         _check_message(index, message)
-    body = _whole_numbers(body)
     _check_types(body)
     _check_ranges(body)
     _check_caps(body, settings)
