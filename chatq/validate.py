@@ -63,6 +63,20 @@ def _check_message(index: int, message: Any) -> None:
         raise _invalid(f"{param}.content must be a string or a list of parts.", f"{param}.content")
 
 
+def _whole(value: Any) -> Any:
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
+def _whole_numbers(body: dict[str, Any]) -> dict[str, Any]:
+    """`1.0` where a whole number is wanted is `1`: JSON Schema counts it an integer too."""
+    whole: dict[str, Any] = {name: _whole(value) for name, value in body.items()
+                             if FIELD_TYPES.get(name) == (int,)}
+    bias = body.get("logit_bias")
+    if isinstance(bias, dict):
+        whole["logit_bias"] = {token: _whole(value) for token, value in bias.items()}
+    return {**body, **whole}
+
+
 # The type of each item of the list fields.
 ITEM_TYPES: dict[str, type] = {"stop": str, "tools": dict}
 
@@ -156,6 +170,7 @@ def chat_request(body: dict[str, Any], settings: Settings) -> dict[str, Any]:
         raise _invalid("`messages` must be a non-empty list.", "messages")
     for index, message in enumerate(messages):
         _check_message(index, message)
+    body = _whole_numbers(body)
     _check_types(body)
     _check_ranges(body)
     _check_caps(body, settings)

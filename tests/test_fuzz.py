@@ -87,10 +87,6 @@ def _null_is_absent(f: Finding) -> bool:
     return isinstance(body, dict) and found.group(1) in body and body[found.group(1)] is None
 
 
-def _decimal_integer_refused(f: Finding) -> bool:
-    return f.code == "ST202" and f.status == 400 and "must be of type int" in f.body
-
-
 # Disagreements between schemathesis's reading of the document and the server that are
 # right as they are.
 ACCEPTED: dict[str, Callable[[Finding], bool]] = {
@@ -111,10 +107,6 @@ ACCEPTED: dict[str, Callable[[Finding], bool]] = {
     # is no stream); the document types those fields without null.
     "an optional field sent as null counts as absent":
         _null_is_absent,
-    # JSON Schema counts 5.0 as an integer, so the document cannot say what OpenAI's API says
-    # (an integer field given 5.0 is a 400: "expected an integer, but got a decimal number").
-    "an integer field written as a decimal number is refused, as OpenAI refuses it":
-        _decimal_integer_refused,
 }
 
 
