@@ -245,3 +245,15 @@ def test_a_wait_that_runs_out_ends_within_15_16_of_it_to_all_of_it() -> None:
     # Spread over the whole band, so that clients who started together come back apart.
     assert min(samples) < 15.1 and max(samples) > 15.9
     assert params.jittered(0.0) == 0.0
+
+
+def test_a_whole_number_written_with_a_fraction_counts_as_an_integer() -> None:
+    """JSON Schema (and so the OpenAPI document) counts 3.0 an integer: so does the server."""
+    from web.validate import chat_request
+
+    body = {"messages": [{"role": "user", "content": "hi"}], "n": 2.0, "seed": -929.0,
+            "max_tokens": 16.0, "logit_bias": {"50256": -100.0}}
+    request = chat_request(body, Settings())
+    assert (request["n"], request["seed"], request["max_tokens"]) == (2, -929, 16)
+    assert request["logit_bias"] == {"50256": -100} and request["messages"] == body["messages"]
+    assert all(type(request[f]) is int for f in ("n", "seed", "max_tokens"))

@@ -14,6 +14,7 @@ import requests
 
 from tests.conftest import Stack, start_stack
 from tests.procs import start_web, start_worker, wait_until
+from web.admission import DEPTH_MAX_AGE_S
 
 
 def _db(redis_url: str, db: int) -> str:
@@ -98,6 +99,7 @@ def test_queue_depth_counts_what_no_worker_took(idle: Stack) -> None:
 def test_a_full_queue_answers_503_with_retry_after(idle: Stack) -> None:
     statuses = [idle.submit(f"fill {i}").status_code for i in range(30)]
     assert statuses == [202] * 30
+    time.sleep(2 * DEPTH_MAX_AGE_S)  # the web reads the depth anew at most this often
     r = idle.submit("one too many")
     assert r.status_code == 503 and r.json()["error"]["code"] == "queue_full"
     assert 1 <= int(r.headers["Retry-After"]) <= 60

@@ -17,6 +17,8 @@ from chatq.redis_conn import tls_options
 from web import metrics
 
 MAX_RETRY_AFTER_S = 60
+# Queue depth is read at most this often per process: a submit costs no round trip for it.
+DEPTH_MAX_AGE_S = 0.1
 
 
 def _parse(limit: str, name: str) -> list[RateLimitItem]:
@@ -38,6 +40,8 @@ class Admission:
             name: _parse(limit, "CHATQ_RATE_LIMIT_OVERRIDES")
             for name, limit in settings.rate_limit_overrides
         }
+        self._depth = 0
+        self._depth_read_at = -math.inf
         self.limiter: SlidingWindowCounterRateLimiter | None = None
         if self.default or self.overrides:
             tls = tls_options(settings.redis_url, settings.redis_ca_file)
@@ -63,7 +67,7 @@ class Admission:
         """503 queue_full with a Retry-After from the drain rate when the queue is too deep."""
         if self.max_queue_depth <= 0:
             return
-        depth = sum(queue_stats.depths(self.redis).values())
+        depth = self.queue_depth()
         if depth < self.max_queue_depth:
             return
         drain = queue_stats.window(self.redis).done_rate_per_s
@@ -74,3 +78,11 @@ class Admission:
             503, "queue_full", f"The queue holds {depth} jobs; retry later.",
             type_="server_error", retry_after_s=min(MAX_RETRY_AFTER_S, max(1, wait_s)),
         )
+
+    def queue_depth(self) -> int:
+        """Jobs waiting in the broker, as read at most DEPTH_MAX_AGE_S ago."""
+        now = time.monotonic()
+        if now - self._depth_read_at >= DEPTH_MAX_AGE_S:
+            self._depth = sum(queue_stats.depths(self.redis).values())
+            self._depth_read_at = now
+        return self._depth

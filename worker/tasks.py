@@ -10,9 +10,9 @@ import prometheus_client
 from celery import signals
 from kombu.utils.compat import detect_environment
 
-from chatq import config, logs, redis_check, redis_conn
+from chatq import config, gcpause, logs, redis_check, redis_conn
 from chatq.celery_app import RUN_JOB_TASK, make_celery
-from worker import batches, metrics, pollfix, relay
+from worker import batches, greenlets, metrics, pollfix, relay
 from worker.context import context
 from worker.monitor import Monitor
 from worker.runner import run_job
@@ -36,9 +36,10 @@ def _redact_logs(**_: Any) -> None:
 
 
 @signals.worker_init.connect
-def _shorten_gevent_poll(**_: Any) -> None:
+def _tune_gevent_pool(**_: Any) -> None:
     if detect_environment() == "gevent":  # however the pool was chosen (also `celery -P`)
         pollfix.install()
+        greenlets.install()
 
 
 @signals.worker_init.connect
@@ -84,6 +85,8 @@ def _start_monitor(**_: Any) -> None:
         _relays[-1].start()
     batches.start(monitor.ctx)
     metrics.WORKER_SLOTS.set(settings.worker_concurrency)
+    gcpause.install()
+    gcpause.freeze_start_up()
 
 
 @signals.worker_shutdown.connect

@@ -9,6 +9,7 @@ import redis
 from bench.lab import Lab
 from bench.loadrun import run_load
 from bench.sections.common import JSON, body, closed_spec, outcome_summary, target
+from chatq import keys
 
 TTL_S = 3
 CLIENTS = 32
@@ -25,10 +26,12 @@ def _used(client: redis.Redis) -> dict[str, int]:
 def _job_keys(client: redis.Redis) -> dict[str, int]:
     """How many chatq keys of each kind exist, and the leases set's size."""
     counts: dict[str, int] = {}
-    for key in client.scan_iter("chatq:*", count=1000):
-        kind = str(key).split(":")[1]
+    for key in client.scan_iter(keys.PREFIX + "*", count=1000):
+        # A job's keys are `chatq:{<id>}:<kind>`; the others `chatq:<kind>:…`.
+        name = str(key).removeprefix(keys.PREFIX)
+        kind = name.rsplit(":", 1)[1] if name.startswith("{") else name.split(":")[0]
         counts[kind] = counts.get(kind, 0) + 1
-    counts["leases_members"] = int(client.zcard("chatq:leases"))  # type: ignore[arg-type]
+    counts["leases_members"] = int(client.zcard(keys.leases()))  # type: ignore[arg-type]
     return counts
 
 
@@ -45,15 +48,16 @@ def _wait_expired(client: redis.Redis, timeout_s: float) -> float:
 
 def _sample_sizes(client: redis.Redis) -> JSON:
     """MEMORY USAGE (key included) of one job hash and its events stream."""
-    job_key = next(iter(client.scan_iter("chatq:job:*", count=1000)), None)
+    job_key = next(iter(client.scan_iter(keys.job("*"), count=1000)), None)
     if job_key is None:
         return {}
-    job_id = str(job_key).split(":", 2)[2]
-    job_b = int(client.memory_usage(job_key) or 0)  # type: ignore[arg-type]
-    events_b = int(client.memory_usage(f"chatq:events:{job_id}") or 0)  # type: ignore[arg-type]
-    return {"job_hash_bytes": job_b, "events_stream_bytes": events_b,
-            "record_bytes_per_job": job_b + events_b,
-            "events_in_stream": int(client.xlen(f"chatq:events:{job_id}"))}
+    job_id = str(job_key).split("{", 1)[1].split("}", 1)[0]
+    sizes = {kind: int(client.memory_usage(key) or 0)  # type: ignore[arg-type]
+             for kind, key in (("job_hash", keys.job(job_id)), ("text", keys.text(job_id)),
+                               ("events_stream", keys.events(job_id)))}
+    return {**{f"{kind}_bytes": size for kind, size in sizes.items()},
+            "record_bytes_per_job": sum(sizes.values()),
+            "events_in_stream": int(client.xlen(keys.events(job_id)))}
 
 
 def _per_job(before: dict[str, int], after: dict[str, int], jobs: int) -> JSON:
