@@ -25,10 +25,12 @@ MAX_CUSTOM_ID_CHARS = 512
 MAX_LINE_BYTES = 8 * 1024 * 1024
 LINE_TOO_LONG = b"\x00"
 OUTPUT, ERROR = "o", "e"
-CANCELLED_CODE, EXPIRED_CODE = "batch_cancelled", "batch_expired"
+CANCELLED_CODE, EXPIRED_CODE, LOST_CODE = "batch_cancelled", "batch_expired", "request_lost"
 ENDED_MESSAGES = {
     CANCELLED_CODE: "The batch was cancelled before this request ran.",
     EXPIRED_CODE: "This request could not be executed before the completion window expired.",
+    LOST_CODE: "This request's job is gone (deleted, or lost with Redis's data) before its "
+               "end was recorded.",
 }
 
 
@@ -160,7 +162,7 @@ def invalid_line(batch_id: str, error: LineError) -> str:
 
 
 def ended_line(batch_id: str, number: int, custom_id: str | None, code: str) -> str:
-    """The error-file line of a request the batch's cancel or expiry stopped."""
+    """The error-file line of a request the batch's cancel or expiry stopped (or lost)."""
     return _line(batch_id, number, custom_id, None,
                  {"code": code, "message": ENDED_MESSAGES[code]})
 

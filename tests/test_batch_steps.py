@@ -152,3 +152,16 @@ def test_a_line_too_long_to_hold_is_read_past_as_an_error(tmp_path: Path) -> Non
     assert found[1][2] == 9 + len(long_line) and found[2][2] == path.stat().st_size
     error = parse_line(LINE_TOO_LONG, 2, CHAT, Settings())
     assert not isinstance(error, batch_lines.Line) and error.code == "line_too_long"
+
+
+def test_a_fed_line_whose_job_is_gone_is_an_error_so_the_batch_still_ends(
+    ctx: WorkerContext
+) -> None:
+    turn = _batch(ctx, "w")
+    feed(turn)
+    ctx.store.redis.delete(keys.job(batch_lines.line_job_id(turn.batch_id, 3)))
+    assert settle(turn) == 1
+    record = turn.reload()
+    assert record["failed"] == "1"
+    stored = ctx.store.redis.hget(keys.batch_results(turn.batch_id), 3)
+    assert stored and '"code":"request_lost"' in stored

@@ -43,15 +43,15 @@ def pending_lines(turn: Turn) -> list[int]:
     return pending
 
 
-def _line_jobs(turn: Turn, numbers: list[int]) -> list[tuple[str, str, float]]:
-    """(job id, status, end time or 0) of each line's job."""
+def _line_jobs(turn: Turn, numbers: list[int]) -> list[tuple[int, str, str, float]]:
+    """(line number, job id, status, end time or 0) of each line's job."""
     ids = [batch_lines.line_job_id(turn.batch_id, n) for n in numbers]
     pipe = turn.redis.pipeline(transaction=False)
     for job_id in ids:
         pipe.hmget(keys.job(job_id), "status", "completed_at")
     rows = pipe.execute()
-    return [(job_id, status or "missing", float(ended or 0))
-            for job_id, (status, ended) in zip(ids, rows, strict=True)]
+    return [(number, job_id, status or "missing", float(ended or 0))
+            for number, job_id, (status, ended) in zip(numbers, ids, rows, strict=True)]
 
 
 def settle(turn: Turn, stop: str = "") -> int:
@@ -60,15 +60,22 @@ def settle(turn: Turn, stop: str = "") -> int:
     now = queue_stats.redis_time(turn.redis)
     accounted = 0
     ttl_s = turn.ctx.settings.job_ttl_s
-    for job_id, status, ended_at in _line_jobs(turn, pending_lines(turn)):
+    for number, job_id, status, ended_at in _line_jobs(turn, pending_lines(turn)):
         if jobs.is_terminal(status):
             if stop or now - ended_at >= RELAY_GRACE_S:
                 accounted += account_job(turn.redis, turn.batches, job_id, ttl_s)
         elif (status == jobs.QUEUED and stop) or (status == jobs.IN_PROGRESS and stop == "all"):
             turn.ctx.store.cancel(job_id=job_id, lease_s=turn.ctx.settings.lease_s)
-        elif status == "missing":
+        elif status == "missing":  # a batch must still end: the line is an error
             log.warning("batch %s: the job %s of a fed line is gone", turn.batch_id, job_id)
+            accounted += _lost(turn, number)
     return accounted
+
+
+def _lost(turn: Turn, number: int) -> int:
+    return int(turn.batches.account(
+        turn.batch_id, number, ERROR,
+        batch_lines.ended_line(turn.batch_id, number, None, batch_lines.LOST_CODE), "failed"))
 
 
 def _skip_line(turn: Turn, number: int, raw: bytes, code: str) -> int:
