@@ -143,6 +143,8 @@ def _file_id(client: FlaskClient) -> str:
     ({"metadata": "tag"}, "invalid_request", "metadata"),
     ({"output_expires_after": {"anchor": "created_at", "seconds": 10}}, "invalid_request",
      "output_expires_after.seconds"),
+    ({"output_expires_after": {"anchor": "created_at", "seconds": 3600, "x": 1}},
+     "invalid_request", "output_expires_after.x"),
     ({"priority": "high"}, "invalid_request", "priority"),
     ({"input_file_id": "file-" + "n" * 30}, "file_not_found", "input_file_id"),
     ({"input_file_id": "../etc/passwd"}, "file_not_found", "input_file_id"),

@@ -58,6 +58,10 @@ def _output_expires_s(value: Any, default_s: int) -> int:
         return default_s
     if not isinstance(value, dict):
         raise _invalid("`output_expires_after` must be an object.", "output_expires_after")
+    unknown = sorted(set(value) - {"anchor", "seconds"})
+    if unknown:
+        raise _invalid(f"`output_expires_after.{unknown[0][:40]}` is not supported here.",
+                       f"output_expires_after.{unknown[0][:40]}")
     return expires_after_s(value.get("anchor"), value.get("seconds"), "output_expires_after")
 
 
