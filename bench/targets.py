@@ -194,9 +194,24 @@ def background(s: JSON) -> list[Row]:
                 f"{a['requests_per_job']:+g} round trips", None)]
 
 
+def batch(s: JSON) -> list[Row]:
+    """Issue 16: interactive p99 while a batch runs, against the same system idle."""
+    b = dig(s, "batch")
+    measure = f"interactive p99 during a {dig(b, 'lines') or 10000:,}-line batch"
+    target = "within 20 % of idle"
+    idle, busy = dig(b, "interactive_idle", "latency", "p99_ms"), dig(
+        b, "interactive_during", "latency", "p99_ms")
+    if idle is None or busy is None:
+        return [_missing(measure, target)]
+    return [Row(measure, target,
+                f"{_fmt(busy, ' ms')} vs {_fmt(idle, ' ms')} idle; {b['lines_per_s']} lines/s, "
+                f"first line {b['first_line_s']} s, last {b['last_line_s']} s",
+                busy <= 1.2 * idle and b["status"] == "completed")]
+
+
 JUDGES: list[Callable[[JSON], list[Row]]] = [
     short_poll, waiters_vs_gthread, wake_latency, wake_throughput, waiters_rss, throughput,
-    gateway, connections, cache_hit, background,
+    gateway, connections, cache_hit, background, batch,
 ]
 
 

@@ -6,6 +6,7 @@ import hashlib
 import math
 import os
 import re
+import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
@@ -77,6 +78,12 @@ class Settings:
     webhook_timeout_s: float = 15.0
     webhook_retry_scale: float = 1.0
     webhook_log_ttl_s: int = 604800
+    files_dir: str = os.path.join(tempfile.gettempdir(), "chatq-files")
+    files_max_bytes: int = 200 * 1024 * 1024
+    files_max_lines: int = 50000
+    files_ttl_s: int = 30 * 86400
+    batch_max_queued: int = 80
+    batch_window_s: float = 86400.0
 
     def __repr__(self) -> str:
         """Every field, with keys masked and URL passwords hidden: safe to log or print."""
@@ -262,6 +269,12 @@ def load(env: Mapping[str, str] | None = None) -> Settings:
         max_n=_int(e, "CHATQ_MAX_N", d.max_n),
         max_output_tokens=_int(e, "CHATQ_MAX_OUTPUT_TOKENS", d.max_output_tokens),
         **_webhook_settings(e, d),
+        files_dir=_text(e, "CHATQ_FILES_DIR", d.files_dir),
+        files_max_bytes=_int(e, "CHATQ_FILES_MAX_BYTES", d.files_max_bytes, 1),
+        files_max_lines=_int(e, "CHATQ_FILES_MAX_LINES", d.files_max_lines, 1),
+        files_ttl_s=_int(e, "CHATQ_FILES_TTL", d.files_ttl_s, 1),
+        batch_max_queued=_int(e, "CHATQ_BATCH_MAX_QUEUED", d.batch_max_queued, 1),
+        batch_window_s=_float(e, "CHATQ_BATCH_WINDOW", d.batch_window_s, 0.1),
     )
 
 

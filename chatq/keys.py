@@ -124,3 +124,78 @@ def webhooks_due() -> str:
     """Sorted set: delivery id -> Redis time its next attempt is due (or, once handed to a
     worker, when that worker's hold runs out); no expiry."""
     return PREFIX + "webhooks:due"
+
+
+# --- Files and batches (the OpenAI Files and Batch APIs). A file's and a batch's keys share
+# the hash tag of its id, as a job's do; the Lua scripts name them with K(kind, id).
+
+
+def file_meta(file_id: str) -> str:
+    """Hash: an uploaded or generated file's metadata (its bytes live in the file storage);
+    no expiry: the janitor deletes it with its bytes once `expires_at` has passed."""
+    return _of_job("file", file_id)
+
+
+def file_batches(file_id: str) -> str:
+    """Set: ids of the unfinished batches that read this file (it cannot be deleted then)."""
+    return _of_job("file_batches", file_id)
+
+
+def files_of(owner: str) -> str:
+    """Sorted set: the key name's file ids by Redis time of creation; no expiry."""
+    return f"{PREFIX}files:{owner}"
+
+
+def files_expiry() -> str:
+    """Sorted set: file id -> Redis time at which it expires; no expiry."""
+    return PREFIX + "files_expiry"
+
+
+def batch(batch_id: str) -> str:
+    """Hash: the batch record (status, counts, feeding cursor, usage); no expiry while the
+    batch runs, CHATQ_FILES_TTL s once it has ended."""
+    return _of_job("batch", batch_id)
+
+
+def batches_of(owner: str) -> str:
+    """Sorted set: the key name's batch ids by Redis time of creation; no expiry."""
+    return f"{PREFIX}batches:{owner}"
+
+
+def batches_active() -> str:
+    """Set: ids of the batches not yet ended, which the workers' batch loop looks after."""
+    return PREFIX + "batches_active"
+
+
+def batch_lease(batch_id: str) -> str:
+    """String: the worker that runs the batch's next step now; expires after CHATQ_LEASE s."""
+    return _of_job("lease", batch_id)
+
+
+def batch_invalid(batch_id: str) -> str:
+    """String (bitmap): bit N set when line N of the input failed validation; deleted when
+    the batch ends."""
+    return _of_job("invalid", batch_id)
+
+
+def batch_results(batch_id: str) -> str:
+    """Hash: line number -> "o" (output) or "e" (error) and the line written to that file;
+    deleted once the files are written."""
+    return _of_job("results", batch_id)
+
+
+def batch_order(batch_id: str) -> str:
+    """List: line numbers in the order they were accounted (the files' order); deleted with
+    the results."""
+    return _of_job("order", batch_id)
+
+
+def batch_line(batch_id: str, line: int) -> str:
+    """String: the id of the job made for line `line` (it guards against making it twice);
+    expires after CHATQ_JOB_TTL s."""
+    return f"{PREFIX}{{{batch_id}}}:line:{line}"
+
+
+def batch_janitor() -> str:
+    """String: held by the worker sweeping expired files; expires after a minute."""
+    return PREFIX + "files_janitor"

@@ -5,11 +5,12 @@ from __future__ import annotations
 import json
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import cast
 
 import redis
 
-from chatq import keys
+from chatq import batches, keys
 from chatq.broker import queue_keys
 from chatq.celery_app import QUEUES
 
@@ -102,6 +103,35 @@ def workers(client: redis.Redis, now: float) -> Workers:
 
 
 @dataclass(frozen=True)
+class BatchLines:
+    """The lines of the unfinished batches, by where they are (see batches.Progress)."""
+
+    active: int = 0
+    total: int = 0
+    waiting_in_file: int = 0
+    fed: int = 0
+    done: int = 0
+
+    def body(self) -> dict[str, object]:
+        """The `batches` part of GET /v1/queue."""
+        return {"active": self.active,
+                "lines": {"total": self.total, "waiting_in_file": self.waiting_in_file,
+                          "fed": self.fed, "done": self.done}}
+
+
+def batch_lines(client: redis.Redis) -> BatchLines:
+    """Sum the progress of every unfinished batch."""
+    ids = sorted(cast(set[str], client.smembers(keys.batches_active())))
+    pipe = client.pipeline(transaction=False)
+    for batch_id in ids:
+        pipe.hgetall(keys.batch(batch_id))
+    found = [batches.progress(r) for r in pipe.execute() if r]
+    return BatchLines(len(found), sum(p.total for p in found),
+                      sum(p.waiting_in_file for p in found), sum(p.fed for p in found),
+                      sum(p.done for p in found))
+
+
+@dataclass(frozen=True)
 class Snapshot:
     """Everything GET /v1/queue and the queue metrics show, read at one instant."""
 
@@ -109,6 +139,7 @@ class Snapshot:
     oldest_age_s: dict[str, float]
     workers: Workers
     rates: Window
+    batches: BatchLines = field(default_factory=BatchLines)
 
     @property
     def recommended_concurrency(self) -> int:
@@ -126,6 +157,7 @@ class Snapshot:
             "arrival_rate_per_s": round(self.rates.arrival_rate_per_s, 3),
             "mean_job_seconds": round(self.rates.mean_job_s, 3),
             "recommended_concurrency": self.recommended_concurrency,
+            "batches": self.batches.body(),
         }
 
 
@@ -140,4 +172,4 @@ def snapshot(client: redis.Redis) -> Snapshot:
     now = redis_time(client)
     depth = depths(client)
     return Snapshot(depth, {q: oldest_age_s(client, q, now) for q in depth},
-                    workers(client, now), window(client, now))
+                    workers(client, now), window(client, now), batch_lines(client))

@@ -44,6 +44,12 @@ ROOTS = (
     "Response",
     "ResponseStreamEvent",
     *RESPONSE_EVENTS,
+    # The Files and Batch APIs (OpenAI publishes no schema of a batch's input or output line).
+    "Batch",
+    "OpenAIFile",
+    "ListBatchesResponse",
+    "ListFilesResponse",
+    "DeleteFileResponse",
 )
 # Annotations that stay beside a nullable schema's `anyOf` rather than inside it.
 _ANNOTATIONS = frozenset({"title", "description", "default"})

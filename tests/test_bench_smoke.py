@@ -42,6 +42,9 @@ NUMBERS: dict[str, list[tuple[Any, ...]]] = {
         "job_submit_then_poll", "response_background_then_poll", "job_held", "response_held")]
     + [("added_background", key) for key in ("latency_p50_ms", "submit_server_ms",
                                              "web_cpu_ms_per_job", "requests_per_job")],
+    "batch": [("lines_per_s",), ("first_line_s",), ("last_line_s",),
+              ("interactive_idle", "latency", "p99_ms"),
+              ("interactive_during", "latency", "p99_ms"), ("max_batch_lane_depth",)],
 }
 
 

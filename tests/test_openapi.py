@@ -40,6 +40,12 @@ CONTRACT_PATHS = {
     "/v1/webhooks/{webhook_id}/enable": {"post"},
     "/v1/webhooks/{webhook_id}/deliveries": {"get"},
     "/v1/webhooks/{webhook_id}/deliveries/{delivery_id}/replay": {"post"},
+    "/v1/files": {"post", "get"},
+    "/v1/files/{file_id}": {"get", "delete"},
+    "/v1/files/{file_id}/content": {"get"},
+    "/v1/batches": {"post", "get"},
+    "/v1/batches/{batch_id}": {"get"},
+    "/v1/batches/{batch_id}/cancel": {"post"},
 }
 OPEN_PATHS = {"/healthz", "/readyz", "/metrics", "/openapi.json", "/"}
 

@@ -118,6 +118,15 @@ def _background_curl(out: str) -> None:
     assert re.search(r"^event: response\.completed$", out, re.MULTILINE), out
 
 
+def _batch_curl(out: str) -> None:
+    assert "completed {'total': 3, 'completed': 3, 'failed': 0}" in out, out
+    assert sorted(re.findall(r'"custom_id":"(q\d)"', out)) == ["q1", "q2", "q3"], out
+
+
+def _batch_sdk(out: str) -> None:
+    assert sorted(out.strip().splitlines()) == [f"q{i} Question {i}" for i in range(3)], out
+
+
 EXPECT = {
     "curl: submit, long-poll, result": _curl_job,
     "curl: the answer as it grows (events cursor)": _events_cursor,
@@ -126,6 +135,8 @@ EXPECT = {
     "curl with webhooks: be told when a job ends": _webhooks,
     "Background responses with the OpenAI SDK": _background_sdk,
     "curl: a background response, long-polled and resumed": _background_curl,
+    "Batch: a file of requests, with curl": _batch_curl,
+    "Batch: the OpenAI Python SDK": _batch_sdk,
 }
 
 

@@ -11,9 +11,11 @@ from chatq.config import Settings
 from chatq.notify import Listener
 from chatq.store import Store
 from web import (
+    batches,
     demo,
     errors,
     events,
+    files,
     jobs,
     observability,
     openai_api,
@@ -81,4 +83,7 @@ def create_app(settings: Settings | None = None) -> Flask:
     app.register_blueprint(ops.bp)
     app.register_blueprint(webhooks.bp)
     app.register_blueprint(demo.bp)
+    files.install(app)
+    app.register_blueprint(files.bp)
+    app.register_blueprint(batches.bp)
     return app

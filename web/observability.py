@@ -14,7 +14,7 @@ from prometheus_client.registry import Collector
 
 from chatq import gcpause, queue_stats
 from chatq.redis_conn import BACKEND_ERRORS
-from web import metrics
+from web import batch_metrics, metrics
 from web.context import Services
 
 log = logging.getLogger("chatq.web.requests")
@@ -52,6 +52,7 @@ class QueueCollector(Collector):
         yield GaugeMetricFamily("chatq_recommended_concurrency",
                                 "Worker slots needed by Little's law x 1.2",
                                 value=snap.recommended_concurrency)
+        yield from batch_metrics.gauges(snap.batches)
 
 
 def render_metrics(svc: Services) -> tuple[bytes, str]:

@@ -307,17 +307,20 @@ def _secured(paths: dict[str, Schema]) -> dict[str, Schema]:
 
 def document(settings: Settings | None = None) -> dict[str, Any]:
     """The document served at /openapi.json, with the caps of `settings` (default: defaults)."""
+    from web import openapi_batches  # it builds on this module's helpers
+
     return {
         "openapi": "3.1.0",
         "info": {"title": "chatq", "version": "0.1.0", "description": _DESCRIPTION},
         "servers": [{"url": "/"}],
         "paths": _secured(openapi_webhooks.add_header({
             **_job_paths(), **_reading_paths(), **_openai_paths(), **response_paths(),
-            **_listing_paths(), **_ops_paths(), **openapi_webhooks.paths()})),
+            **_listing_paths(), **_ops_paths(), **openapi_webhooks.paths(),
+            **openapi_batches.paths()})),
         "webhooks": openapi_webhooks.events(),
         "components": {
             "schemas": {**schemas(settings), **response_schemas(settings),
-                        **openapi_webhooks.schemas()},
+                        **openapi_webhooks.schemas(), **openapi_batches.schemas()},
             "parameters": copy.deepcopy(_PARAMETERS),
             "headers": copy.deepcopy(_HEADERS),
             "securitySchemes": {"bearerAuth": {

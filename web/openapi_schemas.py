@@ -210,9 +210,12 @@ def _queue_schema() -> Schema:
     """The load figures of GET /v1/queue."""
     number, count = {"type": "number", "minimum": 0}, {"type": "integer", "minimum": 0}
     queue = _object(["depth", "oldest_age_s"], depth=count, oldest_age_s=number)
+    lines = _object(["total", "waiting_in_file", "fed", "done"], total=count,
+                    waiting_in_file=count, fed={**count, "description": "Queued or running."},
+                    done=count)
     return _object(
         ["queues", "in_progress", "workers", "arrival_rate_per_s", "mean_job_seconds",
-         "recommended_concurrency"],
+         "recommended_concurrency", "batches"],
         queues=_object(["interactive", "batch"], interactive=queue, batch=queue),
         in_progress=count,
         workers=_object(["count", "slots", "busy"], count=count, slots=count, busy=count),
@@ -221,6 +224,7 @@ def _queue_schema() -> Schema:
         recommended_concurrency={
             **count, "description": "ceil(arrival_rate_per_s * mean_job_seconds * 1.2)"
         },
+        batches=_object(["active", "lines"], active=count, lines=lines),
     )
 
 

@@ -12,7 +12,7 @@ from kombu.utils.compat import detect_environment
 
 from chatq import config, gcpause, logs, redis_check, redis_conn
 from chatq.celery_app import RUN_JOB_TASK, WEBHOOK_TASK, make_celery
-from worker import greenlets, metrics, pollfix, relay, webhooks
+from worker import batches, greenlets, metrics, pollfix, relay, webhooks
 from worker.context import context
 from worker.monitor import Monitor
 from worker.runner import run_job
@@ -92,6 +92,7 @@ def _start_monitor(**_: Any) -> None:
         _relays[-1].start()
     _schedulers.append(webhooks.Scheduler(monitor.ctx))
     _schedulers[-1].start()
+    batches.start(monitor.ctx)
     metrics.WORKER_SLOTS.set(settings.worker_concurrency)
     gcpause.install()
     gcpause.freeze_start_up()
@@ -106,3 +107,4 @@ def _stop_monitor(**_: Any) -> None:
         each.stop()
     for scheduler in _schedulers:
         scheduler.stop()
+    batches.stop()

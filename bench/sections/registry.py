@@ -9,6 +9,7 @@ from typing import Any
 from bench.lab import Lab, Recipe
 from bench.sections import (
     background,
+    batch,
     cache,
     compare,
     connections,
@@ -25,7 +26,7 @@ Section = Callable[[Lab], dict[str, Any]]
 MODULES: dict[str, ModuleType] = {
     "compare": compare, "waiters": waiters, "gthread": gthread, "throughput": throughput,
     "gateway": gateway, "memory": memory, "tokens": tokens, "pooling": pooling, "cache": cache,
-    "connections": connections, "background": background,
+    "connections": connections, "background": background, "batch": batch,
 }
 SECTIONS: dict[str, Section] = {name: module.run for name, module in MODULES.items()}
 

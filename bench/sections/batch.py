@@ -1,0 +1,121 @@
+"""Issue 16: a 10,000-line batch against fakellm: lines/s, time to its first and last line, and
+interactive latency measured while it runs against the same system idle (target: p99 within
+20 %)."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from typing import Any
+
+import requests
+
+from bench.lab import Lab
+from bench.loadrun import LoadRun, run_load
+from bench.sections.common import JSON, body, open_spec, outcome_summary, target
+from bench.stats import ratio
+from chatq import keys
+from tests.procs import ALICE_KEY
+
+# Lines wait on the upstream as real ones do (1 s), so that the worker's slots, not its CPU,
+# bound the batch: what the interactive lane must get through.
+LINE_MODEL = "fake:ttft=1"
+SLOTS = 100
+MAX_QUEUED = 80  # lines in flight: 20 slots stay free for the interactive lane
+STACKS = [("batch", {"CHATQ_WORKER_CONCURRENCY": str(SLOTS),
+                     "CHATQ_BATCH_MAX_QUEUED": str(MAX_QUEUED)})]
+
+
+def _sizes(lab: Lab) -> tuple[int, float, float]:
+    """(lines, interactive probes per second, probe seconds)."""
+    return (300, 5.0, 2.0) if lab.sizes.quick else (10000, 10.0, 60.0)
+
+
+def _session() -> requests.Session:
+    s = requests.Session()
+    s.headers["Authorization"] = f"Bearer {ALICE_KEY}"
+    return s
+
+
+def _start_batch(url: str, lines: int) -> tuple[str, float]:
+    """Upload `lines` requests and create their batch: (batch id, its Redis creation time)."""
+    data = "".join(json.dumps({"custom_id": f"l{i}", "method": "POST",
+                               "url": "/v1/chat/completions",
+                               "body": body(LINE_MODEL, f"line {i}")}) + "\n"
+                   for i in range(lines)).encode()
+    s = _session()
+    uploaded = s.post(f"{url}/v1/files", files={"file": ("lines.jsonl", data)},
+                      data={"purpose": "batch"}, timeout=120)
+    uploaded.raise_for_status()
+    created = s.post(f"{url}/v1/batches", timeout=30, json={
+        "input_file_id": uploaded.json()["id"], "endpoint": "/v1/chat/completions",
+        "completion_window": "24h"})
+    created.raise_for_status()
+    return created.json()["id"], float(created.json()["created_at"])
+
+
+def _watch_depth(url: str, stop: threading.Event, seen: list[int]) -> None:
+    """The `batch` lane's depth, sampled until `stop`."""
+    s = _session()
+    while not stop.wait(0.5):
+        try:
+            seen.append(s.get(f"{url}/v1/queue", timeout=10).json()["queues"]["batch"]["depth"])
+        except requests.RequestException:
+            continue
+
+
+def _wait_ended(url: str, batch_id: str, timeout_s: float) -> JSON:
+    s, deadline = _session(), time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        batch: JSON = s.get(f"{url}/v1/batches/{batch_id}", params={"wait": 30},
+                            timeout=60).json()
+        if batch["status"] in ("completed", "failed", "cancelled", "expired"):
+            return batch
+    raise TimeoutError(f"batch {batch_id} did not end within {timeout_s} s")
+
+
+def _line_times(lab: Lab, batch: JSON, created_at: float) -> JSON:
+    """First and last line's end, from their jobs' records (Redis time, as created_at)."""
+    text = _session().get(f"{lab.chatq('batch').url}/v1/files/{batch['output_file_id']}/content",
+                          timeout=120).text
+    ids = [json.loads(line)["response"]["request_id"] for line in text.splitlines() if line]
+    client = lab.chatq("batch").client()
+    pipe = client.pipeline(transaction=False)
+    for job_id in ids:
+        pipe.hget(keys.job(job_id), "completed_at")
+    ends = sorted(float(t) - created_at for t in pipe.execute() if t)
+    client.close()
+    if not ends:
+        return {"first_line_s": None, "last_line_s": None, "lines_per_s": None}
+    return {"first_line_s": round(ends[0], 2), "last_line_s": round(ends[-1], 2),
+            "lines_per_s": round(len(ends) / ends[-1], 1) if ends[-1] > 0 else None}
+
+
+def run(lab: Lab) -> dict[str, Any]:
+    """Interactive latency idle, then a batch with the same probe running beside it."""
+    lines, rate, probe_s = _sizes(lab)
+    stack = lab.chatq("batch", **STACKS[0][1])
+    probe = open_spec("chatq", target(stack.url, body("fake", "interactive")), rate, probe_s)
+    idle = outcome_summary(run_load(probe))
+    batch_id, created_at = _start_batch(stack.url, lines)
+    stop, depths = threading.Event(), []
+    watcher = threading.Thread(target=_watch_depth, args=(stack.url, stop, depths), daemon=True)
+    watcher.start()
+    during_run = LoadRun(probe)
+    try:
+        during = outcome_summary(during_run.result())
+    finally:
+        during_run.stop()
+    batch = _wait_ended(stack.url, batch_id, timeout_s=lines + 300)
+    stop.set()
+    times = _line_times(lab, batch, created_at)
+    return {
+        "lines": lines, "line_model": LINE_MODEL, "slots": SLOTS, "max_queued": MAX_QUEUED,
+        "status": batch["status"], "request_counts": batch["request_counts"], **times,
+        "probe_within_batch": times["last_line_s"] is not None
+        and times["last_line_s"] > probe_s,
+        "max_batch_lane_depth": max(depths, default=None),
+        "interactive_idle": idle, "interactive_during": during,
+        "interactive_p99_ratio": ratio(during["latency"]["p99_ms"], idle["latency"]["p99_ms"]),
+    }

@@ -1,0 +1,219 @@
+"""Batches: their record in Redis, OpenAI's batch object, and every step of their life.
+
+Each step is one Lua script (chatq/lua/batch_*.lua), typed here. A batch is `validating`,
+then `in_progress` while the workers' batch loop feeds its lines into the `batch` lane and
+the lines' ends are accounted, `finalizing` while its files are written, and ends
+`completed`, `failed` (no valid line), `cancelled` or `expired`; a client's cancel makes it
+`cancelling` first. The steps the loop takes check that its worker holds the batch's lease.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import secrets
+from dataclasses import dataclass
+from typing import Any, cast
+
+import redis
+
+from chatq import keys
+from chatq.store import lua_source
+
+VALIDATING, IN_PROGRESS, FINALIZING = "validating", "in_progress", "finalizing"
+CANCELLING, COMPLETED, FAILED = "cancelling", "completed", "failed"
+CANCELLED, EXPIRED = "cancelled", "expired"
+ENDED = frozenset({COMPLETED, FAILED, CANCELLED, EXPIRED})
+STATUSES = [VALIDATING, FAILED, IN_PROGRESS, FINALIZING, COMPLETED, EXPIRED, CANCELLING,
+            CANCELLED]
+TIMESTAMPS = ("created_at", "in_progress_at", "expires_at", "finalizing_at", "completed_at",
+              "failed_at", "expired_at", "cancelling_at", "cancelled_at")
+BATCH_ID = re.compile(r"^batch_[A-Za-z0-9_-]{16,64}$")
+SCRIPTS = ("create", "cancel", "lease", "account", "validated", "feed", "advance", "finish")
+LIST_CHUNK = 200
+
+
+def new_batch_id() -> str:
+    """A fresh batch id: `batch_` and 32 url-safe characters of 192 random bits."""
+    return "batch_" + secrets.token_urlsafe(24)
+
+
+def is_batch_id(value: str) -> bool:
+    """Whether `value` has the shape of a batch id at all."""
+    return bool(BATCH_ID.match(value))
+
+
+def new_record(*, batch_id: str, owner: str, endpoint: str, input_file_id: str,
+               metadata: dict[str, str] | None, output_expires_s: int) -> dict[str, str]:
+    """The hash fields of a new batch (its times are set by Redis when it is written)."""
+    return {
+        "id": batch_id, "owner": owner, "status": VALIDATING, "endpoint": endpoint,
+        "input_file_id": input_file_id, "completion_window": "24h",
+        "metadata": json.dumps(metadata) if metadata is not None else "",
+        "output_expires_s": str(output_expires_s), "ending": "",
+        "total": "0", "completed": "0", "failed": "0", "invalid": "0", "skipped": "0",
+        "fed": "0", "feed_line": "1", "feed_offset": "0", "feed_done": "0",
+    }
+
+
+def _int(record: dict[str, str], name: str) -> int:
+    return int(record.get(name) or 0)
+
+
+def _stamp(record: dict[str, str], name: str) -> int | None:
+    raw = record.get(name)
+    return int(float(raw)) if raw else None
+
+
+def _usage(record: dict[str, str]) -> dict[str, Any]:
+    input_tokens, output_tokens = _int(record, "input_tokens"), _int(record, "output_tokens")
+    return {
+        "input_tokens": input_tokens,
+        "input_tokens_details": {"cached_tokens": _int(record, "cached_tokens")},
+        "output_tokens": output_tokens,
+        "output_tokens_details": {"reasoning_tokens": _int(record, "reasoning_tokens")},
+        "total_tokens": input_tokens + output_tokens,
+    }
+
+
+def public_view(record: dict[str, str]) -> dict[str, Any]:
+    """OpenAI's batch object, built from the batch's Redis hash."""
+    errors = json.loads(record.get("errors") or "[]")
+    view: dict[str, Any] = {
+        "id": record["id"], "object": "batch", "endpoint": record.get("endpoint", ""),
+        "errors": {"object": "list", "data": errors} if errors else None,
+        "input_file_id": record.get("input_file_id", ""),
+        "completion_window": record.get("completion_window", "24h"),
+        "status": record.get("status", VALIDATING),
+        "output_file_id": record.get("output_file_id") or None,
+        "error_file_id": record.get("error_file_id") or None,
+        **{name: _stamp(record, name) for name in TIMESTAMPS},
+        "request_counts": {"total": _int(record, "total"),
+                           "completed": _int(record, "completed"),
+                           "failed": _int(record, "failed")},
+        "usage": _usage(record),
+        "metadata": json.loads(record["metadata"]) if record.get("metadata") else None,
+    }
+    if record.get("model"):
+        view["model"] = record["model"]
+    return view
+
+
+@dataclass(frozen=True)
+class Progress:
+    """Where a batch's lines are: still in the file, fed (queued or running), or done."""
+
+    total: int
+    waiting_in_file: int
+    fed: int
+    done: int
+
+
+def progress(record: dict[str, str]) -> Progress:
+    """The lines of a batch by where they are now."""
+    total, done = _int(record, "total"), _int(record, "completed") + _int(record, "failed")
+    valid = total - _int(record, "invalid")
+    fed, skipped = _int(record, "fed"), _int(record, "skipped")
+    fed_done = done - _int(record, "invalid") - skipped
+    return Progress(total, max(0, valid - fed - skipped), max(0, fed - fed_done), done)
+
+
+@dataclass(frozen=True)
+class Usage:
+    """Tokens one line used."""
+
+    input_tokens: int = 0
+    cached_tokens: int = 0
+    output_tokens: int = 0
+    reasoning_tokens: int = 0
+
+
+class BatchStore:
+    """Batches in one Redis; see the module docstring."""
+
+    def __init__(self, client: redis.Redis, ttl_s: int) -> None:
+        self.redis = client
+        self.ttl_s = ttl_s
+        self._scripts = {name: client.register_script(lua_source(f"batch_{name}"))
+                         for name in SCRIPTS}
+
+    def _run(self, name: str, *args: str | int | float) -> Any:
+        return self._scripts[name](keys=[], args=list(args))
+
+    def get(self, batch_id: str) -> dict[str, str] | None:
+        """The batch's record, or None."""
+        record = cast(dict[str, str], self.redis.hgetall(keys.batch(batch_id)))
+        return record or None
+
+    def create(self, record: dict[str, str], window_s: float) -> str | None:
+        """Write a new batch; its Redis time of creation, or None when its file is gone."""
+        fields = [item for pair in record.items() for item in pair]
+        answer = self._run("create", record["id"], record["owner"], record["input_file_id"],
+                           window_s, *fields)
+        return str(answer[1]) if answer[0] == "created" else None
+
+    def cancel(self, batch_id: str) -> str:
+        """Ask a running batch to stop; its status now."""
+        return str(self._run("cancel", batch_id))
+
+    def page(self, owner: str, after: str, limit: int) -> tuple[list[dict[str, str]], bool]:
+        """Up to `limit` of `owner`'s batches after `after`, newest first; and whether more."""
+        key = keys.batches_of(owner)
+        start = 0
+        if after:
+            rank = cast(int | None, self.redis.zrevrank(key, after))
+            if rank is None:
+                return [], False
+            start = rank + 1
+        found: list[dict[str, str]] = []
+        while len(found) <= limit:
+            ids = [str(i) for i in cast(list[Any], self.redis.zrange(
+                key, start, start + LIST_CHUNK - 1, desc=True))]
+            if not ids:
+                break
+            start += len(ids)
+            pipe = self.redis.pipeline(transaction=False)
+            for batch_id in ids:
+                pipe.hgetall(keys.batch(batch_id))
+            records = pipe.execute()
+            gone = [i for i, r in zip(ids, records, strict=True) if not r]
+            if gone:  # expired batches leave their owner's list lazily
+                self.redis.zrem(key, *gone)
+            found += [r for r in records if r]
+        return found[:limit], len(found) > limit
+
+    # --- the steps of the workers' batch loop ----------------------------------------
+
+    def lease(self, batch_id: str, token: str, lease_s: float) -> bool:
+        """Take or renew the batch's lease for `token`; whether it holds it."""
+        return bool(self._run("lease", batch_id, token, int(lease_s * 1000)))
+
+    def account(self, batch_id: str, line: int, kind: str, text: str, outcome: str,
+                usage: Usage | None = None, skipped: bool = False) -> bool:
+        """Record a line's result once; whether it was new."""
+        u = usage or Usage()
+        return bool(self._run("account", batch_id, line, kind, text, outcome, u.input_tokens,
+                              u.cached_tokens, u.output_tokens, u.reasoning_tokens,
+                              "1" if skipped else "0"))
+
+    def validated(self, batch_id: str, token: str, *, total: int, invalid: int,
+                  errors: list[dict[str, Any]], model: str) -> str:
+        """Record what validation found; the status now ('lost': not our lease)."""
+        return str(self._run("validated", batch_id, token, total, invalid, json.dumps(errors),
+                             model))
+
+    def fed(self, batch_id: str, token: str, *, old_line: int, new_line: int, offset: int,
+            lines: int, done: bool) -> bool:
+        """Move the feeding cursor past the lines whose jobs exist now."""
+        return bool(self._run("feed", batch_id, token, old_line, new_line, offset, lines,
+                              "1" if done else "0"))
+
+    def advance(self, batch_id: str, token: str, op: str) -> str:
+        """'expire' or 'finalize' a running batch when due; the status now."""
+        return str(self._run("advance", batch_id, token, op))
+
+    def finish(self, batch_id: str, token: str, final: str,
+               files: list[tuple[str, str, int, int, str, int]]) -> str:
+        """End the batch as `final` with its files (field, id, bytes, lines, name, expires_s)."""
+        flat = [str(item) for entry in files for item in entry]
+        return str(self._run("finish", batch_id, token, final, self.ttl_s, *flat))

@@ -1,0 +1,132 @@
+"""Where the bytes of files live: a small interface, and a directory that implements it.
+
+Metadata (owner, size, expiry) lives in Redis (chatq/files_meta.py); the bytes never do. A
+directory serves one host, or many through a shared volume; object storage would be one more
+implementation of `FileStorage`. A file is written whole before anyone can read it: it grows
+under a temporary name and takes its own only when committed, so a reader never sees half a
+file and a writer that dies leaves nothing behind but a temporary file the janitor removes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import secrets
+import time
+from pathlib import Path
+from typing import BinaryIO, Protocol
+
+FILE_ID = re.compile(r"^file-[A-Za-z0-9_-]{16,64}$")
+CHUNK_BYTES = 64 * 1024
+PARTIAL_DIR = ".partial"
+
+
+def new_file_id() -> str:
+    """A fresh file id: `file-` and 32 url-safe characters of 192 random bits."""
+    return "file-" + secrets.token_urlsafe(24)
+
+
+def is_file_id(value: str) -> bool:
+    """Whether `value` has the shape of a file id at all."""
+    return bool(FILE_ID.match(value))
+
+
+class Upload(Protocol):
+    """A file being written: invisible until `commit`, gone after `discard`."""
+
+    def write(self, data: bytes) -> None:
+        """Append `data`."""
+
+    def commit(self) -> int:
+        """Make the file readable under its id; answers its size in bytes."""
+
+    def discard(self) -> None:
+        """Drop what was written (nothing happens after a commit)."""
+
+
+class FileStorage(Protocol):
+    """The bytes of files, by file id."""
+
+    def create(self, file_id: str) -> Upload:
+        """Start writing the file `file_id` (replacing it on commit if it exists)."""
+
+    def open(self, file_id: str) -> BinaryIO:
+        """The file for reading; FileNotFoundError when there is none."""
+
+    def delete(self, file_id: str) -> None:
+        """Remove the file; nothing happens when there is none."""
+
+
+class _DirectoryUpload:
+    def __init__(self, partial: Path, final: Path) -> None:
+        self._partial = partial
+        self._final = final
+        self._file: BinaryIO | None = open(partial, "wb")  # noqa: SIM115
+        self.size_bytes = 0
+
+    def write(self, data: bytes) -> None:
+        assert self._file is not None, "written after commit or discard"
+        self._file.write(data)
+        self.size_bytes += len(data)
+
+    def commit(self) -> int:
+        assert self._file is not None, "committed twice"
+        self._file.flush()
+        os.fsync(self._file.fileno())  # durable before Redis says the file exists
+        self._file.close()
+        self._file = None
+        os.replace(self._partial, self._final)
+        return self.size_bytes
+
+    def discard(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+            with contextlib.suppress(FileNotFoundError):
+                self._partial.unlink()
+
+
+class DirectoryStorage:
+    """Files as `<root>/<file id>`; uploads grow in `<root>/.partial/` until committed."""
+
+    def __init__(self, root: str) -> None:
+        self.root = Path(root)
+
+    def _path(self, file_id: str) -> Path:
+        if not is_file_id(file_id):  # never a path of our choosing: no `..`, no `/`
+            raise ValueError(f"not a file id: {file_id[:80]!r}")
+        return self.root / file_id
+
+    def create(self, file_id: str) -> Upload:
+        """See FileStorage."""
+        final = self._path(file_id)
+        partial_dir = self.root / PARTIAL_DIR
+        partial_dir.mkdir(parents=True, exist_ok=True)
+        return _DirectoryUpload(partial_dir / f"{file_id}.{secrets.token_hex(6)}", final)
+
+    def open(self, file_id: str) -> BinaryIO:
+        """See FileStorage."""
+        return open(self._path(file_id), "rb")
+
+    def delete(self, file_id: str) -> None:
+        """See FileStorage."""
+        with contextlib.suppress(FileNotFoundError):
+            self._path(file_id).unlink()
+
+    def remove_stale_partials(self, older_than_s: float) -> int:
+        """Delete uploads left half-written (their writer died) longer ago than that."""
+        removed = 0
+        cutoff = time.time() - older_than_s
+        with contextlib.suppress(FileNotFoundError):
+            for entry in os.scandir(self.root / PARTIAL_DIR):
+                with contextlib.suppress(FileNotFoundError):
+                    if entry.stat().st_mtime < cutoff:
+                        os.unlink(entry.path)
+                        removed += 1
+        return removed
+
+
+def storage_for(files_dir: str) -> DirectoryStorage:
+    """The storage named by CHATQ_FILES_DIR."""
+    return DirectoryStorage(files_dir)

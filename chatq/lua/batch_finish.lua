@@ -1,0 +1,33 @@
+-- The batch ends as `completed`, `cancelled`, `expired` or `failed`: its output and error files
+-- (already committed to the file storage) are recorded as its owner's, its per-line results
+-- are dropped, it leaves the set of unfinished batches, its input file may be deleted again,
+-- and it expires ttl_s from now.
+--
+-- ARGV: batch id, lease holder, final status, ttl_s, then for each file written:
+--       'output_file_id' or 'error_file_id', file id, bytes, lines, filename, expires_s.
+-- Answers the batch's status now, or 'lost' when the lease is another's.
+local id, token, final, ttl_s = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4])
+if redis.call('GET', K('lease', id)) ~= token then return 'lost' end
+local v = redis.call('HMGET', K('batch', id), 'status', 'owner', 'input_file_id')
+if not v[1] then return 'missing' end
+if v[1] == 'completed' or v[1] == 'failed' or v[1] == 'cancelled' or v[1] == 'expired' then
+  return v[1]
+end
+local t = now()
+for i = 5, #ARGV, 6 do
+  local file_id = ARGV[i + 1]
+  local expires_at = t + tonumber(ARGV[i + 5])
+  redis.call('HSET', K('file', file_id), 'id', file_id, 'owner', v[2], 'bytes', ARGV[i + 2],
+             'lines', ARGV[i + 3], 'filename', ARGV[i + 4], 'purpose', 'batch_output',
+             'created_at', stamp(t), 'expires_at', stamp(expires_at))
+  redis.call('ZADD', P .. 'files:' .. v[2], t, file_id)
+  redis.call('ZADD', P .. 'files_expiry', expires_at, file_id)
+  redis.call('HSET', K('batch', id), ARGV[i], file_id)
+end
+redis.call('HSET', K('batch', id), 'status', final, final .. '_at', stamp(t))
+redis.call('SREM', P .. 'batches_active', id)
+redis.call('SREM', K('file_batches', v[3]), id)
+redis.call('DEL', K('results', id), K('order', id), K('invalid', id), K('lease', id))
+redis.call('EXPIRE', K('batch', id), ttl_s)
+redis.call('PUBLISH', P .. 'notify', id .. ' ' .. final)
+return final

@@ -1,0 +1,19 @@
+-- The batch loop has read the whole input file: its line count, how many lines are invalid
+-- (each already accounted as an error line, its bit set in the bitmap), the first errors and
+-- the model. A validating batch starts running (the caller ends one with no valid line); one
+-- cancelled meanwhile stays `cancelling`.
+--
+-- ARGV: batch id, lease holder, total lines, invalid lines, errors (JSON list), model.
+-- Answers the batch's status now, or 'lost' when the lease is another's.
+local id, token = ARGV[1], ARGV[2]
+if redis.call('GET', K('lease', id)) ~= token then return 'lost' end
+local status = redis.call('HGET', K('batch', id), 'status')
+if status ~= 'validating' and status ~= 'cancelling' then return status or 'missing' end
+redis.call('HSET', K('batch', id), 'total', ARGV[3], 'invalid', ARGV[4], 'errors', ARGV[5],
+           'model', ARGV[6], 'validated', '1')
+if status == 'validating' and tonumber(ARGV[3]) > tonumber(ARGV[4]) then
+  redis.call('HSET', K('batch', id), 'status', 'in_progress', 'in_progress_at', stamp(now()))
+  redis.call('PUBLISH', P .. 'notify', id .. ' in_progress')
+  return 'in_progress'
+end
+return status

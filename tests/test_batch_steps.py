@@ -1,0 +1,167 @@
+"""The batch loop's steps done twice, as after a crash: a feeder that died before moving its
+cursor, a line's end reported by the relay and by the loop. In process, on a Redis of its own,
+with the real store and broker (no worker runs the jobs)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from itertools import islice
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+
+from chatq import batch_lines, batches, jobs, keys, queue_stats
+from chatq.batches import BatchStore
+from chatq.celery_app import make_celery
+from chatq.config import Settings
+from chatq.files import DirectoryStorage, new_file_id
+from chatq.files_meta import FileIndex, new_meta
+from scripts.localredis import LocalRedis
+from tests.batchkit import CHAT, jsonl, request_line
+from worker.batch_feed import feed, feed_line, validate
+from worker.batch_settle import settle
+from worker.batch_turn import Turn, account_job, lines_from
+from worker.context import WorkerContext, _build
+
+N = 8
+
+
+@pytest.fixture
+def ctx(tmp_path: Path) -> Iterator[WorkerContext]:
+    server = LocalRedis().start()
+    settings = Settings(redis_url=server.url, files_dir=str(tmp_path), batch_max_queued=100,
+                        lease_s=10.0)
+    context = _build(settings, make_celery(settings))
+    yield context
+    context.store.redis.close()
+    server.stop()
+
+
+def _batch(ctx: WorkerContext, token: str) -> Turn:
+    """A batch of N lines, validated by the worker holding `token`."""
+    storage = DirectoryStorage(ctx.settings.files_dir)
+    file_id = new_file_id()
+    upload = storage.create(file_id)
+    upload.write(jsonl([request_line(f"x{i}", f"line {i}") for i in range(N)]))
+    size = upload.commit()
+    now = time.time()
+    FileIndex(ctx.store.redis).add(new_meta(
+        file_id=file_id, owner="alice", size_bytes=size, lines=N, filename="in.jsonl",
+        purpose="batch", created_at=now, expires_at=now + 3600))
+    store = BatchStore(ctx.store.redis, 3600)
+    record = batches.new_record(batch_id=batches.new_batch_id(), owner="alice",
+                                endpoint=CHAT, input_file_id=file_id,
+                                metadata=None, output_expires_s=3600)
+    assert store.create(record, 3600.0)
+    assert store.lease(record["id"], token, 10.0)
+    turn = Turn(ctx, store, storage, token, store.get(record["id"]) or {})
+    validate(turn)
+    turn.reload()
+    assert turn.record["status"] == batches.IN_PROGRESS
+    return turn
+
+
+def _take_over(turn: Turn, token: str) -> Turn:
+    """Another worker takes the batch once the first one's lease has run out."""
+    turn.redis.delete(keys.batch_lease(turn.batch_id))
+    assert turn.batches.lease(turn.batch_id, token, 10.0)
+    return Turn(turn.ctx, turn.batches, turn.storage, token, turn.reload())
+
+
+def test_a_feeder_that_died_before_moving_its_cursor_makes_no_job_twice(
+    ctx: WorkerContext
+) -> None:
+    first = _batch(ctx, "dies")
+    with first.storage.open(first.record["input_file_id"]) as handle:
+        for number, raw, _ in islice(lines_from(handle, 0, 1), 3):
+            feed_line(first, number, raw)  # jobs made and sent; then the process dies
+    successor = _take_over(first, "survives")
+    assert feed(successor) == N
+    record = successor.reload()
+    assert record["fed"] == str(N) and record["feed_done"] == "1"
+    assert queue_stats.depths(ctx.store.redis)["batch"] == N  # one message per line
+    made = [ctx.store.get(batch_lines.line_job_id(first.batch_id, i)) for i in range(1, N + 1)]
+    assert all(job is not None and job["status"] == jobs.QUEUED for job in made)
+
+
+def _end(ctx: WorkerContext, job_id: str) -> None:
+    assert ctx.store.claim(job_id=job_id, run_id="r", lease_s=10.0).claimed
+    result = '{"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":5}}'
+    assert ctx.store.finish(job_id=job_id, run_id="r", status=jobs.COMPLETED,
+                            fields={"result": result})
+
+
+def test_a_line_s_end_reported_again_and_again_is_accounted_once(ctx: WorkerContext) -> None:
+    turn = _batch(ctx, "w")
+    feed(turn)
+    job_id = batch_lines.line_job_id(turn.batch_id, 1)
+    _end(ctx, job_id)
+    client: redis.Redis = ctx.store.redis
+    assert account_job(client, turn.batches, job_id, 3600)  # the relay
+    assert not account_job(client, turn.batches, job_id, 3600)  # the relay again
+    # The loop's net, as after a cancel: it cancels the queued lines, then accounts them.
+    assert settle(turn, "queued") == 0
+    assert settle(turn, "queued") == N - 1
+    assert settle(turn, "queued") == 0
+    record: dict[str, Any] = turn.reload()
+    assert (record["completed"], record["failed"]) == ("1", str(N - 1))
+    assert (record["input_tokens"], record["output_tokens"]) == ("3", "5")
+    assert client.llen(keys.batch_order(turn.batch_id)) == N
+    assert client.hlen(keys.batch_results(turn.batch_id)) == N
+
+
+def test_the_janitor_deletes_expired_files_but_not_one_a_batch_reads(
+    ctx: WorkerContext
+) -> None:
+    from worker.batches import BatchLoop
+
+    turn = _batch(ctx, "w")  # its input file is read by an unfinished batch
+    files = FileIndex(ctx.store.redis)
+    storage = DirectoryStorage(ctx.settings.files_dir)
+    spare = new_file_id()
+    upload = storage.create(spare)
+    upload.write(b"{}\n")
+    upload.commit()
+    past = time.time() - 10
+    files.add(new_meta(file_id=spare, owner="alice", size_bytes=3, lines=1, filename="x",
+                       purpose="batch", created_at=past - 60, expires_at=past))
+    in_use = turn.record["input_file_id"]
+    ctx.store.redis.hset(keys.file_meta(in_use), "expires_at", repr(past))
+    ctx.store.redis.zadd(keys.files_expiry(), {in_use: past})
+    BatchLoop(ctx).sweep_files()
+    assert files.get(spare, "alice", 0) is None and not (Path(ctx.settings.files_dir) /
+                                                           spare).exists()
+    assert ctx.store.redis.exists(keys.file_meta(in_use))
+    assert (Path(ctx.settings.files_dir) / in_use).exists()
+    assert ctx.store.redis.zscore(keys.files_expiry(), in_use) > time.time()
+
+
+def test_a_line_too_long_to_hold_is_read_past_as_an_error(tmp_path: Path) -> None:
+    from chatq.batch_lines import LINE_TOO_LONG, MAX_LINE_BYTES, parse_line
+
+    path = tmp_path / "in.jsonl"
+    long_line = b'{"custom_id": "' + b"x" * (MAX_LINE_BYTES + 10) + b'"}\n'
+    path.write_bytes(b'{"a": 1}\n' + long_line + b"\n" + b'{"b": 2}')
+    with path.open("rb") as handle:
+        found = list(lines_from(handle, 0, 1))
+    assert [(n, raw) for n, raw, _ in found] == [
+        (1, b'{"a": 1}\n'), (2, LINE_TOO_LONG), (4, b'{"b": 2}')]
+    assert found[1][2] == 9 + len(long_line) and found[2][2] == path.stat().st_size
+    error = parse_line(LINE_TOO_LONG, 2, CHAT, Settings())
+    assert not isinstance(error, batch_lines.Line) and error.code == "line_too_long"
+
+
+def test_a_fed_line_whose_job_is_gone_is_an_error_so_the_batch_still_ends(
+    ctx: WorkerContext
+) -> None:
+    turn = _batch(ctx, "w")
+    feed(turn)
+    ctx.store.redis.delete(keys.job(batch_lines.line_job_id(turn.batch_id, 3)))
+    assert settle(turn) == 1
+    record = turn.reload()
+    assert record["failed"] == "1"
+    stored = ctx.store.redis.hget(keys.batch_results(turn.batch_id), 3)
+    assert stored and '"code":"request_lost"' in stored

@@ -1,0 +1,22 @@
+"""The batch figures of the web's /metrics, read from Redis at scrape time with the queue's."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from prometheus_client.core import GaugeMetricFamily
+
+from chatq.queue_stats import BatchLines
+
+
+def gauges(lines: BatchLines) -> Iterator[GaugeMetricFamily]:
+    """Unfinished batches, and their lines by where they are."""
+    yield GaugeMetricFamily("chatq_batches_active", "Batches not yet ended",
+                            value=lines.active)
+    by_state = GaugeMetricFamily(
+        "chatq_batch_lines", "Lines of the unfinished batches: waiting in the input file, fed "
+        "(queued or running), done", labels=["state"])
+    for state, count in (("waiting_in_file", lines.waiting_in_file), ("fed", lines.fed),
+                         ("done", lines.done)):
+        by_state.add_metric([state], count)
+    yield by_state

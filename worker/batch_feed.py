@@ -1,0 +1,178 @@
+"""Validating a batch's input file, and feeding its lines into the `batch` lane at a bounded rate.
+
+Lines wait in the input file: the batch's record holds a cursor (line number and byte
+offset) up to which every valid line has its job. The lease holder reads on from the cursor,
+makes each line's job (its id is derived from the batch and the line, and guarded by a key,
+so a feeder that died and a successor that feeds the same lines again never make a line's job
+twice), sends its message, and moves the cursor. A crash between making a job and sending its
+message leaves a queued job without one: the sweeper sends it once its lease has run out.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import time
+from itertools import islice
+
+from chatq import batch_lines, batches, celery_app, jobs, keys, queue_stats
+from chatq.batch_lines import ERROR, Line, LineError
+from chatq.store import CreateKind
+from worker.batch_turn import LINES_FED, Turn, lines_from, skip_bits
+
+log = logging.getLogger(__name__)
+FEED_CHUNK = 100
+YIELD_EVERY_LINES = 200
+INVALID_FLUSH = 200
+MAX_ERRORS_SHOWN = 100
+
+
+class _Findings:
+    """What validation has found so far."""
+
+    def __init__(self) -> None:
+        self.total = 0
+        self.invalid = 0
+        self.model = ""
+        self.errors: list[dict[str, object]] = []
+        self.pending: list[LineError] = []
+        self.blank: list[int] = []
+        self.seen: set[bytes] = set()
+
+    def check(self, parsed: Line | LineError) -> Line | LineError:
+        """The line, or its error; a custom_id seen before is one."""
+        if isinstance(parsed, LineError):
+            return parsed
+        digest = hashlib.blake2b(parsed.custom_id.encode(), digest_size=16).digest()
+        if digest in self.seen:
+            return LineError(parsed.number, "duplicate_custom_id",
+                             f"`custom_id` {parsed.custom_id[:80]!r} is used by an earlier line.",
+                             "custom_id", parsed.custom_id)
+        self.seen.add(digest)
+        self.model = self.model or str(parsed.request.get("model") or "")
+        return parsed
+
+
+def _mark_invalid(turn: Turn, errors: list[LineError], blank: list[int]) -> None:
+    """Set the bits of lines not to run; account each invalid one as an error line."""
+    pipe = turn.redis.pipeline(transaction=False)
+    for number in [e.number for e in errors] + blank:
+        pipe.setbit(keys.batch_invalid(turn.batch_id), number, 1)
+    pipe.execute()
+    for error in errors:
+        turn.batches.account(turn.batch_id, error.number, ERROR,
+                             batch_lines.invalid_line(turn.batch_id, error), "failed")
+
+
+def _note(found: _Findings, turn: Turn, parsed: Line | LineError) -> None:
+    found.total += 1
+    checked = found.check(parsed)
+    if isinstance(checked, LineError):
+        found.invalid += 1
+        found.pending.append(checked)
+        if len(found.errors) < MAX_ERRORS_SHOWN:
+            found.errors.append(checked.batch_error())
+    if len(found.pending) + len(found.blank) >= INVALID_FLUSH:
+        _mark_invalid(turn, found.pending, found.blank)
+        found.pending, found.blank = [], []
+
+
+def validate(turn: Turn) -> None:
+    """Read the whole input file once; record its invalid lines and start the batch running."""
+    record, s = turn.record, turn.ctx.settings
+    found = _Findings()
+    previous = 0
+    with turn.storage.open(record["input_file_id"]) as handle:
+        for number, raw, _ in lines_from(handle, 0, 1):
+            # Blank lines are no requests: marked so that the feeder's scans pass them by.
+            found.blank += range(previous + 1, number)
+            previous = number
+            _note(found, turn, batch_lines.parse_line(raw, number, record["endpoint"], s))
+            if found.total % YIELD_EVERY_LINES == 0:
+                time.sleep(0)  # let the worker's other greenlets run: this is all CPU
+                if not turn.keep_lease():
+                    return
+    _mark_invalid(turn, found.pending, found.blank)
+    if found.total == 0:
+        found.errors = [{"code": "empty_file", "message": "The input file has no request.",
+                         "param": None, "line": None}]
+    status = turn.batches.validated(turn.batch_id, turn.token, total=found.total,
+                                    invalid=found.invalid, errors=found.errors,
+                                    model=found.model)
+    log.info("batch %s validated: %d lines, %d invalid; %s", turn.batch_id, found.total,
+             found.invalid, status)
+
+
+def make_job(turn: Turn, line: Line) -> bool:
+    """Make (once) and enqueue the job of one line; whether this call made it."""
+    ctx, batch_id = turn.ctx, turn.batch_id
+    job_id = batch_lines.line_job_id(batch_id, line.number)
+    record = jobs.new_record(job_id, turn.record["owner"], line.request["model"], "batch",
+                             line.request, time.time())
+    record |= {"announce": "1", "batch": batch_id, "batch_line": str(line.number),
+               "custom_id": line.custom_id}
+    created = ctx.store.create(record=record, lease_s=ctx.settings.lease_s,
+                               idempotency=(keys.batch_line(batch_id, line.number), job_id))
+    if created.kind is not CreateKind.CREATED:
+        return False
+    LINES_FED.inc()
+    try:
+        celery_app.enqueue(ctx.celery, job_id, "batch")
+    except Exception:
+        log.exception("could not send the message of %s; the sweeper will", job_id)
+    return True
+
+
+def _room(turn: Turn) -> int:
+    """How many more lines may be fed now: CHATQ_BATCH_MAX_QUEUED less the lines of every
+    batch that are fed and not done (waiting in the `batch` lane, or running)."""
+    in_flight = queue_stats.batch_lines(turn.redis).fed
+    return turn.ctx.settings.batch_max_queued - in_flight
+
+
+def _feed_chunk(turn: Turn, size: int) -> tuple[int, bool]:
+    """Feed up to `size` lines from the cursor: (lines fed, whether there may be more)."""
+    record = turn.reload()
+    if record.get("feed_done") == "1" or record["status"] != batches.IN_PROGRESS \
+            or record.get("ending"):
+        return 0, False
+    line, offset = int(record["feed_line"]), int(record["feed_offset"])
+    with turn.storage.open(record["input_file_id"]) as handle:
+        taken = list(islice(lines_from(handle, offset, line), size))
+    skips = skip_bits(turn.redis, turn.batch_id, [number for number, _, _ in taken])
+    fed = 0
+    for (number, raw, _), skip in zip(taken, skips, strict=True):
+        if not skip:
+            fed += feed_line(turn, number, raw)
+    done = len(taken) < size
+    new_line, new_offset = (taken[-1][0] + 1, taken[-1][2]) if taken else (line, offset)
+    moved = turn.batches.fed(turn.batch_id, turn.token, old_line=line, new_line=new_line,
+                             offset=new_offset, lines=fed, done=done)
+    return (fed, not done) if moved else (0, False)
+
+
+def feed_line(turn: Turn, number: int, raw: bytes) -> int:
+    """Make the job of one valid line: 1 when it has one now (made here or before), 0 when
+    the line cannot run after all (checked under other settings: then it is an error line)."""
+    parsed = batch_lines.parse_line(raw, number, turn.record["endpoint"],
+                                    turn.ctx.settings)
+    if isinstance(parsed, LineError):
+        turn.batches.account(turn.batch_id, number, ERROR,
+                             batch_lines.invalid_line(turn.batch_id, parsed), "failed",
+                             skipped=True)
+        return 0
+    make_job(turn, parsed)
+    return 1
+
+
+def feed(turn: Turn) -> int:
+    """Feed lines while fewer than CHATQ_BATCH_MAX_QUEUED are in flight; the lines fed."""
+    total = 0
+    more = True
+    while more and turn.keep_lease():
+        room = _room(turn)
+        if room <= 0:
+            break
+        fed, more = _feed_chunk(turn, min(room, FEED_CHUNK))
+        total += fed
+    return total

@@ -1,0 +1,127 @@
+"""What a worker needs while it holds one batch's lease, and how a line's end is accounted."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any, BinaryIO, cast
+
+import redis
+from prometheus_client import Counter
+
+from chatq import batch_lines, jobs, keys
+from chatq.batch_lines import (
+    CANCELLED_CODE,
+    ERROR,
+    EXPIRED_CODE,
+    LINE_TOO_LONG,
+    MAX_LINE_BYTES,
+    OUTPUT,
+)
+from chatq.batches import BatchStore, Usage
+from chatq.files import DirectoryStorage
+from worker.context import WorkerContext
+
+# A line's job is kept this long once its result is in the batch (its answer then lives on
+# in the batch's files), instead of CHATQ_JOB_TTL: a 50,000-line batch would otherwise hold
+# 50,000 jobs' text and events in Redis for a day.
+LINE_JOB_KEEP_S = 3600
+LINES_FED = Counter("chatq_batch_lines_fed_total", "Batch lines made into jobs and queued")
+LINES_DONE = Counter("chatq_batch_lines_done_total",
+                     "Batch lines whose result is in their batch, by outcome", ["outcome"])
+JOB_FIELDS = ("id", "status", "batch", "batch_line", "custom_id", "result", "error",
+              "error_status")
+
+
+@dataclass
+class Turn:
+    """One worker's turn at one batch, while it holds the batch's lease."""
+
+    ctx: WorkerContext
+    batches: BatchStore
+    storage: DirectoryStorage
+    token: str
+    record: dict[str, str]
+    renewed_at: float = field(default_factory=time.monotonic)
+
+    @property
+    def batch_id(self) -> str:
+        """The batch's id."""
+        return self.record["id"]
+
+    @property
+    def redis(self) -> redis.Redis:
+        """The worker's Redis client."""
+        return self.ctx.store.redis
+
+    def keep_lease(self) -> bool:
+        """Renew the lease once a third of it has passed; False when another holds it now."""
+        lease_s = self.ctx.settings.lease_s
+        if time.monotonic() - self.renewed_at < lease_s / 3:
+            return True
+        self.renewed_at = time.monotonic()
+        return self.batches.lease(self.batch_id, self.token, lease_s)
+
+    def reload(self) -> dict[str, str]:
+        """Read the batch's record again."""
+        self.record = self.batches.get(self.batch_id) or self.record
+        return self.record
+
+
+def lines_from(handle: BinaryIO, offset: int, number: int) -> Iterator[tuple[int, bytes, int]]:
+    """(line number, line, offset after it) of each non-blank line from `offset`, which is
+    the start of line `number`. A line over MAX_LINE_BYTES is never held whole: it comes as
+    LINE_TOO_LONG."""
+    handle.seek(offset)
+    while raw := handle.readline(MAX_LINE_BYTES):
+        offset += len(raw)
+        if len(raw) == MAX_LINE_BYTES and not raw.endswith(b"\n"):
+            while rest := handle.readline(MAX_LINE_BYTES):
+                offset += len(rest)
+                if rest.endswith(b"\n"):
+                    break
+            raw = LINE_TOO_LONG
+        if raw.strip():
+            yield number, raw, offset
+        number += 1
+
+
+def skip_bits(client: redis.Redis, batch_id: str, numbers: list[int]) -> list[bool]:
+    """For each line number, whether validation marked the line as one not to run."""
+    pipe = client.pipeline(transaction=False)
+    for number in numbers:
+        pipe.getbit(keys.batch_invalid(batch_id), number)
+    return [bool(bit) for bit in pipe.execute()]
+
+
+def _ended_code(client: redis.Redis, batch_id: str) -> str:
+    ending = client.hget(keys.batch(batch_id), "ending")
+    return EXPIRED_CODE if ending == "expired" else CANCELLED_CODE
+
+
+def account_job(client: redis.Redis, batches: BatchStore, job_id: str, job_ttl_s: int) -> bool:
+    """Put an ended line job's result into its batch, once; whether it was new."""
+    values = cast(list[Any], client.hmget(keys.job(job_id), JOB_FIELDS))
+    record = {name: str(v) if v is not None else "" for name, v in
+              zip(JOB_FIELDS, values, strict=True)}
+    batch_id, line = record.get("batch"), record.get("batch_line")
+    if not batch_id or not line or not jobs.is_terminal(record.get("status")):
+        return False
+    number = int(line)
+    if record["status"] == jobs.CANCELLED:
+        kind, usage = ERROR, (0, 0, 0, 0)
+        text = batch_lines.ended_line(batch_id, number, record["custom_id"] or None,
+                                      _ended_code(client, batch_id))
+    else:
+        kind, text, usage = batch_lines.job_line(batch_id, number, record)
+    outcome = "completed" if kind == OUTPUT else "failed"
+    new = batches.account(batch_id, number, kind, text, outcome, Usage(*usage))
+    if new:
+        LINES_DONE.labels(outcome).inc()
+        keep_s = min(LINE_JOB_KEEP_S, job_ttl_s)
+        pipe = client.pipeline(transaction=False)
+        for key in (keys.job(job_id), keys.text(job_id), keys.events(job_id)):
+            pipe.expire(key, keep_s)
+        pipe.execute()
+    return new
