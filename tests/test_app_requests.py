@@ -249,7 +249,7 @@ def test_a_wait_that_runs_out_ends_within_15_16_of_it_to_all_of_it() -> None:
 
 def test_a_whole_number_written_with_a_fraction_counts_as_an_integer() -> None:
     """JSON Schema (and so the OpenAPI document) counts 3.0 an integer: so does the server."""
-    from web.validate import chat_request
+    from chatq.validate import chat_request
 
     body = {"messages": [{"role": "user", "content": "hi"}], "n": 2.0, "seed": -929.0,
             "max_tokens": 16.0, "logit_bias": {"50256": -100.0}}

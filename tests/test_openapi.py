@@ -193,8 +193,8 @@ def test_served_front_door_models_and_events_match_their_schemas(stack: Stack) -
 
 
 def test_every_field_the_server_type_checks_is_typed_in_the_document() -> None:
+    from chatq.validate import FIELD_TYPES
     from web.openapi import document
-    from web.validate import FIELD_TYPES
 
     properties = document()["components"]["schemas"]["ChatCompletionRequest"]["properties"]
     assert sorted(set(FIELD_TYPES) - set(properties)) == []

@@ -9,12 +9,12 @@ from flask import request as current_request
 
 from chatq import jobs
 from chatq.errors import ApiError, job_not_found
+from chatq.validate import chat_request, within_context
 from web import params
 from web.context import Services, services
 from web.guard import authorize
 from web.responses import failed_job_error, job_response, json_response
 from web.submit import enqueue, submit
-from web.validate import chat_request, within_context
 from web.waiting import load_owned, wait_owned, wait_terminal, watching
 
 log = logging.getLogger(__name__)

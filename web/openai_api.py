@@ -13,6 +13,7 @@ from flask import request as flask_request
 from chatq import jobs
 from chatq.errors import ApiError
 from chatq.notify import Waiter
+from chatq.validate import chat_request, within_context
 from web import params
 from web.chunks import ChunkMaker, sse, tool_call_deltas
 from web.context import Services, services
@@ -20,7 +21,6 @@ from web.events import STREAM_ENDING_ERRORS, follow, sse_response
 from web.guard import authorize
 from web.responses import failed_job_error, job_response, json_response
 from web.submit import submit
-from web.validate import chat_request, within_context
 from web.waiting import load_owned, wait_terminal, watching
 
 log = logging.getLogger(__name__)

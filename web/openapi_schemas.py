@@ -6,7 +6,7 @@ import math
 from typing import Any
 
 from chatq.config import Settings
-from web.validate import CAPPED, LOGIT_BIAS_RANGE, MAX_STOP_SEQUENCES, RANGES
+from chatq.validate import CAPPED, LOGIT_BIAS_RANGE, MAX_STOP_SEQUENCES, RANGES
 
 Schema = dict[str, Any]
 

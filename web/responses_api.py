@@ -24,6 +24,7 @@ from chatq.responses import (
     unsupported,
 )
 from chatq.tokens import Policy
+from chatq.validate import chat_request, within_context
 from web import params
 from web.context import Services, services
 from web.events import sse_response
@@ -31,7 +32,6 @@ from web.guard import authorize
 from web.responses import json_response, preference_applied
 from web.responses_stream import response_stream
 from web.submit import enqueue, submit
-from web.validate import chat_request, within_context
 from web.waiting import load_owned, wait_terminal
 
 log = logging.getLogger(__name__)
