@@ -99,6 +99,10 @@ def stack(redis_url: str, fakellm: str) -> Iterator[Stack]:
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """Fail the session if a test key appears in a log of a process it started."""
+    if hasattr(session.config, "workerinput"):
+        # An xdist worker: the log folder is the whole run's, checked (and removed) once by
+        # the process that started the workers, after all of them have ended.
+        return
     leaks = [f"the {name} test key appears in {path}" for path, name in leaked_keys(LOG_DIR)]
     session.config.stash[LEAKS] = leaks
     if leaks:
