@@ -18,7 +18,7 @@ from typing import Any, cast
 import redis
 
 from chatq import keys
-from chatq.store import lua_source
+from chatq.store import register
 
 VALIDATING, IN_PROGRESS, FINALIZING = "validating", "in_progress", "finalizing"
 CANCELLING, COMPLETED, FAILED = "cancelling", "completed", "failed"
@@ -134,11 +134,12 @@ class BatchStore:
     def __init__(self, client: redis.Redis, ttl_s: int) -> None:
         self.redis = client
         self.ttl_s = ttl_s
-        self._scripts = {name: client.register_script(lua_source(f"batch_{name}"))
+        self._scripts = {name: register(client, f"batch_{name}")
                          for name in SCRIPTS}
 
     def _run(self, name: str, *args: str | int | float) -> Any:
-        return self._scripts[name](keys=[], args=list(args))
+        # Every key of the batches is in the `{g}` slot: any of them routes the call there.
+        return self._scripts[name](keys=[keys.batches_active()], args=list(args))
 
     def get(self, batch_id: str) -> dict[str, str] | None:
         """The batch's record, or None."""

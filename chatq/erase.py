@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from chatq.store import Store, lua_source
+from chatq import keys
+from chatq.store import Store, register
 
 
 @dataclass(frozen=True)
@@ -22,7 +23,6 @@ def erase(store: Store, job_id: str, lease_s: float) -> Erased:
     cancel = store.cancel(job_id=job_id, lease_s=lease_s)
     if cancel.status == "missing":
         return Erased("missing")
-    script = store.redis.register_script(lua_source("delete"))
-    answer = str(script(keys=[], args=[job_id]))
+    answer = str(register(store.redis, "delete")(keys=[keys.job(job_id)], args=[job_id]))
     # Only 'deleted' or 'missing' can come back: a cancelled or ended job never changes again.
     return Erased(answer if answer in ("deleted", "missing") else "missing", cancel.detached)

@@ -13,7 +13,7 @@ from typing import Any, cast
 import redis
 
 from chatq import keys
-from chatq.store import lua_source
+from chatq.store import register
 
 PURPOSE_INPUT = "batch"
 PURPOSE_OUTPUT = "batch_output"
@@ -65,7 +65,7 @@ class FileIndex:
 
     def __init__(self, client: redis.Redis) -> None:
         self.redis = client
-        self._delete = client.register_script(lua_source("file_delete"))
+        self._delete = register(client, "file_delete")
 
     def add(self, meta: dict[str, str]) -> None:
         """Record a committed file: its metadata, its owner's list, its expiry."""
@@ -113,11 +113,11 @@ class FileIndex:
 
     def delete(self, file_id: str, owner: str) -> str:
         """Forget `owner`'s file: 'deleted', 'missing' or 'in_use' (a batch reads it)."""
-        return str(self._delete(keys=[], args=[file_id, owner]))
+        return str(self._delete(keys=[keys.files_expiry()], args=[file_id, owner]))
 
     def expire(self, file_id: str) -> str:
         """Forget a file whose time is up (the janitor): as `delete`."""
-        return str(self._delete(keys=[], args=[file_id, ""]))
+        return str(self._delete(keys=[keys.files_expiry()], args=[file_id, ""]))
 
     def due(self, now: float, limit: int = 100) -> list[str]:
         """Ids of files whose expiry has passed."""

@@ -17,9 +17,11 @@ PRIORITIES = ("interactive", "batch")
 JSONDict = dict[str, Any]
 
 
-def new_job_id() -> str:
-    """A fresh job id: `job_` and 32 url-safe characters of 192 random bits."""
-    return "job_" + secrets.token_urlsafe(24)
+def new_job_id(shard: str = "") -> str:
+    """A fresh job id: `job_` and 32 url-safe characters of 192 random bits; the first of
+    them is its shard (chatq/keys.py), which `shard` may choose (186 random bits left)."""
+    token = secrets.token_urlsafe(24)
+    return "job_" + (shard + token[1:] if shard else token)
 
 
 def new_run_id() -> str:

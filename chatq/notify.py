@@ -8,15 +8,18 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import redis
 
 from chatq import jobs, keys
-from chatq.store import PROGRESS
+from chatq.store import PROGRESS, is_cluster
 
 log = logging.getLogger(__name__)
 
 RECONNECT_DELAY_S = 0.5
+# Every shard's channel, and the `{g}` slot's (batches).
+CHANNELS = [*(keys.notify(shard) for shard in keys.SHARDS), keys.notify_global()]
 
 
 class Waiter:
@@ -135,9 +138,19 @@ class Listener:
             self._stopping.wait(RECONNECT_DELAY_S)
 
     def _listen(self) -> None:
-        pubsub = self._client.pubsub()  # type: ignore[no-untyped-call]
+        if is_cluster(self._client):
+            self._listen_sharded()
+            return
+        self._listen_to(self._client, CHANNELS, sharded=False)
+
+    def _listen_to(self, client: Any, channels: list[str], sharded: bool) -> None:
+        """Until stopped or an error: the messages of `channels` on one connection."""
+        pubsub = client.pubsub()
         try:
-            pubsub.subscribe(keys.NOTIFY_CHANNEL)
+            if sharded:
+                pubsub.ssubscribe(*channels)
+            else:
+                pubsub.subscribe(*channels)
             while not self._stopping.is_set():
                 message = pubsub.get_message(timeout=1.0)
                 if message is not None:
@@ -145,14 +158,40 @@ class Listener:
         finally:
             pubsub.close()
 
+    def _listen_sharded(self) -> None:
+        """On a Cluster: one connection per primary, to the shard channels it serves
+        (sharded pub/sub), each read by a thread; any error starts them all again."""
+        cluster: Any = self._client
+        cluster.nodes_manager.initialize()  # the current primaries, after a failover too
+        by_node: dict[str, list[str]] = {}
+        for channel in CHANNELS:
+            by_node.setdefault(cluster.get_node_from_key(channel).name, []).append(channel)
+        ended = threading.Event()
+        for name, channels in by_node.items():
+            node = cluster.get_node(node_name=name).redis_connection
+            threading.Thread(target=self._node_listener, args=(node, channels, ended),
+                             daemon=True).start()
+        while not self._stopping.is_set() and not ended.wait(1.0):
+            pass
+        if not self._stopping.is_set():
+            raise redis.ConnectionError("a node's notification connection ended")
+
+    def _node_listener(self, node: Any, channels: list[str], ended: threading.Event) -> None:
+        try:
+            self._listen_to(node, channels, sharded=True)
+        except Exception as exc:
+            log.warning("notification listener lost a node: %s", type(exc).__name__)
+        finally:
+            ended.set()
+
     def _dispatch(self, message: dict[str, object]) -> None:
-        if message.get("type") == "subscribe":
+        if message.get("type") in ("subscribe", "ssubscribe"):
             # (Re)subscribed: changes made while we were not listening were not heard.
             self.connected.set()
             self.wake_all()
             return
         data = message.get("data")
-        if message.get("type") != "message" or not isinstance(data, str):
+        if message.get("type") not in ("message", "smessage") or not isinstance(data, str):
             return
         job_id, _, rest = data.partition(" ")
         if job_id == PROGRESS:  # "+ <id> <id> ...": more text for these jobs

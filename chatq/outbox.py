@@ -1,7 +1,7 @@
 """The outbox: jobs that ended and must be announced for sure (webhooks, batch accounting).
 
-A job whose record has `announce` 1 is added to the `chatq:outbox` stream by the same atomic
-step that ends it. Readers share it through one consumer group: each entry goes to one
+A job whose record has `announce` 1 is added to its shard's outbox stream by the same atomic
+step that ends it. Readers share them through one consumer group: each entry goes to one
 reader, stays pending until acknowledged, and is taken over by another reader once its
 reader has been silent for `claim_idle_s` (a worker that died mid-way). Delivery is at least
 once: a handler must be idempotent.
@@ -9,12 +9,14 @@ once: a handler must be idempotent.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Any
 
 import redis
 
 from chatq import keys
+from chatq.store import is_cluster
 
 GROUP = "chatq-relay"
 
@@ -33,41 +35,57 @@ def _entries(rows: Any) -> list[Ended]:
             for entry_id, fields in rows or [] if fields]
 
 
+def _streams(rows: Any) -> list[Ended]:
+    """The entries of an XREADGROUP answer over several streams (RESP2 or RESP3)."""
+    pairs = rows.items() if isinstance(rows, dict) else rows or []
+    return [entry for _, stream_rows in pairs for entry in _entries(stream_rows)]
+
+
 class Outbox:
-    """One reader of the outbox, named `consumer` (unique per process)."""
+    """One reader of the outbox (one stream per shard), named `consumer` (unique per
+    process). On a Cluster each shard's stream is read on its own, without blocking."""
 
     def __init__(self, client: redis.Redis, consumer: str, claim_idle_s: float = 30.0) -> None:
         self.redis = client
         self.consumer = consumer
         self.claim_idle_ms = int(claim_idle_s * 1000)
+        self.cluster = is_cluster(client)
         self._grouped = False
 
     def _group(self) -> None:
         if self._grouped:
             return
-        try:
-            self.redis.xgroup_create(keys.outbox(), GROUP, id="0", mkstream=True)
-        except redis.ResponseError as exc:
-            if "BUSYGROUP" not in str(exc):
-                raise
+        for shard in keys.SHARDS:
+            try:
+                self.redis.xgroup_create(keys.outbox(shard), GROUP, id="0", mkstream=True)
+            except redis.ResponseError as exc:
+                if "BUSYGROUP" not in str(exc):
+                    raise
         self._grouped = True
 
     def read(self, count: int = 100, block_s: float = 1.0) -> list[Ended]:
         """Entries for this reader: first those a silent reader left, then new ones."""
         self._group()
-        claimed = self.redis.xautoclaim(keys.outbox(), GROUP, self.consumer,
-                                        self.claim_idle_ms, count=count)
-        stale = _entries(claimed[1])
+        pipe = self.redis.pipeline(transaction=False)
+        for shard in keys.SHARDS:
+            pipe.xautoclaim(keys.outbox(shard), GROUP, self.consumer, self.claim_idle_ms,
+                            count=count)
+        stale = [entry for claimed in pipe.execute() for entry in _entries(claimed[1])]
         if stale:
             return stale
-        rows: Any = self.redis.xreadgroup(GROUP, self.consumer, {keys.outbox(): ">"},
-                                          count=count, block=int(block_s * 1000))
-        if isinstance(rows, dict):  # RESP3 answers {stream: entries}
-            return _entries(rows.get(keys.outbox()))
-        return _entries(rows[0][1]) if rows else []
+        if not self.cluster:  # one blocking read over every shard's stream
+            return _streams(self.redis.xreadgroup(
+                GROUP, self.consumer, {keys.outbox(shard): ">" for shard in keys.SHARDS},
+                count=count, block=int(block_s * 1000)))
+        found = [entry for shard in keys.SHARDS for entry in _streams(self.redis.xreadgroup(
+            GROUP, self.consumer, {keys.outbox(shard): ">"}, count=count))]
+        if not found:
+            time.sleep(block_s)
+        return found
 
     def ack(self, entries: list[Ended]) -> None:
         """These are handled: no reader gets them again."""
-        if entries:
-            self.redis.xack(keys.outbox(), GROUP, *[e.entry_id for e in entries])
-            self.redis.xdel(keys.outbox(), *[e.entry_id for e in entries])
+        for entry in entries:
+            stream = keys.outbox(keys.shard(entry.job_id))
+            self.redis.xack(stream, GROUP, entry.entry_id)
+            self.redis.xdel(stream, entry.entry_id)

@@ -14,7 +14,6 @@ from chatq import batches, keys
 from chatq.broker import queue_keys
 from chatq.celery_app import QUEUES
 
-WINDOW_S = 60
 WORKER_STALE_S = 10.0
 SAFETY_FACTOR = 1.2
 
@@ -26,7 +25,7 @@ def recommended_concurrency(arrival_rate_per_s: float, mean_job_s: float) -> int
 
 @dataclass(frozen=True)
 class Window:
-    """Rates over the last WINDOW_S seconds."""
+    """Rates over the last minute or two."""
 
     arrival_rate_per_s: float
     done_rate_per_s: float
@@ -34,19 +33,23 @@ class Window:
 
 
 def window(client: redis.Redis, now: float | None = None) -> Window:
-    """Arrivals, completions and mean job time over the sliding window."""
-    second = int(now or time.time())
+    """Arrivals, completions and mean job time over the last full minute and the current one
+    (the shards count per minute, each in its own slot)."""
+    now_s = now or time.time()
+    minute = int(now_s // 60)
     pipe = client.pipeline(transaction=False)
-    for s in range(second - WINDOW_S + 1, second + 1):
-        pipe.hgetall(keys.stats(s))
+    for shard in keys.SHARDS:
+        for m in (minute - 1, minute):
+            pipe.hgetall(keys.stats(shard, m))
     totals = {"arrivals": 0.0, "done": 0.0, "busy_s": 0.0}
     for bucket in pipe.execute():
         for name in totals:
             totals[name] += float(bucket.get(name) or 0)
+    span_s = 60 + (now_s - minute * 60)
     done = totals["done"]
     return Window(
-        arrival_rate_per_s=totals["arrivals"] / WINDOW_S,
-        done_rate_per_s=done / WINDOW_S,
+        arrival_rate_per_s=totals["arrivals"] / span_s,
+        done_rate_per_s=done / span_s,
         mean_job_s=totals["busy_s"] / done if done else 0.0,
     )
 

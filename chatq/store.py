@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import redis
+from redis.cluster import RedisCluster
+from redis.commands.core import Script
 
 from chatq import jobs, keys
 
@@ -29,31 +31,44 @@ WORKER_LOST = {
 }
 
 
+def is_cluster(client: Any) -> bool:
+    """Whether `client` talks to a Redis Cluster (each script then touches one slot)."""
+    return isinstance(client, RedisCluster)
+
+
 @cache
-def lua_source(name: str) -> str:
-    """The script `name`, behind the key prefix, the status words and the shared helpers."""
+def lua_source(name: str, sharded: bool = False) -> str:
+    """The script `name`, behind the key prefixes, the status words and the shared helpers;
+    `sharded`: for a Redis Cluster (sharded pub/sub)."""
     words = {
-        "P": keys.PREFIX, "QUEUED": jobs.QUEUED, "IN_PROGRESS": jobs.IN_PROGRESS,
-        "COMPLETED": jobs.COMPLETED, "FAILED": jobs.FAILED, "CANCELLED": jobs.CANCELLED,
+        "P": keys.PREFIX, "G": keys.GLOBAL, "SHARDS": keys.SHARDS, "QUEUED": jobs.QUEUED,
+        "IN_PROGRESS": jobs.IN_PROGRESS, "COMPLETED": jobs.COMPLETED, "FAILED": jobs.FAILED,
+        "CANCELLED": jobs.CANCELLED, "SHARDED": sharded,
     }
     header = "".join(f"local {name} = {json.dumps(value)}\n" for name, value in words.items())
     prelude = (LUA_DIR / "prelude.lua").read_text()
     return header + prelude + (LUA_DIR / f"{name}.lua").read_text()
 
 
+def register(client: Any, name: str) -> Script:
+    """The script `name` registered on `client`, for a Cluster if it is one."""
+    script: Script = client.register_script(lua_source(name, is_cluster(client)))
+    return script
+
+
 class CreateKind(StrEnum):
     """How a create went."""
 
     CREATED = "created"  # written (queued, or completed from the cache)
-    EARLIER = "earlier"  # its Idempotency-Key was used before: nothing written
+    EXISTS = "exists"  # a job with that id exists: nothing written
     FOLLOWER = "follower"  # written, following an identical job in flight
     CACHED = "cached"  # an identical job finished meanwhile: nothing written
 
 
 @dataclass(frozen=True)
 class Created:
-    """The answer of `create`: for EARLIER the key's "<id> <digest>", for FOLLOWER the
-    leader's id, for CACHED the cached result; `created_at` is Redis's time of writing."""
+    """The answer of `create`: for FOLLOWER the leader's id, for CACHED the cached result;
+    `created_at` is Redis's time of writing."""
 
     kind: CreateKind
     value: str = ""
@@ -148,20 +163,32 @@ def _flat(fields: dict[str, str]) -> list[str]:
 
 
 class Store:
-    """Job records in one Redis; see the module docstring."""
+    """Job records in one Redis or a Redis Cluster; see the module docstring."""
 
     def __init__(self, client: redis.Redis, job_ttl_s: int, max_followers: int = 100) -> None:
         self.redis = client
         self.job_ttl_s = job_ttl_s
         self.max_followers = max_followers
+        self.cluster = is_cluster(client)
         self._scripts = {
-            name: client.register_script(lua_source(name))
+            name: register(client, name)
             for name in ("create", "claim", "attempt", "append", "finish", "cancel", "sweep",
                          "heartbeat")
         }
 
-    def _run(self, name: str, *args: str | int | float) -> Any:
-        return self._scripts[name](keys=[], args=list(args))
+    def _run(self, name: str, anchor: str, *args: str | int | float) -> Any:
+        # `anchor`: a key of the slot the script works in (a Cluster routes the call by it).
+        return self._scripts[name](keys=[anchor], args=list(args))
+
+    def _by_shard(self, job_ids: list[str]) -> list[list[int]]:
+        """Indexes of `job_ids` grouped so that each group is one script call: one group on a
+        single Redis, one per shard on a Cluster."""
+        if not self.cluster:
+            return [list(range(len(job_ids)))] if job_ids else []
+        groups: dict[str, list[int]] = {}
+        for i, job_id in enumerate(job_ids):
+            groups.setdefault(keys.shard(job_id), []).append(i)
+        return list(groups.values())
 
     def get(self, job_id: str) -> dict[str, str] | None:
         """The job's record with its `output_text`, or None when there is none (or expired)."""
@@ -171,31 +198,37 @@ class Store:
         record, text = pipe.execute()
         return {**record, "output_text": text or ""} if record else None
 
+    def remember_idempotency(self, *, key: str, value: str) -> str | None:
+        """Keep `value` ("<job id> <digest>") under an Idempotency-Key for the job TTL, unless
+        the key was used before: then its earlier value (and nothing is written)."""
+        if self.redis.set(key, value, nx=True, ex=self.job_ttl_s):
+            return None
+        earlier = self.redis.get(key)
+        return str(earlier) if earlier is not None else None
+
     def create(
         self,
         *,
         record: dict[str, str],
         lease_s: float,
-        idempotency: tuple[str, str] | None = None,
         flight: str = "",
         cached: bool = False,
     ) -> Created:
         """Write a new job: queued (leased for `lease_s` until a worker claims it), or
-        completed at once when `cached`. With `idempotency` (key, value) an earlier job under
-        that key wins; with `flight` (a cache key) the job follows an identical one in flight."""
+        completed at once when `cached`; with `flight` (a cache key, in whose shard the job
+        is) it follows an identical job in flight."""
         fields = dict(record)
         text = fields.pop("output_text", "")
-        idem_key, idem_value = idempotency or ("", "")
-        mode = "cached" if cached else "queue"
+        job_id = record["id"]
         kind, value, created_at = self._run(
-            "create", record["id"], self.job_ttl_s, lease_s, idem_key, idem_value, flight,
-            self.max_followers, mode, text, *_flat(fields),
+            "create", keys.job(job_id), job_id, self.job_ttl_s, lease_s, flight,
+            self.max_followers, "cached" if cached else "queue", text, *_flat(fields),
         )
         return Created(CreateKind(kind), value, created_at)
 
     def claim(self, *, job_id: str, run_id: str, lease_s: float) -> Claim:
         """queued -> in_progress for `run_id`, its first attempt counted."""
-        answer = self._run("claim", job_id, run_id, lease_s)
+        answer = self._run("claim", keys.job(job_id), job_id, run_id, lease_s)
         if answer[0] != "claimed":
             return Claim(False, answer[0])
         _, request, owner, created_at = answer
@@ -203,21 +236,23 @@ class Store:
 
     def begin_attempt(self, *, job_id: str, run_id: str, attempt: int) -> bool:
         """Count the run's attempt number `attempt` (2, 3, ...), dropping partial text."""
-        return bool(self._run("attempt", job_id, run_id, attempt))
+        return bool(self._run("attempt", keys.job(job_id), job_id, run_id, attempt))
 
     def append(self, *, job_id: str, run_id: str, offset_bytes: int, text: str) -> bool:
         """Append text written after `offset_bytes` bytes of this attempt's text."""
         return self.append_many([Piece(job_id, run_id, offset_bytes, text)])[0]
 
     def append_many(self, pieces: list[Piece]) -> list[bool]:
-        """Append several jobs' text and announce it, all in one round trip; for each piece,
-        whether its run still held its job."""
-        pipe = self.redis.pipeline(transaction=False)
-        for p in pieces:
-            self._scripts["append"](keys=[], args=[p.job_id, p.run_id, p.offset_bytes, p.text],
-                                    client=pipe)
-        pipe.publish(keys.NOTIFY_CHANNEL, " ".join([PROGRESS, *(p.job_id for p in pieces)]))
-        return [bool(answer) for answer in pipe.execute()[:-1]]
+        """Append several jobs' text and announce it (one script call on a single Redis, one
+        per shard on a Cluster); for each piece, whether its run still held its job."""
+        ours = [False] * len(pieces)
+        for group in self._by_shard([p.job_id for p in pieces]):
+            args = [a for i in group for a in (pieces[i].job_id, pieces[i].run_id,
+                                                pieces[i].offset_bytes, pieces[i].text)]
+            answer = self._run("append", keys.job(pieces[group[0]].job_id), *args)
+            for i, ok in zip(group, answer, strict=True):
+                ours[i] = bool(ok)
+        return ours
 
     def finish(
         self,
@@ -230,27 +265,40 @@ class Store:
         finish_reason: str = "",
     ) -> bool:
         """in_progress -> `status` with `fields`, followers alike; False if not ours."""
-        return bool(self._run("finish", job_id, run_id, status, finish_reason, tail,
-                              self.job_ttl_s, *_flat(fields)))
+        return bool(self._run("finish", keys.job(job_id), job_id, run_id, status,
+                              finish_reason, tail, self.job_ttl_s, *_flat(fields)))
 
     def cancel(self, *, job_id: str, lease_s: float) -> Cancel:
         """Cancel a job that has not ended; its followers are detached to run on their own."""
-        status, *detached = self._run("cancel", job_id, lease_s, self.job_ttl_s)
+        status, *detached = self._run("cancel", keys.job(job_id), job_id, lease_s,
+                                      self.job_ttl_s)
         return Cancel(status, tuple(detached))
 
     def sweep(
-        self, *, lease_s: float, resend_s: float, max_takeovers: int, limit: int = 500
+        self, *, lease_s: float, resend_s: float, max_takeovers: int, limit: int = 100
     ) -> list[Swept]:
-        """Act on the jobs whose lease ran out (see SweepOutcome)."""
-        answer = self._run("sweep", limit, lease_s, resend_s, max_takeovers, self.job_ttl_s,
-                           json.dumps(WORKER_LOST))
-        return [Swept(answer[i], SweepOutcome(answer[i + 1]), answer[i + 2] or jobs.PRIORITIES[0])
-                for i in range(0, len(answer), 3)]
+        """Act on the jobs whose lease ran out, up to `limit` per shard (see SweepOutcome)."""
+        groups = [[c] for c in keys.SHARDS] if self.cluster else [list(keys.SHARDS)]
+        swept: list[Swept] = []
+        for shards in groups:
+            answer = self._run("sweep", keys.leases(shards[0]), limit, lease_s, resend_s,
+                               max_takeovers, self.job_ttl_s, json.dumps(WORKER_LOST), *shards)
+            swept += [Swept(answer[i], SweepOutcome(answer[i + 1]),
+                            answer[i + 2] or jobs.PRIORITIES[0])
+                      for i in range(0, len(answer), 3)]
+        return swept
 
     def heartbeat(
         self, *, runs: list[tuple[str, str]], lease_s: float, worker: str, slots: int
     ) -> list[LeaseState]:
         """Renew the leases of (job id, run id) pairs and record the worker as alive."""
-        flat = [item for pair in runs for item in pair]
-        answer = self._run("heartbeat", lease_s, worker, slots, len(runs), *flat)
-        return [LeaseState(state) for state in answer]
+        states: list[LeaseState] = [LeaseState.LOST] * len(runs)
+        now = ""
+        for group in self._by_shard([job_id for job_id, _ in runs]) or [[]]:
+            anchor = keys.job(runs[group[0]][0]) if group else keys.leases(keys.SHARDS[0])
+            now, *answer = self._run("heartbeat", anchor, lease_s,
+                                     *[x for i in group for x in runs[i]])
+            for i, state in zip(group, answer, strict=True):
+                states[i] = LeaseState(state)
+        self.redis.hset(keys.workers(), worker, f"{slots} {len(runs)} {now}")
+        return states

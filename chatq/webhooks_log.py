@@ -12,7 +12,7 @@ from typing import Any
 import redis
 
 from chatq import keys
-from chatq.store import lua_source
+from chatq.store import register
 from chatq.webhooks import Event
 
 PENDING = "pending"
@@ -79,12 +79,13 @@ class Deliveries:
         self.redis = client
         self.log_ttl_s = log_ttl_s
         self.hold_s = hold_s
-        self._scripts = {name: client.register_script(lua_source(name))
+        self._scripts = {name: register(client, name)
                          for name in ("webhook_add", "webhook_take", "webhook_begin",
                                       "webhook_finish")}
 
     def _run(self, name: str, *args: str | int | float) -> Any:
-        return self._scripts[name](keys=[], args=list(args))
+        # Every key of the webhooks is in the `{g}` slot: any of them routes the call there.
+        return self._scripts[name](keys=[keys.webhooks_due()], args=list(args))
 
     def add(self, delivery_id: str, endpoint_id: str, event: Event, replay_of: str = "") -> str:
         """Record a delivery due now; its dispatch token, or '' if it existed already."""

@@ -168,3 +168,17 @@ def start_worker(env: dict[str, str], redis_url: str) -> Proc:
     proc = Proc("worker", ["worker"], env).start()
     wait_until(lambda: "ready." in proc.log_text(), 20, "worker ready")
     return proc
+
+
+def leases_count(client: Any) -> int:
+    """Jobs holding a lease, in every shard (chatq/keys.py)."""
+    from chatq import keys
+
+    return sum(int(client.zcard(keys.leases(shard))) for shard in keys.SHARDS)
+
+
+def outbox_length(client: Any) -> int:
+    """Entries waiting in the outbox, in every shard."""
+    from chatq import keys
+
+    return sum(int(client.xlen(keys.outbox(shard))) for shard in keys.SHARDS)

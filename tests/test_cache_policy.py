@@ -88,7 +88,7 @@ def test_with_a_cache_ttl_of_zero_identical_requests_each_reach_the_upstream(
     assert [first["cached"], second["cached"]] == [False, False]
     assert first["output_text"] == second["output_text"]
     assert _upstream_calls(upstream) - before == 2
-    assert list(stack.redis.scan_iter("chatq:cache:*")) == []
+    assert list(stack.redis.scan_iter("chatq:*:cache:*")) == []
 
 
 def test_with_a_cache_ttl_of_zero_identical_requests_in_flight_are_not_coalesced_even_with_max_age(

@@ -35,6 +35,7 @@ from tests.procs import (
     UPSTREAM_KEY,
     Proc,
     base_env,
+    leases_count,
     start_fakellm,
     start_web,
     start_worker,
@@ -171,7 +172,7 @@ def test_sigkill_of_a_worker_with_200_jobs_in_flight(redis_url: str, own_fakellm
             assert any(e["t"] == "reset" for e in events), job_id
         extra_calls = _upstream_requests(own_fakellm) - calls_at_kill
         assert extra_calls <= len(killed), extra_calls
-        assert s.redis.zcard(keys.leases()) == 0
+        assert leases_count(s.redis) == 0
         print(f"SIGKILL: {len(killed)} jobs in flight, all completed {took_s:.1f} s after the "
               f"kill, {extra_calls} extra upstream calls")
     finally:
@@ -231,7 +232,7 @@ def test_a_paused_worker_loses_its_jobs_and_its_late_results_are_dropped(
         taker_done = _worker_metrics(taker).get("chatq_jobs_finished_total{completed}", 0)
         assert (paused_done, taker_done) == (0, 20)
         assert _upstream_requests(own_fakellm) == 40  # one call each before, one after
-        assert s.redis.zcard(keys.leases()) == 0
+        assert leases_count(s.redis) == 0
     finally:
         s.stop()
 
@@ -425,7 +426,7 @@ def _chaos(redis_url: str, upstream: str, db: int, n_jobs: int) -> None:
         completed = sum(1 for r in records.values() if r["status"] == "completed")
         assert by_kind["garbage completed"] == 0, by_kind
         assert completed >= 0.99 * (n_jobs - by_kind["garbage failed"]), by_kind
-        assert s.redis.zcard(keys.leases()) == 0
+        assert leases_count(s.redis) == 0
         for job_id in ids[:: max(1, n_jobs // 200)]:
             _assert_events_tell_the_output(s.redis, job_id, records[job_id])
         metrics = [_worker_metrics(p) for p in s.procs if p.name == "worker"]

@@ -52,7 +52,7 @@ def _sdk(s: Stack) -> openai.OpenAI:
 
 
 def _jobs(s: Stack) -> list[str]:
-    return sorted(s.redis.scan_iter(match=keys.job("*")))
+    return sorted(s.redis.scan_iter(match=keys.jobs_pattern()))
 
 
 def _call_then_sigterm_the_first_web(s: Stack, model: str) -> object:

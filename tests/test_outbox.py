@@ -13,6 +13,7 @@ from chatq import jobs, keys
 from chatq.outbox import Outbox
 from chatq.store import Store
 from scripts.localredis import LocalRedis
+from tests.procs import outbox_length
 
 LEASE_S = 30.0
 
@@ -43,8 +44,9 @@ def test_each_way_an_announced_job_ends_is_in_the_outbox(store: Store) -> None:
     store.finish(job_id=done, run_id="r", status=jobs.COMPLETED, fields={"result": "{}"})
     store.finish(job_id=quiet, run_id="r", status=jobs.COMPLETED, fields={"result": "{}"})
     store.cancel(job_id=cancelled, lease_s=LEASE_S)
-    store.redis.zadd(keys.leases(), {failed: 0})  # its worker is lost, for good: its lease
-    store.redis.hset(keys.job(failed), "suspect", "0")  # ran out, and was noted a lease ago
+    # Its worker is lost for good: its lease ran out, and was noted a lease ago.
+    store.redis.zadd(keys.leases(keys.shard(failed)), {failed: 0})
+    store.redis.hset(keys.job(failed), "suspect", "0")
     store.sweep(lease_s=LEASE_S, resend_s=LEASE_S, max_takeovers=0)
     entries = Outbox(store.redis, "reader").read(block_s=0.1)
     assert {(e.job_id, e.status) for e in entries} == {
@@ -64,4 +66,4 @@ def test_an_entry_a_reader_took_and_never_acknowledged_goes_to_another(store: St
     assert [e.job_id for e in taken_over] == [job_id]
     survivor.ack(taken_over)
     time.sleep(0.3)
-    assert survivor.read(block_s=0.1) == [] and store.redis.xlen(keys.outbox()) == 0
+    assert survivor.read(block_s=0.1) == [] and outbox_length(store.redis) == 0

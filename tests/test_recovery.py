@@ -11,7 +11,7 @@ import requests
 from chatq import keys
 from scripts.localredis import LocalRedis
 from tests.conftest import Stack, start_stack
-from tests.procs import base_env, start_web, start_worker, wait_until
+from tests.procs import base_env, leases_count, start_web, start_worker, wait_until
 
 
 def _db(redis_url: str, db: int) -> str:
@@ -79,7 +79,7 @@ def test_jobs_of_a_killed_worker_finish_on_another(redis_url: str, fakellm: str)
             assert len(job["output_text"].split()) == 30
         events = s.redis.xrange(keys.events(ids[0]))
         assert any(fields["t"] == "reset" for _, fields in events)
-        assert s.redis.zcard(keys.leases()) == 0
+        assert leases_count(s.redis) == 0
     finally:
         s.stop()
 

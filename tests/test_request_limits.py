@@ -83,7 +83,7 @@ def client(app: Flask) -> FlaskClient:
 
 
 def _job_count(app: Flask) -> int:
-    return sum(1 for _ in app.extensions["chatq"].redis.scan_iter(keys.job("*")))
+    return sum(1 for _ in app.extensions["chatq"].redis.scan_iter(keys.jobs_pattern()))
 
 
 @pytest.mark.parametrize("path", PATHS)
@@ -173,7 +173,7 @@ def test_the_served_document_and_the_server_agree_on_every_bound(client: FlaskCl
 
 def test_a_rejected_request_queues_nothing_on_a_real_stack(stack: Stack) -> None:
     def state() -> tuple[int, dict[str, int]]:
-        jobs = sum(1 for _ in stack.redis.scan_iter(keys.job("*"), count=1000))
+        jobs = sum(1 for _ in stack.redis.scan_iter(keys.jobs_pattern(), count=1000))
         return jobs, queue_stats.depths(stack.redis)
 
     before = state()

@@ -14,6 +14,7 @@ import redis
 
 from chatq import keys
 from chatq.config import bare_key_name
+from chatq.notify import CHANNELS
 from scripts.localredis import LocalRedis
 from tests.conftest import Stack, start_stack
 from tests.procs import wait_until
@@ -27,7 +28,7 @@ class Notifications:
 
     def __init__(self, url: str) -> None:
         self.pubsub = redis.Redis.from_url(url, decode_responses=True).pubsub()
-        self.pubsub.subscribe(keys.NOTIFY_CHANNEL)
+        self.pubsub.subscribe(*CHANNELS)
         self.messages: list[str] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)

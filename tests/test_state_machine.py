@@ -43,7 +43,8 @@ MAX_TAKEOVERS = 1
 MAX_FOLLOWERS = 2
 TERMINAL = jobs.TERMINAL
 OWNERS = ("alice", "bob")
-FLIGHTS = ("", "flight-a", "flight-b")
+# Cache keys (digests) in shard "0", the shard of every job id made here (`job_0...`).
+FLIGHTS = ("", "34" + "a" * 62, "74" + "b" * 62)
 STALE_RUN = "0000000000000000"
 texts = st.text(alphabet="ab xyé", min_size=0, max_size=6)
 
@@ -363,7 +364,7 @@ class JobMachine(RuleBasedStateMachine):
         if job_id is None:
             return
         m = self.model[job_id]
-        self.redis.zadd(keys.leases(), {job_id: 0}, xx=True)
+        self.redis.zadd(keys.leases(keys.shard(job_id)), {job_id: 0}, xx=True)
         if noted_long_ago and m.status == jobs.IN_PROGRESS:
             self.redis.hset(keys.job(job_id), "suspect", "0")
         swept = self.store.sweep(lease_s=LEASE_S, resend_s=LEASE_S, max_takeovers=MAX_TAKEOVERS)
@@ -401,7 +402,7 @@ class JobMachine(RuleBasedStateMachine):
             pipe.hgetall(keys.job(job_id))
             pipe.get(keys.text(job_id))
             pipe.xrange(keys.events(job_id))
-            pipe.zscore(keys.leases(), job_id)
+            pipe.zscore(keys.leases(keys.shard(job_id)), job_id)
         out = pipe.execute()
         return [(job_id, {**out[4 * i], "output_text": out[4 * i + 1] or ""}, out[4 * i + 2],
                  out[4 * i + 3]) for i, job_id in enumerate(ids)]
@@ -439,7 +440,8 @@ class JobMachine(RuleBasedStateMachine):
             leader = self.model[job_id].leader
             assert lease is None
             assert self.model[leader].status not in TERMINAL
-            assert self.redis.zscore(keys.leases(), leader) is not None, (job_id, leader)
+            lease_of_leader = self.redis.zscore(keys.leases(keys.shard(leader)), leader)
+            assert lease_of_leader is not None, (job_id, leader)
             assert job_id in self.redis.smembers(keys.followers(leader))
         else:
             assert lease is not None, f"{job_id} ({record['status']}) has no lease: stuck"
@@ -451,6 +453,11 @@ class JobMachine(RuleBasedStateMachine):
             assert holder == self.inflight.get(flight), (flight, holder)
             if holder is not None:
                 assert self.model[holder].status not in TERMINAL
+
+
+def _flight(shard: str) -> str:
+    """A cache key (a digest) in `shard`: identical requests are placed in their key's."""
+    return f"{keys.SHARDS.index(shard):02x}" + "0" * 62
 
 
 def _run(client: redis.Redis, examples: int, steps: int) -> None:
@@ -489,7 +496,7 @@ def test_a_terminal_job_ignores_every_later_transition(client: redis.Redis) -> N
     assert not store.finish(job_id=job_id, run_id="r1", status=jobs.FAILED,
                             fields={"error": "{}"})
     assert store.cancel(job_id=job_id, lease_s=LEASE_S).status == jobs.COMPLETED
-    client.zadd(keys.leases(), {job_id: 0})
+    client.zadd(keys.leases(keys.shard(job_id)), {job_id: 0})
     swept = store.sweep(lease_s=LEASE_S, resend_s=LEASE_S, max_takeovers=MAX_TAKEOVERS)
     assert [(s.job_id, s.outcome) for s in swept] == [(job_id, SweepOutcome.GONE)]
     assert store.heartbeat(runs=[(job_id, "r1")], lease_s=LEASE_S, worker="w",
@@ -506,10 +513,11 @@ def test_a_follower_joining_a_running_job_starts_now_not_in_the_future(
     lease_s = 600.0
     now = time.time()
     leader = jobs.new_record("job_" + "l" * 32, "alice", "fake", "interactive", {}, now)
-    follower = jobs.new_record("job_" + "f" * 32, "alice", "fake", "interactive", {}, now)
-    assert store.create(record=leader, lease_s=lease_s, flight="same").kind == "created"
+    follower = jobs.new_record("job_l" + "f" * 31, "alice", "fake", "interactive", {}, now)
+    assert store.create(record=leader, lease_s=lease_s, flight=_flight("l")).kind == "created"
     assert store.claim(job_id=leader["id"], run_id="r1", lease_s=lease_s).claimed
-    assert store.create(record=follower, lease_s=lease_s, flight="same").kind == "follower"
+    assert store.create(record=follower, lease_s=lease_s,
+                        flight=_flight("l")).kind == "follower"
     started = float(client.hget(keys.job(follower["id"]), "started_at") or 0)
     assert store.finish(job_id=leader["id"], run_id="r1", status=jobs.COMPLETED,
                         fields={"result": "{}"})
@@ -522,13 +530,13 @@ def test_a_leader_ends_with_one_copy_of_its_record_on_the_channel(
 ) -> None:
     """Followers' last notifications carry no record: a leader with many would flood it."""
     store = Store(client, job_ttl_s=3600)
-    ids = [f"job_{'abc'[i]}{'n' * 31}" for i in range(3)]
+    ids = [f"job_a{'xyz'[i]}{'n' * 30}" for i in range(3)]
     for job_id in ids:
         record = jobs.new_record(job_id, "alice", "fake", "interactive", {}, time.time())
-        store.create(record=record, lease_s=LEASE_S, flight="same")
+        store.create(record=record, lease_s=LEASE_S, flight=_flight("a"))
     assert store.claim(job_id=ids[0], run_id="r1", lease_s=LEASE_S).claimed
     pubsub = client.pubsub()
-    pubsub.subscribe(keys.NOTIFY_CHANNEL)
+    pubsub.subscribe(keys.notify("a"))  # the shard of the three jobs
     assert pubsub.get_message(timeout=1)["type"] == "subscribe"
     assert store.finish(job_id=ids[0], run_id="r1", status=jobs.COMPLETED,
                         fields={"result": "{}"}, tail="a long answer")

@@ -20,7 +20,7 @@ from chatq.store import Store
 from chatq.webhooks import new_secret
 from scripts.localredis import LocalRedis
 from tests.conftest import Stack, start_stack
-from tests.procs import ALICE_KEY, BOB_KEY, wait_until
+from tests.procs import ALICE_KEY, BOB_KEY, outbox_length, wait_until
 from tests.webhook_receiver import Answer, Receiver, refuse, verify
 from web.openapi import document
 
@@ -85,7 +85,7 @@ def _settled(stack: Stack, endpoint_id: str, count: int = 1,
 
 
 def _outbox_drained(stack: Stack) -> None:
-    wait_until(lambda: stack.redis.xlen(keys.outbox()) == 0, 20, "the outbox handled")
+    wait_until(lambda: outbox_length(stack.redis) == 0, 20, "the outbox handled")
 
 
 def _valid(name: str, value: Any) -> None:

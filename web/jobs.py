@@ -14,7 +14,7 @@ from web import params
 from web.context import Services, services
 from web.guard import authorize
 from web.responses import failed_job_error, job_response, json_response
-from web.submit import enqueue, submit
+from web.submit import enqueue, job_id_for, submit
 from web.waiting import load_owned, wait_owned, wait_terminal, watching
 
 log = logging.getLogger(__name__)
@@ -55,7 +55,7 @@ def create_job() -> Response:
     request = within_context(request, svc.settings.max_context_tokens, overflow)
     request.pop("stream", None)
     cache_control = current_request.headers.get("Cache-Control", "")
-    job_id = jobs.new_job_id()
+    job_id = job_id_for(svc, owner, request, cache_control)
     with watching(svc, job_id, wait_s) as waiter:
         record = submit(svc, owner, request, priority, idem_key, cache_control, job_id=job_id)
         g.chatq_job_id = record["id"]

@@ -20,7 +20,7 @@ from web.context import Services, services
 from web.events import STREAM_ENDING_ERRORS, follow, sse_response
 from web.guard import authorize
 from web.responses import failed_job_error, job_response, json_response
-from web.submit import submit
+from web.submit import job_id_for, submit
 from web.waiting import load_owned, wait_terminal, watching
 
 log = logging.getLogger(__name__)
@@ -40,7 +40,7 @@ def chat_completions() -> Response:
     stream = request.pop("stream", None) is True
     options = request.pop("stream_options", None) or {}
     cache_control = flask_request.headers.get("Cache-Control", "")
-    job_id = jobs.new_job_id()
+    job_id = job_id_for(svc, owner, request, cache_control)
     with watching(svc, job_id, 0.0 if stream else 1.0) as waiter:
         record = submit(svc, owner, request, "interactive", params.idempotency_key(),
                         cache_control, job_id=job_id)

@@ -96,6 +96,16 @@ def _draft(svc: Services, owner: str, request: dict[str, Any], priority: str,
     return Draft(_as_cached(record, hit), True, "")
 
 
+def job_id_for(svc: Services, owner: str, request: dict[str, Any], cache_control: str) -> str:
+    """A new job id; a cacheable request's is in its cache key's shard, where identical
+    requests meet (to follow one another, and to find the result cached)."""
+    rule = cache.policy(request, cache_control, svc.settings.cache_ttl_s)
+    if not rule.cacheable:
+        return jobs.new_job_id()
+    key = cache.cache_key(request, "*" if svc.settings.cache_shared else owner)
+    return jobs.new_job_id(keys.shard_of_digest(key))
+
+
 def submit(
     svc: Services,
     owner: str,
@@ -108,24 +118,25 @@ def submit(
 ) -> dict[str, str]:
     """Create a job for `request` (or find the one its Idempotency-Key made); its record.
     `fields` are extra record fields (a response's `api` and `response`); `job_id` the id
-    to give it (a caller may have registered to wait for it), else a new one."""
+    to give it (see job_id_for; a caller may have registered to wait for it)."""
     draft = _draft(svc, owner, request, priority, cache_control, fields or {},
-                   job_id or jobs.new_job_id())
+                   job_id or job_id_for(svc, owner, request, cache_control))
     record, job_id = draft.record, draft.record["id"]
     if not draft.hit:
         svc.admission.check_queue()
     idem = _idem(owner, idem_key, job_id, priority, request, fields or {})
-    created = _create(svc, draft, idem)
+    if idem is not None:
+        earlier = svc.store.remember_idempotency(key=idem[0], value=idem[1])
+        found = _earlier(svc, earlier, idem[1].partition(" ")[2]) if earlier else None
+        if found is not None:
+            return found
+        if earlier:  # its job is gone (deleted, or never made): the key is this job's now
+            svc.redis.set(idem[0], idem[1], ex=svc.settings.job_ttl_s)
+    created = _create(svc, draft)
     if created.kind is CreateKind.CACHED:
         # The identical job it would have followed finished after our cache lookup.
         record, draft.hit = _as_cached(record, created.value), True
-        created = _create(svc, Draft(record, True, ""), idem)
-    if created.kind is CreateKind.EARLIER and idem is not None:
-        found = _earlier(svc, created.value, idem[1].partition(" ")[2])
-        if found is not None:
-            return found
-        # Only a job deleted by hand leaves its key behind: then start afresh.
-        created = _create(svc, draft, None)
+        created = _create(svc, Draft(record, True, ""))
     record["created_at"] = created.created_at or record["created_at"]
     if created.kind is CreateKind.FOLLOWER:
         metrics.CACHE_LOOKUPS.labels("coalesced").inc()
@@ -136,9 +147,9 @@ def submit(
     return record
 
 
-def _create(svc: Services, draft: Draft, idem: tuple[str, str] | None) -> Created:
+def _create(svc: Services, draft: Draft) -> Created:
     return svc.store.create(record=draft.record, lease_s=svc.settings.lease_s,
-                            idempotency=idem, flight=draft.flight, cached=draft.hit)
+                            flight=draft.flight, cached=draft.hit)
 
 
 def enqueue(svc: Services, job_id: str, priority: str) -> None:

@@ -81,7 +81,7 @@ def _lost(turn: Turn, number: int) -> int:
 def _skip_line(turn: Turn, number: int, raw: bytes, code: str) -> int:
     """Account a line that never ran as stopped by the batch's end; 1 if it has a job after
     all (a feeder died between making it and moving the cursor): that one is settled."""
-    if turn.redis.exists(keys.batch_line(turn.batch_id, number)):
+    if turn.redis.exists(keys.job(batch_lines.line_job_id(turn.batch_id, number))):
         return 1
     parsed = batch_lines.parse_line(raw, number, turn.record["endpoint"], turn.ctx.settings)
     custom_id = parsed.custom_id if not isinstance(parsed, LineError) else None

@@ -10,6 +10,7 @@ from bench.lab import Lab
 from bench.loadrun import run_load
 from bench.sections.common import JSON, body, closed_spec, outcome_summary, target
 from chatq import keys
+from tests.procs import leases_count
 
 TTL_S = 3
 CLIENTS = 32
@@ -31,7 +32,7 @@ def _job_keys(client: redis.Redis) -> dict[str, int]:
         name = str(key).removeprefix(keys.PREFIX)
         kind = name.rsplit(":", 1)[1] if name.startswith("{") else name.split(":")[0]
         counts[kind] = counts.get(kind, 0) + 1
-    counts["leases_members"] = int(client.zcard(keys.leases()))  # type: ignore[arg-type]
+    counts["leases_members"] = int(leases_count(client))  # type: ignore[arg-type]
     return counts
 
 
@@ -48,7 +49,7 @@ def _wait_expired(client: redis.Redis, timeout_s: float) -> float:
 
 def _sample_sizes(client: redis.Redis) -> JSON:
     """MEMORY USAGE (key included) of one job hash and its events stream."""
-    job_key = next(iter(client.scan_iter(keys.job("*"), count=1000)), None)
+    job_key = next(iter(client.scan_iter(keys.jobs_pattern(), count=1000)), None)
     if job_key is None:
         return {}
     job_id = str(job_key).split("{", 1)[1].split("}", 1)[0]

@@ -1,14 +1,31 @@
--- Generated text, appended to the job and its followers as one delta event each. The job's
--- own notification is left to the caller (a worker's flush announces all its jobs in one
--- message); its followers are notified here.
+-- Generated text of several jobs (a worker's flush), each piece appended to its job and its
+-- followers as one delta event; then one notification per shard lists the jobs that got
+-- text ("+ <id> <id> ..."), instead of one per job.
 --
--- ARGV: job id, run id, offset (bytes of text the attempt wrote before this piece), piece.
--- Answers 1, or 0 when the run no longer holds the job. A piece already appended (a retry
--- whose first answer was lost) is not appended twice.
-local id, run, offset, piece = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4]
-if not owned(id, run) then return 0 end
-local length = redis.call('STRLEN', K('text', id))
-if length == offset + #piece then return 1 end
-if length ~= offset then return 0 end
-for _, j in ipairs(group(id)) do append_text(j, piece, j == id) end
-return 1
+-- ARGV: then (job id, run id, offset, piece) per piece; offset: the bytes of text the attempt
+-- wrote before the piece.
+-- Answers, per piece, 1, or 0 when its run no longer holds its job. A piece already appended
+-- (a retry whose first answer was lost) is not appended twice.
+local answer, by_shard = {}, {}
+for i = 1, #ARGV, 4 do
+  local id, run, offset, piece = ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 2]), ARGV[i + 3]
+  local ok = 0
+  if owned(id, run) then
+    local length = redis.call('STRLEN', K('text', id))
+    if length == offset + #piece then
+      ok = 1
+    elseif length == offset then
+      for _, j in ipairs(group(id)) do append_text(j, piece, true) end
+      ok = 1
+    end
+  end
+  if ok == 1 then
+    for _, j in ipairs(group(id)) do
+      local sh = shard(j)
+      by_shard[sh] = (by_shard[sh] or '+') .. ' ' .. j
+    end
+  end
+  table.insert(answer, ok)
+end
+for sh, message in pairs(by_shard) do publish(S(sh, 'notify'), message) end
+return answer

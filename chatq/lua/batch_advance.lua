@@ -20,5 +20,5 @@ elseif op == 'finalize' and v[6] == '1'
 else
   return v[1]
 end
-redis.call('PUBLISH', P .. 'notify', id .. ' finalizing')
+publish(G .. 'notify', id .. ' finalizing')
 return 'finalizing'

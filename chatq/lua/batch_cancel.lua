@@ -10,5 +10,5 @@ if not status then return 'missing' end
 if status ~= 'validating' and status ~= 'in_progress' then return status end
 redis.call('HSET', K('batch', id), 'status', 'cancelling', 'cancelling_at', stamp(now()),
            'ending', 'cancelled')
-redis.call('PUBLISH', P .. 'notify', id .. ' cancelling')
+publish(G .. 'notify', id .. ' cancelling')
 return 'cancelling'

@@ -12,6 +12,6 @@ if v[1] ~= owner or (v[2] and v[2] ~= '' and tonumber(v[2]) <= t) then return {'
 redis.call('HSET', K('batch', id), unpack(ARGV, 5))
 redis.call('HSET', K('batch', id), 'created_at', stamp(t), 'expires_at', stamp(t + window_s))
 redis.call('SADD', K('file_batches', file_id), id)
-redis.call('ZADD', P .. 'batches:' .. owner, t, id)
-redis.call('SADD', P .. 'batches_active', id)
+redis.call('ZADD', G .. 'batches:' .. owner, t, id)
+redis.call('SADD', G .. 'batches_active', id)
 return {'created', stamp(t)}

@@ -20,14 +20,14 @@ for i = 5, #ARGV, 6 do
   redis.call('HSET', K('file', file_id), 'id', file_id, 'owner', v[2], 'bytes', ARGV[i + 2],
              'lines', ARGV[i + 3], 'filename', ARGV[i + 4], 'purpose', 'batch_output',
              'created_at', stamp(t), 'expires_at', stamp(expires_at))
-  redis.call('ZADD', P .. 'files:' .. v[2], t, file_id)
-  redis.call('ZADD', P .. 'files_expiry', expires_at, file_id)
+  redis.call('ZADD', G .. 'files:' .. v[2], t, file_id)
+  redis.call('ZADD', G .. 'files_expiry', expires_at, file_id)
   redis.call('HSET', K('batch', id), ARGV[i], file_id)
 end
 redis.call('HSET', K('batch', id), 'status', final, final .. '_at', stamp(t))
-redis.call('SREM', P .. 'batches_active', id)
+redis.call('SREM', G .. 'batches_active', id)
 redis.call('SREM', K('file_batches', v[3]), id)
 redis.call('DEL', K('results', id), K('order', id), K('invalid', id), K('lease', id))
 redis.call('EXPIRE', K('batch', id), ttl_s)
-redis.call('PUBLISH', P .. 'notify', id .. ' ' .. final)
+publish(G .. 'notify', id .. ' ' .. final)
 return final

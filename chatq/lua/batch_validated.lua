@@ -13,7 +13,7 @@ redis.call('HSET', K('batch', id), 'total', ARGV[3], 'invalid', ARGV[4], 'errors
            'model', ARGV[6], 'validated', '1')
 if status == 'validating' and tonumber(ARGV[3]) > tonumber(ARGV[4]) then
   redis.call('HSET', K('batch', id), 'status', 'in_progress', 'in_progress_at', stamp(now()))
-  redis.call('PUBLISH', P .. 'notify', id .. ' in_progress')
+  publish(G .. 'notify', id .. ' in_progress')
   return 'in_progress'
 end
 return status

@@ -14,7 +14,7 @@ if not again then
   local t = now()
   redis.call('HSET', K('job', id), 'run', run, 'run_attempt', 1)
   redis.call('HINCRBY', K('job', id), 'attempts', 1)
-  redis.call('ZADD', P .. 'leases', t + lease_s, id)
+  redis.call('ZADD', S(shard(id), 'leases'), t + lease_s, id)
   for _, j in ipairs(group(id)) do
     reset_text(j)
     set_status(j, IN_PROGRESS, t)

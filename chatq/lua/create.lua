@@ -1,32 +1,29 @@
 -- Accept a job. It is queued (with a short lease: if its message is never sent, the sweeper
 -- finds that out), or follows an identical job in flight, or is written completed at once
--- (a cache hit). Its times come from Redis's clock.
+-- (a cache hit). Its times come from Redis's clock. A job with a flight (a cache key) is in
+-- that key's shard, so that identical requests meet here.
 --
--- ARGV: job id, ttl_s, lease_s, idempotency key, idempotency value, flight (a cache key),
---       max followers per leader, mode ('queue' or 'cached'), text (of a cache hit),
---       then the record's field/value pairs.
+-- ARGV: job id, ttl_s, lease_s, flight (a cache key, or ''), max followers per leader,
+--       mode ('queue' or 'cached'), text (of a cache hit), then the record's field/value pairs.
 -- Answers {kind, value, created_at}:
 --   {'created', '', t}           written;
---   {'earlier', value, ''}       the idempotency key was used: its value, nothing written;
+--   {'exists', '', ''}           a job with this id exists (a batch line made before):
+--                                nothing written;
 --   {'follower', leader id, t}   written, following the leader;
 --   {'cached', result, ''}       an identical job finished since the caller looked in the
 --                                cache: its result; nothing written.
-local id, ttl_s, lease_s = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
-local idem_key, idem_value, flight = ARGV[4], ARGV[5], ARGV[6]
-local max_followers, mode, text = tonumber(ARGV[7]), ARGV[8], ARGV[9]
+local id, ttl_s, lease_s, flight = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
+local max_followers, mode, text = tonumber(ARGV[5]), ARGV[6], ARGV[7]
+if flight ~= '' and digest_shard(flight) ~= shard(id) then flight = '' end
+if redis.call('EXISTS', K('job', id)) == 1 then return {'exists', '', ''} end
 
-if idem_key ~= '' then
-  local earlier = redis.call('GET', idem_key)
-  if earlier then return {'earlier', earlier, ''} end
-end
 if flight ~= '' then
-  local cached = redis.call('GET', P .. 'cache:' .. flight)
+  local cached = redis.call('GET', flight_key('cache', flight))
   if cached then return {'cached', cached, ''} end
 end
 
 local t = now()
-if idem_key ~= '' then redis.call('SET', idem_key, idem_value, 'EX', ttl_s) end
-redis.call('HSET', K('job', id), unpack(ARGV, 10))
+redis.call('HSET', K('job', id), unpack(ARGV, 8))
 redis.call('HSET', K('job', id), 'created_at', stamp(t))
 
 if mode == 'cached' then
@@ -36,18 +33,19 @@ if mode == 'cached' then
   event(id, 'delta', text)
   event(id, 'end', COMPLETED, redis.call('HGET', K('job', id), 'finish_reason'))
   expire_all(id, ttl_s)
-  -- It ends as it is made: announced here, as close() announces the others (the outbox).
+  -- Whoever must hear of a job's end (a webhook, a batch) hears of a cache hit's too.
   if redis.call('HGET', K('job', id), 'announce') == '1' then
-    redis.call('XADD', P .. 'outbox', 'MAXLEN', '~', 1000000, '*', 'id', id, 'status', COMPLETED)
+    redis.call('XADD', S(shard(id), 'outbox'), 'MAXLEN', '~', 100000, '*', 'id', id,
+               'status', COMPLETED)
   end
   return {'created', '', stamp(t)}
 end
 
--- An active job never expires (its TTL starts when it ends): every one is in the leases
--- set, which the sweeper watches until it ends, or follows a job that is.
+-- An active job never expires (its TTL starts when it ends): every one is in its shard's
+-- leases, which the sweeper watches until it ends, or follows a job that is.
 event(id, 'status', QUEUED)
 if flight ~= '' then
-  local leader = redis.call('GET', P .. 'inflight:' .. flight)
+  local leader = redis.call('GET', flight_key('inflight', flight))
   local status = leader and redis.call('HGET', K('job', leader), 'status')
   local live = status and not is_terminal(status)
   if live and redis.call('SCARD', K('followers', leader)) < max_followers then
@@ -61,10 +59,10 @@ if flight ~= '' then
   if not live then
     -- Nobody runs this request now: this job does, and later identical ones follow it.
     -- (With the leader full, this job runs on its own and leaves the flight to it.)
-    redis.call('SET', P .. 'inflight:' .. flight, id, 'EX', ttl_s)
+    redis.call('SET', flight_key('inflight', flight), id, 'EX', ttl_s)
     redis.call('HSET', K('job', id), 'flight', flight)
   end
 end
-stat('arrivals', 1, t)
-redis.call('ZADD', P .. 'leases', t + lease_s, id)
+stat(id, 'arrivals', 1, t)
+redis.call('ZADD', S(shard(id), 'leases'), t + lease_s, id)
 return {'created', '', stamp(t)}

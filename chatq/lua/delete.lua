@@ -9,6 +9,8 @@ local v = redis.call('HMGET', K('job', id), 'status', 'cache_key')
 if not v[1] then return 'missing' end
 if not is_terminal(v[1]) then return v[1] end
 redis.call('DEL', K('job', id), K('text', id), K('events', id), K('followers', id))
-redis.call('ZREM', P .. 'leases', id)
-if v[2] and v[2] ~= '' then redis.call('DEL', P .. 'cache:' .. v[2]) end
+redis.call('ZREM', S(shard(id), 'leases'), id)
+if v[2] and v[2] ~= '' and digest_shard(v[2]) == shard(id) then
+  redis.call('DEL', flight_key('cache', v[2]))
+end
 return 'deleted'

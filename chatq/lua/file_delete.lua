@@ -7,16 +7,16 @@
 local id, owner = ARGV[1], ARGV[2]
 local v = redis.call('HMGET', K('file', id), 'owner', 'expires_at')
 if not v[1] then
-  redis.call('ZREM', P .. 'files_expiry', id)
+  redis.call('ZREM', G .. 'files_expiry', id)
   return 'missing'
 end
 if owner ~= '' and v[1] ~= owner then return 'missing' end
 if owner == '' and not (v[2] and v[2] ~= '' and tonumber(v[2]) <= now()) then return 'missing' end
 if redis.call('SCARD', K('file_batches', id)) > 0 then
-  if owner == '' then redis.call('ZADD', P .. 'files_expiry', now() + 3600, id) end
+  if owner == '' then redis.call('ZADD', G .. 'files_expiry', now() + 3600, id) end
   return 'in_use'
 end
 redis.call('DEL', K('file', id))
-redis.call('ZREM', P .. 'files:' .. v[1], id)
-redis.call('ZREM', P .. 'files_expiry', id)
+redis.call('ZREM', G .. 'files:' .. v[1], id)
+redis.call('ZREM', G .. 'files_expiry', id)
 return 'deleted'

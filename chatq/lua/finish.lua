@@ -18,8 +18,8 @@ local fields = {unpack(ARGV, 7)}
 table.insert(fields, 'ended_by')
 table.insert(fields, run)
 close_group(id, status, now(), ttl_s, reason, fields)
-if status == COMPLETED and v[3] and v[3] ~= '' then
+if status == COMPLETED and v[3] and v[3] ~= '' and digest_shard(v[3]) == shard(id) then
   local result = redis.call('HGET', K('job', id), 'result')
-  redis.call('SET', P .. 'cache:' .. v[3], result, 'EX', v[4])
+  redis.call('SET', flight_key('cache', v[3]), result, 'EX', v[4])
 end
 return 1

@@ -1,8 +1,30 @@
--- Helpers every script shares. Above this file the store puts `P` (the key prefix, from
--- chatq/keys.py) and the status words (from chatq/jobs.py).
+-- Helpers every script shares. Above this file the store puts `P` and `G` (the key
+-- prefixes of chatq/keys.py), `SHARDS` (the 64 shard characters), `SHARDED` (true on a Redis
+-- Cluster: notifications use sharded pub/sub) and the status words of chatq/jobs.py.
 
--- A key of one job; all of a job's keys share the hash tag {id} (one Cluster slot).
-local function K(kind, id) return P .. '{' .. id .. '}:' .. kind end
+-- Keys (chatq/keys.py): a job's carry its shard's hash tag {j<c>}, c the first character of
+-- its id's token; the indexes of a shard too; every other kind is under the tag {g}.
+local JOB_KINDS = {job = true, text = true, events = true, followers = true}
+local function shard(id) return string.sub(id, 5, 5) end
+local function S(sh, name) return P .. '{j' .. sh .. '}:' .. name end
+local function K(kind, id)
+  if JOB_KINDS[kind] then return S(shard(id), kind .. ':' .. id) end
+  return G .. kind .. ':' .. id
+end
+-- The shard a request digest (a cache key) is placed in.
+local function digest_shard(hex)
+  local i = (tonumber(string.sub(hex, 1, 2), 16) or 0) % #SHARDS + 1
+  return string.sub(SHARDS, i, i)
+end
+local function flight_key(kind, flight) return S(digest_shard(flight), kind .. ':' .. flight) end
+
+local function publish(channel, message)
+  if SHARDED then
+    redis.call('SPUBLISH', channel, message)
+  else
+    redis.call('PUBLISH', channel, message)
+  end
+end
 
 local function is_terminal(status)
   return status == COMPLETED or status == FAILED or status == CANCELLED
@@ -24,7 +46,7 @@ local function event(id, kind, value, extra)
 end
 
 local function notify(id, status)
-  redis.call('PUBLISH', P .. 'notify', id .. ' ' .. status)
+  publish(S(shard(id), 'notify'), id .. ' ' .. status)
 end
 
 -- Whether `run` holds the job now.
@@ -66,17 +88,17 @@ local function append_text(id, piece, quiet)
   if not quiet then notify(id, IN_PROGRESS) end
 end
 
--- Per-second counters for /v1/queue's sliding window (arrivals, done, busy_s).
-local function stat(field, amount, t)
-  local key = P .. 'stats:' .. math.floor(t)
+-- Per-minute counters of the job's shard, for /v1/queue's rates (arrivals, done, busy_s).
+local function stat(id, field, amount, t)
+  local key = S(shard(id), 'stats:' .. math.floor(t / 60))
   redis.call('HINCRBYFLOAT', key, field, amount)
   redis.call('EXPIRE', key, 300)
 end
 
 local function release_flight(id)
   local flight = redis.call('HGET', K('job', id), 'flight')
-  if flight and flight ~= '' and redis.call('GET', P .. 'inflight:' .. flight) == id then
-    redis.call('DEL', P .. 'inflight:' .. flight)
+  if flight and flight ~= '' and redis.call('GET', flight_key('inflight', flight)) == id then
+    redis.call('DEL', flight_key('inflight', flight))
   end
 end
 
@@ -104,21 +126,22 @@ local function close(id, status, t, ttl_s, reason, fields, publish_record)
   local key = K('job', id)
   local v = redis.call('HMGET', key, 'started_at', 'leader')
   if v[1] and v[1] ~= '' and not (v[2] and v[2] ~= '') then
-    stat('done', 1, t)
-    stat('busy_s', t - tonumber(v[1]), t)
+    stat(id, 'done', 1, t)
+    stat(id, 'busy_s', t - tonumber(v[1]), t)
   end
   redis.call('HSET', key, 'status', status, 'completed_at', stamp(t))
   if fields and #fields > 0 then redis.call('HSET', key, unpack(fields)) end
   event(id, 'status', status)
   event(id, 'end', status, reason)
-  redis.call('ZREM', P .. 'leases', id)
+  redis.call('ZREM', S(shard(id), 'leases'), id)
   expire_all(id, ttl_s)
   local message = id .. ' ' .. status
   if publish_record then message = message .. ' ' .. snapshot(id) end
-  redis.call('PUBLISH', P .. 'notify', message)
+  publish(S(shard(id), 'notify'), message)
   -- Whoever must hear of this end for sure (a webhook, a batch) reads it from the outbox.
   if redis.call('HGET', key, 'announce') == '1' then
-    redis.call('XADD', P .. 'outbox', 'MAXLEN', '~', 1000000, '*', 'id', id, 'status', status)
+    redis.call('XADD', S(shard(id), 'outbox'), 'MAXLEN', '~', 100000, '*', 'id', id,
+               'status', status)
   end
 end
 

@@ -8,21 +8,28 @@
 --     max_takeovers times ('failed').
 --   An ended or vanished job: dropped from the leases ('gone').
 --
--- ARGV: limit, lease_s, resend_s, max_takeovers, ttl_s, error (JSON of a failed job).
+-- ARGV: limit (per shard), lease_s, resend_s, max_takeovers, ttl_s, error (JSON of a failed
+--       job), then the shards to sweep (one on a Cluster, where each is a slot of its own).
 -- Answers {id, outcome, priority, ...} for each job acted on.
 local limit, lease_s, resend_s = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local max_takeovers, ttl_s, error_json = tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6]
 local t = now()
+local due = {}
+for i = 7, #ARGV do
+  for _, id in ipairs(redis.call('ZRANGEBYSCORE', S(ARGV[i], 'leases'), '-inf', t,
+                                 'LIMIT', 0, limit)) do
+    table.insert(due, id)
+  end
+end
 local answer = {}
-local due = redis.call('ZRANGEBYSCORE', P .. 'leases', '-inf', t, 'LIMIT', 0, limit)
 for _, id in ipairs(due) do
   local v = redis.call('HMGET', K('job', id), 'status', 'priority', 'suspect')
   local outcome
   if not v[1] or is_terminal(v[1]) then
-    redis.call('ZREM', P .. 'leases', id)
+    redis.call('ZREM', S(shard(id), 'leases'), id)
     outcome = 'gone'
   elseif v[1] == QUEUED then
-    redis.call('ZADD', P .. 'leases', t + resend_s, id)
+    redis.call('ZADD', S(shard(id), 'leases'), t + resend_s, id)
     outcome = 'queued'
   elseif t - tonumber(v[3] or t) < lease_s then
     if not v[3] then redis.call('HSET', K('job', id), 'suspect', stamp(t)) end
@@ -33,7 +40,7 @@ for _, id in ipairs(due) do
     outcome = 'failed'
   else
     redis.call('HSET', K('job', id), 'run', '')
-    redis.call('ZADD', P .. 'leases', t + lease_s, id)
+    redis.call('ZADD', S(shard(id), 'leases'), t + lease_s, id)
     for _, j in ipairs(group(id)) do set_status(j, QUEUED, t) end
     outcome = 'requeued'
   end

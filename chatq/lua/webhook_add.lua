@@ -5,7 +5,7 @@
 -- Answers the token when written, '' when the delivery existed.
 local id, endpoint, ttl_s = ARGV[1], ARGV[2], tonumber(ARGV[3])
 local token, hold_s = ARGV[4], tonumber(ARGV[5])
-local key = P .. 'webhooks:delivery:' .. id
+local key = G .. 'webhooks:delivery:' .. id
 if redis.call('EXISTS', key) == 1 then return '' end
 
 local t = now()
@@ -13,9 +13,9 @@ redis.call('HSET', key, unpack(ARGV, 6))
 redis.call('HSET', key, 'id', id, 'endpoint', endpoint, 'status', 'pending', 'attempts', '[]',
            'token', token, 'created_at', stamp(t), 'next_at', stamp(t))
 redis.call('EXPIRE', key, ttl_s)
-local log = P .. 'webhooks:log:' .. endpoint
+local log = G .. 'webhooks:log:' .. endpoint
 redis.call('ZADD', log, t, id)
 redis.call('ZREMRANGEBYSCORE', log, '-inf', t - ttl_s)
 redis.call('ZREMRANGEBYRANK', log, 0, -1001)
-redis.call('ZADD', P .. 'webhooks:due', t + hold_s, id)
+redis.call('ZADD', G .. 'webhooks:due', t + hold_s, id)
 return token

@@ -6,8 +6,8 @@
 -- Answers 1 when recorded, 0 when the message was stale.
 local id, token, status, attempt = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local delay_s, ttl_s, disable, reason = tonumber(ARGV[5]), tonumber(ARGV[6]), ARGV[7], ARGV[8]
-local key = P .. 'webhooks:delivery:' .. id
-local due = P .. 'webhooks:due'
+local key = G .. 'webhooks:delivery:' .. id
+local due = G .. 'webhooks:due'
 if redis.call('HGET', key, 'token') ~= token then return 0 end
 
 local t = now()
@@ -22,5 +22,5 @@ else
   redis.call('ZREM', due, id)
 end
 redis.call('EXPIRE', key, ttl_s)
-if disable ~= '' then redis.call('HSET', P .. 'webhooks:disabled', disable, reason) end
+if disable ~= '' then redis.call('HSET', G .. 'webhooks:disabled', disable, reason) end
 return 1

@@ -4,11 +4,11 @@
 --
 -- ARGV: hold_s, most to take. Answers {id, token, id, token, ...}.
 local hold_s, limit = tonumber(ARGV[1]), tonumber(ARGV[2])
-local due = P .. 'webhooks:due'
+local due = G .. 'webhooks:due'
 local t = now()
 local taken = {}
 for i, id in ipairs(redis.call('ZRANGEBYSCORE', due, '-inf', t, 'LIMIT', 0, limit)) do
-  local key = P .. 'webhooks:delivery:' .. id
+  local key = G .. 'webhooks:delivery:' .. id
   if redis.call('HGET', key, 'status') ~= 'pending' then
     redis.call('ZREM', due, id)  -- expired, or ended
   else
