@@ -43,10 +43,12 @@ class ChatqStack:
         self.redis.stop()
 
 
-def start_chatq(upstream: str, workers: int = 1, **env: str) -> ChatqStack:
-    """A chatq on its own Redis; `env` sets CHATQ_* overrides."""
-    server = LocalRedis().start()
-    full_env = base_env(server.url, upstream, **env)
+def start_chatq(upstream: str, workers: int = 1, redis_server: LocalRedis | None = None,
+                redis_url: str = "", **env: str) -> ChatqStack:
+    """A chatq on its own Redis (or `redis_server`, reached at `redis_url` when given: a
+    proxy in front of it); `env` sets CHATQ_* overrides."""
+    server = redis_server or LocalRedis().start()
+    full_env = base_env(redis_url or server.url, upstream, **env)
     procs = [start_worker(full_env, server.url) for _ in range(workers)]
     web, url = start_web(full_env)
     return ChatqStack(redis=server, url=url, web=web, env=full_env, workers=procs)
