@@ -43,11 +43,15 @@ class ChatqStack:
         self.redis.stop()
 
 
-def start_chatq(upstream: str, workers: int = 1, redis_server: LocalRedis | None = None,
-                redis_url: str = "", **env: str) -> ChatqStack:
-    """A chatq on its own Redis (or `redis_server`, reached at `redis_url` when given: a
-    proxy in front of it); `env` sets CHATQ_* overrides."""
-    server = redis_server or LocalRedis().start()
+def start_chatq(upstream: str, workers: int = 1, **env: str) -> ChatqStack:
+    """A chatq on its own Redis; `env` sets CHATQ_* overrides."""
+    return start_chatq_on(LocalRedis().start(), "", upstream, workers, env)
+
+
+def start_chatq_on(server: LocalRedis, redis_url: str, upstream: str, workers: int,
+                   env: dict[str, str]) -> ChatqStack:
+    """A chatq on `server`, its processes reaching it at `redis_url` (a proxy in front of it)
+    or, when that is empty, directly; `env` sets CHATQ_* overrides."""
     full_env = base_env(redis_url or server.url, upstream, **env)
     procs = [start_worker(full_env, server.url) for _ in range(workers)]
     web, url = start_web(full_env)

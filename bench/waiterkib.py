@@ -1,29 +1,28 @@
-"""`python -m bench.waiterkib PORT`: chatq's web app in one gevent process, under tracemalloc.
+"""`python -m bench.waiterkib`: chatq's web, as `python -m web` serves it, under tracemalloc.
 
-The app is built by `web.app.create_app` (CHATQ_* from the environment) and served by
-gevent's WSGI server, the one gunicorn's gevent worker runs, behind a wrapper that answers
+gunicorn with chatq's own configuration (`web.__main__.WebServer`: one gevent worker, the
+same options), but the app it loads is `web.app.create_app()` behind a wrapper that answers
 two paths of its own before the app sees them: `POST /__bench__/trace/start` (collect, then
-start tracing) and `GET /__bench__/trace` (collect, then the bytes traced since the start and
-the allocation sites that grew most). The web itself has no bench mode: this process is the
-bench's own.
+start tracing) and `GET /__bench__/trace` (collect, then the bytes allocated since the start
+and still held, and the sites that grew most). The web itself has no bench mode: this
+process is the bench's own. CHATQ_BIND says where it listens.
 """
 
 from __future__ import annotations
 
-from gevent import monkey
+import gc
+import json
+import os
+import sysconfig
+import tempfile
+import tracemalloc
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
 
-monkey.patch_all()
-
-import gc  # noqa: E402
-import json  # noqa: E402
-import sys  # noqa: E402
-import sysconfig  # noqa: E402
-import tracemalloc  # noqa: E402
-from collections.abc import Callable, Iterable  # noqa: E402
-from pathlib import Path  # noqa: E402
-from typing import Any  # noqa: E402
-
-from gevent.pywsgi import WSGIServer  # noqa: E402
+from chatq import config
+from web import gunicorn_errors
+from web.__main__ import WebServer
 
 ROOT = Path(__file__).resolve().parents[1]
 TOP_SITES = 12
@@ -77,13 +76,23 @@ def wrap(app: Wsgi) -> Wsgi:
     return serve
 
 
-def main() -> None:
-    """Serve on 127.0.0.1:PORT until stopped."""
-    from web.app import create_app
+class TracedWeb(WebServer):
+    """chatq's gunicorn application, loading the wrapped app."""
 
-    port = int(sys.argv[1])
-    server = WSGIServer(("127.0.0.1", port), wrap(create_app()), log=None, backlog=4096)
-    server.serve_forever()
+    def load(self) -> Any:
+        """Build the app inside the (monkey-patched) gunicorn worker, wrapped."""
+        from web.app import create_app
+
+        return wrap(create_app())
+
+
+def main() -> None:
+    """Serve until stopped, as `python -m web` does (less the token encodings' preload)."""
+    metrics_dir = tempfile.mkdtemp(prefix="chatq-metrics-")
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = metrics_dir
+    os.environ["CHATQ_METRICS_DIR"] = metrics_dir
+    gunicorn_errors.install()
+    TracedWeb(config.load()).run()
 
 
 if __name__ == "__main__":

@@ -108,6 +108,7 @@ def gc_longest(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
     workers = [gcpauses.longest(b, a) for b, a in zip(before["workers"], after["workers"],
                                                       strict=True)]
     uppers = [r["at_most_s"] for r in [web, *workers] if r["pauses"]]
-    worst = None if None in uppers else max(uppers, default=0.0)
+    finite = [float(u) for u in uppers if u is not None]
+    worst = None if len(finite) < len(uppers) else max(finite, default=0.0)
     return {"web": web, "workers": workers, "at_most_s": worst,
             "read": all(r["pauses"] is not None for r in [web, *workers])}

@@ -21,7 +21,7 @@ from tests.procs import UPSTREAM_KEY
 P99_SATURATED_MS = 2000.0
 WARMUP_REQUESTS = 10
 GATEWAYS = ("chatq", "litellm")
-STACKS = [("main", {})]
+STACKS: list[tuple[str, JSON]] = [("main", {})]
 
 
 @dataclass

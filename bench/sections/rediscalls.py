@@ -18,7 +18,7 @@ from bench.lab import Lab
 from bench.loadrun import run_load
 from bench.roundtrips import Counts, RoundTripProxy
 from bench.sections.common import JSON, body, closed_spec, outcome_summary, target
-from bench.stack import start_chatq
+from bench.stack import start_chatq_on
 
 WARMUP_JOBS = 20
 # The harness's own readings, not the processes under test.
@@ -27,7 +27,7 @@ OWN_COMMANDS = frozenset({"info"})
 
 def commandstats(client: redis.Redis) -> dict[str, int]:
     """Calls so far by command name (scripts' own commands included), as Redis counts them."""
-    raw: dict[str, Any] = client.info("commandstats")  # type: ignore[assignment]
+    raw: dict[str, Any] = client.info("commandstats")
     calls = {}
     for key, value in raw.items():
         name = key.removeprefix("cmdstat_").lower()
@@ -90,8 +90,8 @@ def run(lab: Lab) -> JSON:
     """Warm up, a quiet window, then one job at a time through the counting proxy."""
     server = lab.redis()
     proxy = RoundTripProxy(server.port).start()
-    stack = start_chatq(lab.fakellm(), 1, redis_server=server, redis_url=proxy.url,
-                        CHATQ_WORKER_CONCURRENCY="300")
+    stack = start_chatq_on(server, proxy.url, lab.fakellm(), 1,
+                           {"CHATQ_WORKER_CONCURRENCY": "300"})
     try:
         tgt = target(stack.url, body())
         run_load(closed_spec("chatq", tgt, 1, 60, 0.0, WARMUP_JOBS))

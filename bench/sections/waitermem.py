@@ -1,12 +1,12 @@
 """Issue 12: KiB per parked waiter, by tracemalloc inside one web process (bench/waiterkib.py).
 
-One process serves chatq's app with gevent's WSGI server (gunicorn's gevent worker runs the
-same); jobs are created and claimed through the Store, without workers. A first round parks
+chatq's gunicorn (one gevent worker, chatq's options) serves the app behind a tracing
+wrapper; jobs are created and claimed through the Store, without workers. A first round parks
 and wakes a few waiters (connections, the listener, lazy state made once), then tracing
 starts, the waiters are parked and, once the process is idle, the Python memory allocated
 since and still held is read, with the sites that hold most of it. RSS growth per waiter is
-read beside it: it also counts what Python does not allocate (C stacks of greenlets copied
-by greenlet itself are traced, libev and socket buffers are not).
+read beside it: it also counts what Python does not allocate (libev watchers, allocator
+slack; the stacks greenlet copies to the heap are traced).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import requests
 
 from bench.completer import chatq_finisher, chatq_store, create_running, finish_burst
 from bench.lab import Lab
-from bench.procstat import rss_bytes
+from bench.procstat import rss_bytes, serving_pid
 from bench.sections.common import JSON
 from bench.sections.waiters import WAIT_S, park, wake_stats
 from scripts.localredis import free_port
@@ -44,15 +44,17 @@ def run(lab: Lab) -> JSON:
     server = lab.redis()
     port = free_port()
     env = base_env(server.url, lab.fakellm(), CHATQ_MAX_WAIT="120", CHATQ_JOB_TTL=str(TTL_S),
-                   CHATQ_LOG_LEVEL="WARNING")
-    proc = lab.track(Proc("waiterkib", ["bench.waiterkib", str(port)], env).start())
+                   CHATQ_LOG_LEVEL="WARNING", CHATQ_WEB_WORKERS="1",
+                   CHATQ_BIND=f"127.0.0.1:{port}")
+    proc = lab.track(Proc("waiterkib", ["bench.waiterkib"], env).start())
     url = f"http://127.0.0.1:{port}"
     wait_until(lambda: requests.get(url + "/healthz", timeout=1).ok, 30, "waiterkib")
-    _round(url, proc.pid, server.url, WARMUP_WAITERS, traced=False)
+    worker = serving_pid(proc.pid)
+    _round(url, worker, server.url, WARMUP_WAITERS, traced=False)
     requests.post(url + "/__bench__/trace/start", timeout=60).raise_for_status()
-    rss_before = rss_bytes(proc.pid)
+    rss_before = rss_bytes(worker)
     count = lab.sizes.waitermem_waiters
-    trace, wakes, rss_parked = _round(url, proc.pid, server.url, count)
+    trace, wakes, rss_parked = _round(url, worker, server.url, count)
     proc.stop()
     per_waiter = [{**site, "bytes_per_waiter": round(site["bytes"] / count, 1)}
                   for site in trace["top"]]
