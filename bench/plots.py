@@ -80,14 +80,15 @@ def scaling_plot(s: JSON, path: Path) -> Path | None:
     if not points:
         return None
     fig, ax = plt.subplots(figsize=(7, 4.2))
-    for who, style in (("direct", "s-"), ("chatq", "o-"), ("litellm", "^-")):
+    for who, marker, colour in (("direct", "s", "C7"), ("chatq", "o", "C0"),
+                                ("litellm", "^", "C1")):
         ran = [p for p in points if who in p]
         if not ran:
             continue
         xs = [p["rate_per_s"] for p in ran]
-        for q, alpha in (("p50_ms", 1.0), ("p99_ms", 0.5)):
+        for q, line in (("p50_ms", "-"), ("p99_ms", "--")):
             ys = [p[who]["latency"][q] for p in ran]
-            ax.plot(xs, ys, style, alpha=alpha, label=f"{who} {q.split('_')[0]}")
+            ax.plot(xs, ys, marker + line, color=colour, label=f"{who} {q.split('_')[0]}")
     ax.set_yscale("log")
     ax.set_xlabel("arrivals per second (Poisson), instant upstream")
     ax.set_ylabel("client latency, ms")
