@@ -11,7 +11,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from bench import meta, plots, report
+from bench import meta, plots, report, soakrows
 from bench.lab import Lab
 from bench.sections.registry import SECTIONS, stacks_of
 from bench.sizes import FULL, QUICK
@@ -31,6 +31,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="py-spy the servers during the measurements (results/profiles/)")
     parser.add_argument("--readme", action="store_true",
                         help="write bench/README.md and bench/plots even for a partial run")
+    parser.add_argument("--soak", type=Path, action="append", default=[],
+                        help="a `make soak` result (JSON) to judge the soak targets by; "
+                             "may be given more than once")
     return parser.parse_args(argv)
 
 
@@ -95,6 +98,8 @@ def _publish(args: argparse.Namespace, info: dict[str, Any], sections: dict[str,
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({"meta": info, "sections": sections}, indent=1))
     fine = {name: s for name, s in sections.items() if "error" not in s}
+    if args.soak:
+        fine["soak"] = soakrows.load(args.soak)
     rows = evaluate(fine)
     full = args.readme or (not args.quick and not args.only)
     plot_paths = plots.all_plots(fine, HERE / "plots" if full else args.out.parent / "plots")
@@ -114,7 +119,8 @@ def main(argv: list[str] | None = None) -> int:
     # SIGTERM unwinds like Ctrl-C, so that every process started here is stopped.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     command = "python -m bench" + (" --quick" if args.quick else "") + (
-        f" --only {args.only}" if args.only else "")
+        f" --only {args.only}" if args.only else "") + "".join(
+        f" --soak {p.name}" for p in args.soak)
     info = meta.describe(command)
     sections, elapsed_s = _run(args, names)
     print(_publish(args, info, sections, elapsed_s))

@@ -11,7 +11,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 from matplotlib.axes import Axes
 
-from bench.targets import dig
+from bench.rows import dig
 
 JSON = dict[str, Any]
 
@@ -75,21 +75,25 @@ def wake_plot(s: JSON, path: Path) -> Path | None:
 
 
 def scaling_plot(s: JSON, path: Path) -> Path | None:
-    """Client latency against arrival rate: through chatq and straight to fakellm."""
+    """Client latency against arrival rate: direct, through chatq, through LiteLLM."""
     points = dig(s, "gateway", "points")
     if not points:
         return None
     fig, ax = plt.subplots(figsize=(7, 4.2))
-    xs = [p["rate_per_s"] for p in points]
-    for who, style in (("chatq", "o-"), ("direct", "s-")):
-        for q, alpha in (("p50_ms", 1.0), ("p99_ms", 0.5)):
-            ys = [p[who]["latency"][q] for p in points]
-            ax.plot(xs, ys, style, alpha=alpha, label=f"{who} {q.split('_')[0]}")
+    for who, marker, colour in (("direct", "s", "C7"), ("chatq", "o", "C0"),
+                                ("litellm", "^", "C1")):
+        ran = [p for p in points if who in p]
+        if not ran:
+            continue
+        xs = [p["rate_per_s"] for p in ran]
+        for q, line in (("p50_ms", "-"), ("p99_ms", "--")):
+            ys = [p[who]["latency"][q] for p in ran]
+            ax.plot(xs, ys, marker + line, color=colour, label=f"{who} {q.split('_')[0]}")
     ax.set_yscale("log")
     ax.set_xlabel("arrivals per second (Poisson), instant upstream")
     ax.set_ylabel("client latency, ms")
     ax.grid(True, which="both", alpha=0.3)
-    ax.set_title("Scaling shape: POST /v1/chat/completions through chatq vs direct")
+    ax.set_title("POST /v1/chat/completions: direct, through chatq, through LiteLLM")
     ax.legend(fontsize=8)
     return _save(fig, path)
 
@@ -102,10 +106,8 @@ def _throughput_bars(t: JSON) -> list[tuple[str, float, str]]:
         bars.append(("chatq instant (threads)", t["instant_threads_pool"]["jobs_per_s"], "C0"))
     for b in t["bare_celery"]:
         colour = "C7" if b["settings"] == "plain" else "C1"
-        bars.append((f"bare Celery {b['settings']} {b['pool']}", b["jobs_per_s"], colour))
-    for b in t.get("bare_celery_1s_tasks", []):
-        bars.append((f"bare Celery chatq, 1 s tasks, prefetch x{b['prefetch_multiplier']}",
-                     b["jobs_per_s"], "C1"))
+        bars.append((f"bare Celery {b['settings']} {b['pool']} x{b['slots']}", b["jobs_per_s"],
+                     colour))
     return bars
 
 
@@ -119,8 +121,10 @@ def throughput_plot(s: JSON, path: Path) -> Path | None:
     ax.barh([b[0] for b in bars], [b[1] or 0 for b in bars], color=[b[2] for b in bars])
     for i, (_, value, _) in enumerate(bars):
         ax.text(value or 0, i, f" {value}", va="center", fontsize=8)
-    ax.axvline(0.6 * t["bare_celery_best_jobs_per_s"], color="C3", linestyle=":",
-               label="60 % of the best bare Celery")
+    same = t.get("bare_celery_same_pool")
+    if same:
+        ax.axvline(0.6 * same["jobs_per_s"], color="C3", linestyle=":",
+                   label=f"60 % of bare Celery on chatq's pool ({same['pool']})")
     ax.set_xlabel("jobs per second (1 web + 1 worker process; bare Celery: 1 worker)")
     ax.set_title("Throughput on 2 cores")
     ax.legend(fontsize=8, loc="lower right")

@@ -4,16 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from bench.targets import Row, dig
+from bench import report12
+from bench.rows import Row, dig, table
 
 JSON = dict[str, Any]
-
-
-def table(header: list[str], rows: list[list[Any]]) -> str:
-    """A Markdown table."""
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join("—" if c is None else str(c) for c in r) + " |" for r in rows]
-    return "\n".join(lines)
 
 
 def targets_table(rows: list[Row]) -> str:
@@ -21,6 +15,17 @@ def targets_table(rows: list[Row]) -> str:
     mark = {True: "**met**", False: "**not met**", None: "—"}
     return table(["measure", "target", "reached", "met"],
                  [[r.measure, r.target, r.reached, mark[r.met]] for r in rows])
+
+
+def targets_tables(rows: list[Row]) -> list[str]:
+    """Issue 12's table, then the earlier issues' targets (issue in the first column)."""
+    mine = [r for r in rows if r.issue == 12]
+    earlier = [r for r in rows if r.issue != 12]
+    mark = {True: "**met**", False: "**not met**", None: "—"}
+    return ["### Targets (issue 12)", targets_table(mine),
+            "### Earlier targets (issues 4, 6, 15, 16)",
+            table(["issue", "measure", "target", "reached", "met"],
+                  [[r.issue, r.measure, r.target, r.reached, mark[r.met]] for r in earlier])]
 
 
 def compare_table(s: JSON) -> str:
@@ -73,22 +78,8 @@ def throughput_table(s: JSON) -> str:
     for b in t.get("bare_celery", []):
         rows.append([f"bare Celery ({b['settings']} settings, {b['pool']} x{b['slots']})", "—",
                      b["jobs_per_s"], None, None, cpu_line(b["cpu"]), ""])
-    for b in t.get("bare_celery_1s_tasks", []):
-        rows.append([f"bare Celery (chatq settings but prefetch x{b['prefetch_multiplier']}, "
-                     f"gevent x{b['slots']}), 1 s tasks", "—", b["jobs_per_s"], None,
-                     b["in_flight"], cpu_line(b["cpu"]), ""])
     return table(["run", "clients", "jobs/s", "added p50 ms", "in flight", "CPU (% of a core)",
                   "where a job's time goes (p50 ms)"], rows)
-
-
-def gateway_table(s: JSON) -> str:
-    """Measures 5-6: latency through chatq and direct, by arrival rate."""
-    rows = [[p["rate_per_s"], p["direct"]["latency"]["p50_ms"], p["direct"]["latency"]["p99_ms"],
-             p["chatq"]["latency"]["p50_ms"], p["chatq"]["latency"]["p99_ms"],
-             p["overhead"]["p50_ms"], p["overhead"]["p99_ms"], p["chatq"]["jobs_per_s"],
-             p["chatq"]["errors"]] for p in dig(s, "gateway", "points") or []]
-    return table(["arrivals/s", "direct p50", "direct p99", "chatq p50", "chatq p99",
-                  "overhead p50", "overhead p99", "chatq done/s", "errors"], rows)
 
 
 def pooling_table(s: JSON) -> str:
@@ -113,11 +104,6 @@ def background_table(s: JSON) -> str:
 def other_lines(s: JSON) -> str:
     """Token latency, Redis memory and TTL, connections: one line each."""
     lines = []
-    tok = dig(s, "tokens")
-    if tok:
-        lines.append(f"- Token latency (issue 3), {tok['streams']} streams at {tok['tps']} tokens/s"
-                     f": p50 {tok['latency']['p50_ms']} ms, p99 {tok['latency']['p99_ms']} ms "
-                     f"({tok['tokens_seen']}/{tok['tokens_expected']} tokens seen).")
     mem = dig(s, "memory")
     if mem:
         lines.append(f"- Redis memory per finished job: {mem.get('record_bytes_per_job')} bytes "
@@ -132,21 +118,24 @@ def other_lines(s: JSON) -> str:
     if con:
         lines.append(f"- Upstream connections of the chatq worker: {con['connections_opened']:,} "
                      f"over {con['calls']:,} calls ({con['connections_per_call']} per call).")
-    gw = dig(s, "gateway")
-    if gw:
-        lines.append(f"- Scaling: held up to {gw['max_rate_held_per_s']} arrivals/s; saturated at "
-                     f"{gw['saturated_at_per_s']}/s.")
     return "\n".join(lines)
 
 
 def markdown(rows: list[Row], sections: JSON) -> str:
     """The whole results block."""
     parts = [
-        "### Targets", targets_table(rows),
+        *targets_tables(rows),
         "### Long-poll against the alternatives (1 s upstream)", compare_table(sections),
         "### Parked waiters, woken at a set rate", waiters_table(sections),
+        "### Per-waiter memory by tracemalloc (1 process)", report12.waitermem_table(sections),
         "### Throughput", throughput_table(sections),
-        "### Gateway overhead and scaling (instant upstream)", gateway_table(sections),
+        "### CPU per job by role (ms)", report12.cpu_table(sections),
+        "### Prefetch ablation (1 s tasks, chatq's Celery settings)",
+        report12.prefetch_table(sections),
+        "### Gateway overhead: direct, chatq, LiteLLM (instant upstream)",
+        report12.gateway_table(sections),
+        "### Redis commands and round trips per plain job", report12.redis_table(sections),
+        "### Token latency (100 streams x 10 tokens/s)", report12.tokens_table(sections),
         "### Upstream calls: pooled against fresh", pooling_table(sections),
         "### Background responses against plain jobs", background_table(sections),
         "### Other figures", other_lines(sections),

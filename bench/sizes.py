@@ -25,9 +25,12 @@ class Sizes:
     stream_duration_s: float
     baseline_tasks: int
     baseline_variants: tuple[tuple[str, str, int], ...]
-    slow_task_variants: tuple[tuple[int, int], ...]
+    slow_task_variants: tuple[tuple[int, int, bool], ...]
     gateway_rates: tuple[float, ...]
+    gateway_named_rates: tuple[float, ...]
     gateway_duration_s: float
+    gateway_sequential: int
+    litellm_build: bool
     memory_jobs: int
     token_streams: int
     token_count: int
@@ -36,6 +39,9 @@ class Sizes:
     cache_hits: int
     conn_calls: int
     conn_top_up_cap_s: float
+    redis_idle_s: float
+    redis_jobs: int
+    waitermem_waiters: int
 
 
 FULL = Sizes(
@@ -54,11 +60,15 @@ FULL = Sizes(
     stream_clients=300,
     stream_duration_s=12.0,
     baseline_tasks=2000,
-    baseline_variants=(("plain", "threads", 100), ("plain", "gevent", 100),
+    baseline_variants=(("plain", "threads", 100), ("plain", "gevent", 300),
                        ("chatq", "gevent", 300)),
-    slow_task_variants=((1, 1200), (4, 1200)),
+    # (prefetch multiplier, 1 s tasks, with chatq's 0.1 s broker-poll cap)
+    slow_task_variants=((1, 1200, True), (2, 1200, True), (4, 1200, True), (1, 1200, False)),
     gateway_rates=(5, 25, 50, 100, 150, 200, 300, 400),
+    gateway_named_rates=(50, 200),
     gateway_duration_s=4.0,
+    gateway_sequential=300,
+    litellm_build=True,
     memory_jobs=1000,
     token_streams=100,
     token_count=30,
@@ -67,6 +77,9 @@ FULL = Sizes(
     cache_hits=300,
     conn_calls=10000,
     conn_top_up_cap_s=60.0,
+    redis_idle_s=5.0,
+    redis_jobs=300,
+    waitermem_waiters=1000,
 )
 
 QUICK = Sizes(
@@ -85,10 +98,13 @@ QUICK = Sizes(
     stream_clients=8,
     stream_duration_s=2.0,
     baseline_tasks=50,
-    baseline_variants=(("plain", "threads", 100),),
-    slow_task_variants=((1, 40),),
+    baseline_variants=(("plain", "gevent", 300),),
+    slow_task_variants=((1, 40, True),),
     gateway_rates=(5, 20),
+    gateway_named_rates=(20,),
     gateway_duration_s=1.0,
+    gateway_sequential=10,
+    litellm_build=False,  # a quick run uses the proxy's venv only if a full run built it
     memory_jobs=20,
     token_streams=4,
     token_count=6,
@@ -97,4 +113,7 @@ QUICK = Sizes(
     cache_hits=10,
     conn_calls=100,
     conn_top_up_cap_s=10.0,
+    redis_idle_s=1.0,
+    redis_jobs=20,
+    waitermem_waiters=50,
 )

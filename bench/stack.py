@@ -45,8 +45,14 @@ class ChatqStack:
 
 def start_chatq(upstream: str, workers: int = 1, **env: str) -> ChatqStack:
     """A chatq on its own Redis; `env` sets CHATQ_* overrides."""
-    server = LocalRedis().start()
-    full_env = base_env(server.url, upstream, **env)
+    return start_chatq_on(LocalRedis().start(), "", upstream, workers, env)
+
+
+def start_chatq_on(server: LocalRedis, redis_url: str, upstream: str, workers: int,
+                   env: dict[str, str]) -> ChatqStack:
+    """A chatq on `server`, its processes reaching it at `redis_url` (a proxy in front of it)
+    or, when that is empty, directly; `env` sets CHATQ_* overrides."""
+    full_env = base_env(redis_url or server.url, upstream, **env)
     procs = [start_worker(full_env, server.url) for _ in range(workers)]
     web, url = start_web(full_env)
     return ChatqStack(redis=server, url=url, web=web, env=full_env, workers=procs)

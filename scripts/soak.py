@@ -2,6 +2,7 @@
 
     .venv/bin/python -m scripts.soak                      # 30 min, 100 jobs/s, 1,000 waiters
     .venv/bin/python -m scripts.soak --minutes 2 --rate 20 --waiters 200
+    .venv/bin/python -m scripts.soak --preset gc          # the GC check: 10 min at 50 jobs/s
 
 It starts its own Redis, fakellm, workers and web (all on 127.0.0.1), then submits jobs at a
 steady rate; the client of each job long-polls it until it ends, so that about `waiters`
@@ -10,7 +11,9 @@ long-polls are parked at any time (each job takes waiters / rate seconds upstrea
 time of every process (reported as CPU milliseconds per job, by role), and the latencies of
 the last interval (submit, submit to end as the client saw it, and how late the
 waiter was woken after the job ended). After the load it waits for the job TTL to pass and
-records Redis's memory again.
+records Redis's memory again. It also reports the longest garbage-collector pause of the web
+and of each worker over the load, bounded by the buckets of their `chatq_gc_pause_seconds`
+histograms (bench/gcpauses.py), and the completion rate as jobs/s per core of this machine.
 
 Verdicts (the script exits 1 if one fails): RSS of web and workers flat within 10 % after the
 warm-up; Redis memory back to its baseline once the job TTLs passed; p99 latency steady (the
@@ -26,127 +29,24 @@ import contextlib
 import json
 import math
 import os
-import statistics
 import sys
 import time
-from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import aiohttp
 import psutil
 import redis
 
+from bench import gcpauses, meta
 from chatq import keys
 from scripts.localredis import LocalRedis, free_port
-from tests.procs import ALICE_KEY, Proc, base_env, start_fakellm, start_web, wait_until
+from scripts.soak_load import Interval, Load, drive, ms, percentile
+from scripts.soak_verdicts import MiB, gc_longest, rates, verdicts
+from tests.procs import Proc, base_env, start_fakellm, start_web, wait_until
 
 ROOT = Path(__file__).resolve().parents[1]
-MiB = 1024 * 1024
-RSS_TOLERANCE = 0.10
-P99_TOLERANCE = 1.5
-REDIS_SLACK_BYTES = 2 * MiB  # per-second stats hashes (300 s) and allocator noise
-POLL_WAIT_S = 25
-
-
-@dataclass
-class Interval:
-    """What the clients saw since the last sample."""
-
-    submit_s: list[float] = field(default_factory=list)
-    e2e_s: list[float] = field(default_factory=list)
-    wake_s: list[float] = field(default_factory=list)
-
-
-@dataclass
-class Load:
-    """The load generator's counters."""
-
-    submitted: int = 0
-    completed: int = 0
-    in_flight: int = 0
-    skipped: int = 0
-    errors: Counter[str] = field(default_factory=Counter)
-    interval: Interval = field(default_factory=Interval)
-
-    def take(self) -> Interval:
-        taken, self.interval = self.interval, Interval()
-        return taken
-
-
-def _percentile(values: list[float], q: float) -> float | None:
-    if not values:
-        return None
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, math.ceil(q * len(ordered)) - 1)]
-
-
-def _ms(value: float | None) -> float | None:
-    return None if value is None else round(value * 1000, 1)
-
-
-# --- the load ----------------------------------------------------------------------------
-
-
-async def _one_job(http: aiohttp.ClientSession, url: str, body: dict[str, Any],
-                   load: Load) -> None:
-    """Submit a job, then long-poll it until it ends, as a simple client would."""
-    headers = {"Authorization": f"Bearer {ALICE_KEY}"}
-    load.in_flight += 1
-    t0 = time.monotonic()
-    try:
-        async with http.post(f"{url}/v1/jobs", json=body, headers=headers) as r:
-            job = await r.json(content_type=None)
-            if r.status not in (200, 202):
-                load.errors[f"submit {r.status}"] += 1
-                return
-        load.interval.submit_s.append(time.monotonic() - t0)
-        for _ in range(1000):
-            if job.get("status") in ("completed", "failed", "cancelled"):
-                break
-            async with http.get(f"{url}/v1/jobs/{job['id']}", headers=headers,
-                                params={"wait": str(POLL_WAIT_S)}) as r:
-                job = await r.json(content_type=None)
-                if r.status not in (200, 202):
-                    load.errors[f"poll {r.status}"] += 1
-                    return
-        seen_at = time.time()
-        load.interval.e2e_s.append(time.monotonic() - t0)
-        if job.get("completed_at"):
-            load.interval.wake_s.append(max(0.0, seen_at - float(job["completed_at"])))
-        if job.get("status") == "completed":
-            load.completed += 1
-        else:
-            load.errors[f"job {job.get('status')}"] += 1
-    except (TimeoutError, aiohttp.ClientError, ValueError) as exc:
-        load.errors[type(exc).__name__] += 1
-    finally:
-        load.in_flight -= 1
-
-
-async def _drive(url: str, rate: float, seconds: float, model: str, max_in_flight: int,
-                 load: Load) -> None:
-    """Start jobs at a steady `rate` (open loop) for `seconds`."""
-    connector = aiohttp.TCPConnector(limit=max_in_flight + 100)
-    timeout = aiohttp.ClientTimeout(total=POLL_WAIT_S + 60)
-    tasks: set[asyncio.Task[None]] = set()
-    async with aiohttp.ClientSession(connector=connector, timeout=timeout) as http:
-        start = time.monotonic()
-        n = 0
-        while (due := start + n / rate) < start + seconds:
-            await asyncio.sleep(max(0.0, due - time.monotonic()))
-            n += 1
-            if load.in_flight >= max_in_flight:
-                load.skipped += 1  # the system fell behind: counted, never queued up here
-                continue
-            body = {"model": model, "messages": [{"role": "user", "content": f"soak {n}"}]}
-            task = asyncio.create_task(_one_job(http, url, body, load))
-            tasks.add(task)
-            task.add_done_callback(tasks.discard)
-            load.submitted += 1
-        if tasks:
-            await asyncio.wait(tasks, timeout=POLL_WAIT_S + 60)
+PRESETS = {"gc": {"minutes": 10.0, "rate": 50.0}}  # issue 12: GC pauses, 10 min at 50 jobs/s
 
 
 # --- the measurements --------------------------------------------------------------------
@@ -161,6 +61,12 @@ class Stack:
     web: Proc
     workers: list[Proc]
     url: str
+    worker_metrics: list[str] = field(default_factory=list)
+
+    def gc_buckets(self) -> dict[str, Any]:
+        """Each process's GC pause buckets now: the web's (all its processes), each worker's."""
+        return {"web": gcpauses.read(self.url + "/metrics"),
+                "workers": [gcpauses.read(url) for url in self.worker_metrics]}
 
     def cpu_pids(self) -> dict[str, list[int]]:
         """The processes whose CPU time is recorded, by role."""
@@ -217,12 +123,12 @@ def _sample(t0: float, stack: Stack, client: redis.Redis, load: Load,
         "skipped": load.skipped,
         "errors": sum(load.errors.values()),
         "finished_in_interval": len(interval.e2e_s),
-        "submit_p50_ms": _ms(_percentile(interval.submit_s, 0.50)),
-        "submit_p99_ms": _ms(_percentile(interval.submit_s, 0.99)),
-        "e2e_p50_s": _percentile(interval.e2e_s, 0.50),
-        "e2e_p99_s": _percentile(interval.e2e_s, 0.99),
-        "wake_p50_ms": _ms(_percentile(interval.wake_s, 0.50)),
-        "wake_p99_ms": _ms(_percentile(interval.wake_s, 0.99)),
+        "submit_p50_ms": ms(percentile(interval.submit_s, 0.50)),
+        "submit_p99_ms": ms(percentile(interval.submit_s, 0.99)),
+        "e2e_p50_s": percentile(interval.e2e_s, 0.50),
+        "e2e_p99_s": percentile(interval.e2e_s, 0.99),
+        "wake_p50_ms": ms(percentile(interval.wake_s, 0.50)),
+        "wake_p99_ms": ms(percentile(interval.wake_s, 0.99)),
     }
 
 
@@ -245,80 +151,6 @@ def _progress(s: dict[str, Any]) -> None:
           f"wake p99 {s['wake_p99_ms']} ms", flush=True)
 
 
-# --- the verdicts ------------------------------------------------------------------------
-
-
-def _window(samples: list[dict[str, Any]], start_s: float, end_s: float) -> list[dict[str, Any]]:
-    return [s for s in samples if start_s <= s["t_s"] <= end_s]
-
-
-def _cpu_ms_per_job(steady: list[dict[str, Any]]) -> dict[str, float] | None:
-    """CPU milliseconds per completed job, by role, over the steady samples."""
-    if len(steady) < 2 or steady[-1]["completed"] == steady[0]["completed"]:
-        return None
-    jobs_done = steady[-1]["completed"] - steady[0]["completed"]
-    per_job = {role: round((steady[-1]["cpu_s"][role] - cpu_s) * 1000 / jobs_done, 2)
-               for role, cpu_s in steady[0]["cpu_s"].items()}
-    return per_job | {"total": round(sum(per_job.values()), 2)}
-
-
-def _growth(first: list[float], last: list[float]) -> float | None:
-    if not first or not last or statistics.median(first) == 0:
-        return None
-    return statistics.median(last) / statistics.median(first) - 1
-
-
-def _verdicts(samples: list[dict[str, Any]], load_s: float, warmup_s: float,
-              baseline: dict[str, int], drained: dict[str, int], load: Load) -> dict[str, Any]:
-    steady = load_s - warmup_s
-    tenth = max(steady / 10, 1.0)
-    first = _window(samples, warmup_s, warmup_s + tenth)
-    last = _window(samples, load_s - tenth, load_s + 1)
-    rss: dict[str, float | None] = {"web": _growth([s["web_rss"] for s in first],
-                                                   [s["web_rss"] for s in last])}
-    for i in range(len(samples[0]["worker_rss"]) if samples else 0):
-        rss[f"worker{i}"] = _growth([s["worker_rss"][i] for s in first],
-                                    [s["worker_rss"][i] for s in last])
-    p99_first = [s["e2e_p99_s"] for s in first if s["e2e_p99_s"] is not None]
-    p99_last = [s["e2e_p99_s"] for s in last if s["e2e_p99_s"] is not None]
-    p99_ratio = (max(p99_last) / max(p99_first)) if p99_first and p99_last else None
-    redis_excess = drained["used_memory"] - baseline["used_memory"]
-    checks = {
-        "rss_flat_within_10_percent": all(g is not None and g <= RSS_TOLERANCE
-                                          for g in rss.values()),
-        "redis_memory_back_to_baseline": redis_excess <= max(REDIS_SLACK_BYTES,
-                                                             0.1 * baseline["used_memory"]),
-        "p99_latency_steady": p99_ratio is not None and p99_ratio <= P99_TOLERANCE,
-        "no_errors": not load.errors and load.skipped == 0,
-    }
-    steady_samples = _window(samples, warmup_s, load_s + 1)
-    return {
-        "passed": all(checks.values()),
-        "checks": checks,
-        "rss_growth_after_warmup": {k: None if v is None else round(v, 4) for k, v in rss.items()},
-        "rss_mib_end": {"web": last[-1]["web_rss"] / MiB if last else None,
-                        "workers": [r / MiB for r in last[-1]["worker_rss"]] if last else None},
-        "redis_used_memory_baseline": baseline["used_memory"],
-        "redis_used_memory_peak": max((s["redis"]["used_memory"] for s in samples), default=0),
-        "redis_used_memory_drained": drained["used_memory"],
-        "redis_keys_drained": drained["keys"],
-        "e2e_p99_s_first_tenth": max(p99_first) if p99_first else None,
-        "e2e_p99_s_last_tenth": max(p99_last) if p99_last else None,
-        "e2e_p99_s_worst_interval": max((s["e2e_p99_s"] for s in steady_samples
-                                         if s["e2e_p99_s"] is not None), default=None),
-        "submit_p99_ms_worst_interval": max((s["submit_p99_ms"] for s in steady_samples
-                                             if s["submit_p99_ms"] is not None), default=None),
-        "wake_p99_ms_worst_interval": max((s["wake_p99_ms"] for s in steady_samples
-                                           if s["wake_p99_ms"] is not None), default=None),
-        "max_waiting": max((s["in_flight"] for s in samples), default=0),
-        "cpu_ms_per_job": _cpu_ms_per_job(steady_samples),
-        "submitted": load.submitted,
-        "completed": load.completed,
-        "skipped": load.skipped,
-        "errors": dict(load.errors),
-    }
-
-
 # --- the run -----------------------------------------------------------------------------
 
 
@@ -335,20 +167,24 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--sample-seconds", type=float, default=5.0, help="sampling interval")
     p.add_argument("--out", type=Path, default=None,
                    help="JSON file (default .run/soak/soak-<time>.json)")
+    p.add_argument("--preset", choices=sorted(PRESETS),
+                   help="gc: --minutes 10 --rate 50 (over those two options)")
     args = p.parse_args(argv)
+    for name, value in PRESETS.get(args.preset or "", {}).items():
+        setattr(args, name, value)
     if args.minutes <= 0 or args.rate <= 0 or args.waiters < 1 or args.workers < 1:
         p.error("--minutes, --rate, --waiters and --workers must be positive")
     return args
 
 
-def _start_worker(env: dict[str, str], client: redis.Redis) -> Proc:
+def _start_worker(env: dict[str, str], client: redis.Redis) -> tuple[Proc, str]:
     """A worker, ready once its monitor's first heartbeat is in Redis (at WARNING it never
-    logs the "ready." that tests.procs.start_worker waits for)."""
+    logs the "ready." that tests.procs.start_worker waits for); (process, metrics URL)."""
     before = client.hlen(keys.workers())
-    env = {**env, "CHATQ_WORKER_METRICS_BIND": f"127.0.0.1:{free_port()}"}
-    proc = Proc("worker", ["worker"], env).start()
+    bind = f"127.0.0.1:{free_port()}"
+    proc = Proc("worker", ["worker"], {**env, "CHATQ_WORKER_METRICS_BIND": bind}).start()
     wait_until(lambda: client.hlen(keys.workers()) > before, 30, "worker heartbeat")
-    return proc
+    return proc, f"http://{bind}/metrics"
 
 
 def _start(args: argparse.Namespace, job_s: float) -> Stack:
@@ -362,7 +198,7 @@ def _start(args: argparse.Namespace, job_s: float) -> Stack:
                    CHATQ_MAX_QUEUE_DEPTH="0")
     workers = [_start_worker(env, client) for _ in range(args.workers)]
     web, url = start_web(env)
-    return Stack(server, fakellm, web, workers, url)
+    return Stack(server, fakellm, web, [w for w, _ in workers], url, [m for _, m in workers])
 
 
 async def _run(args: argparse.Namespace) -> int:
@@ -396,12 +232,17 @@ async def _measure(args: argparse.Namespace, stack: Stack) -> dict[str, Any]:
     sampler = asyncio.create_task(_sampler(t0, args.sample_seconds, stack, client, load,
                                            samples, stop))
     model = f"fake:ttft={job_s:g},tokens=20"
-    await _drive(stack.url, args.rate, load_s, model, max(2 * args.waiters, 100), load)
+    gc_before = await asyncio.to_thread(stack.gc_buckets)
+    await drive(stack.url, args.rate, load_s, model, max(2 * args.waiters, 100), load)
+    gc_after = await asyncio.to_thread(stack.gc_buckets)
     stop.set()
     await sampler
     print(f"load done; waiting {args.ttl + 30} s for the job TTL to pass", flush=True)
     drained = await _drain(client, args.ttl + 30, t0, drain)
-    summary = _verdicts(samples, load_s, load_s * args.warmup_fraction, baseline, drained, load)
+    summary = verdicts(samples, load_s, load_s * args.warmup_fraction, baseline, drained, load)
+    summary.update(rates(samples, load_s * args.warmup_fraction, load_s),
+                   gc_pause_longest=gc_longest(gc_before, gc_after),
+                   commit=meta.describe("python -m scripts.soak")["commit"])
     return {"config": {**vars(args), "out": str(args.out), "job_s": job_s, "url": stack.url},
             "baseline": baseline, "samples": samples, "drain": drain, "summary": summary,
             "alive": {"web": stack.web.alive(), "workers": [w.alive() for w in stack.workers]}}

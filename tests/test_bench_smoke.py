@@ -15,9 +15,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import redis
 
+from bench import soakrows, targets12
+from bench.roundtrips import RoundTripProxy
+from bench.sections import rediscalls
 from bench.sections.registry import SECTIONS
 from bench.targets import dig
+from scripts.localredis import LocalRedis
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -29,12 +34,24 @@ NUMBERS: dict[str, list[tuple[Any, ...]]] = {
     "waiters": [("levels", 0, "wake", "p99_ms"), ("levels", 0, "rss_parked_mib"),
                 ("burst", "wakes_per_s")],
     "gthread": [("levels", 0, "wake", "p50_ms"), ("max_parked",)],
+    "waitermem": [("kib_per_waiter",), ("rss_kib_per_waiter",), ("top_sites", 0, "bytes")],
     "throughput": [("instant", "jobs_per_s"), ("streaming_1s", "jobs_per_s"),
                    ("streaming_1s", "in_flight", "mean"), ("bare_celery", 0, "jobs_per_s"),
-                   ("instant", "cpu", "web", "cpu_s"), ("instant", "cpu", "worker", "cpu_s")],
-    "gateway": [("points", 0, "overhead", "p50_ms"), ("points", 0, "direct", "latency", "p99_ms")],
+                   ("instant", "cpu", "web", "cpu_s"), ("instant", "cpu", "worker", "cpu_s"),
+                   ("bare_celery_same_pool", "cpu_ms_per_task"), ("instant_vs_bare_pct",),
+                   ("instant", "cpu_ms_per_job", "chatq (web + worker + redis)"),
+                   ("cpu_per_job_vs_bare_task",)],
+    "prefetch": [("variants", 0, "running_with_backlog"),
+                 ("variants", 0, "reserved_beyond_slots_max")],
+    "gateway": [("points", 0, "overhead", "chatq", "p50_ms"),
+                ("points", 0, "direct", "latency", "p99_ms"),
+                ("sequential", "chatq", "latency", "p50_ms"),
+                ("sequential", "overhead", "chatq", "p99_ms")],
+    "rediscalls": [("per_job", "commands"), ("per_job", "commands_sent"),
+                   ("per_job", "round_trips"), ("per_job", "script_calls")],
     "memory": [("record_bytes_per_job",), ("used_bytes_per_job",), ("expired_after_s",)],
-    "tokens": [("latency", "p50_ms"), ("latency", "p99_ms"), ("tokens_seen",)],
+    "tokens": [(via, "latency", key) for via in ("events", "sse")
+               for key in ("p50_ms", "p99_ms")] + [("sse", "tokens_seen")],
     "pooling": [("variants", i, key) for i in range(6)
                 for key in ("connections_opened", "cpu_ms_per_call")],
     "connections": [("calls",), ("connections_opened",)],
@@ -75,6 +92,10 @@ def test_quick_bench_of_the_cheap_sections_yields_their_numbers(tmp_path: Path) 
     sections = data["sections"]
     assert set(sections) == set(CHEAP)
     _assert_numbers(sections)
+    tokens = sections["tokens"]
+    assert all(tokens[via]["tokens_seen"] == tokens["tokens_expected"] for via in ("events", "sse"))
+    # SSE follows each stream in one request; the long-poll needs one per page.
+    assert tokens["sse"]["requests"] == tokens["streams"] < tokens["events"]["requests"]
     measured = [row for row in data["targets"] if row["reached"] != "not measured in this run"]
     assert measured and all(row["reached"] for row in measured)
     assert list((tmp_path / "plots").glob("*.png"))
@@ -87,8 +108,88 @@ def test_quick_bench_yields_every_sections_numbers(tmp_path: Path) -> None:
     assert set(sections) == set(SECTIONS)
     _assert_numbers(sections)
     assert sections["memory"]["cleaned"] is True
+    # Every plain job of the count went through the counting proxy without an error.
+    assert sections["rediscalls"]["errors"] == 0
+    assert sections["rediscalls"]["per_job"]["round_trips"] > 0
+    assert sections["gateway"]["litellm"]["status"] in ("measured", "not run")
     assert sections["cache"]["status"] in ("measured", "todo")
     if sections["cache"]["status"] == "measured":
         assert isinstance(sections["cache"]["client_latency"]["p50_ms"], float)
     assert all(row["reached"] for row in data["targets"])
     assert list((tmp_path / "plots").glob("*.png"))
+
+
+def test_the_round_trip_proxy_counts_turns_and_commands_sent() -> None:
+    server = LocalRedis().start()
+    proxy = RoundTripProxy(server.port).start()
+    try:
+        client = redis.Redis.from_url(proxy.url)
+        client.ping()
+        before = proxy.counts()
+        pipe = client.pipeline(transaction=False)
+        for i in range(10):
+            pipe.set(f"k{i}", "v")
+        pipe.execute()
+        piped = proxy.counts().minus(before)
+        assert (piped.round_trips, piped.commands_sent) == (1, 10)
+        before = proxy.counts()
+        for i in range(10):
+            client.get(f"k{i}")
+        one_by_one = proxy.counts().minus(before)
+        assert (one_by_one.round_trips, one_by_one.commands_sent) == (10, 10)
+        # A script is one command sent; Redis's own count has the commands it ran as well.
+        direct = redis.Redis.from_url(server.url)
+        calls = rediscalls.commandstats(direct)
+        before = proxy.counts()
+        client.eval("redis.call('GET', 'k1') return redis.call('GET', 'k2')", 0)
+        scripted = proxy.counts().minus(before)
+        counted = rediscalls.commandstats(direct)
+        assert (scripted.round_trips, scripted.commands_sent) == (1, 1)
+        assert counted["get"] - calls["get"] == 2 and counted["eval"] - calls.get("eval", 0) == 1
+        assert proxy.counts().connections == 1
+    finally:
+        proxy.stop()
+        server.stop()
+
+
+def _gateway(chatq_p50: float, litellm_p50: float, chatq_at: float | None,
+             litellm_at: float | None) -> dict[str, Any]:
+    """A gateway section's figures: sequential and 50/s, each overhead the same."""
+    over = {"chatq": {"p50_ms": chatq_p50, "p99_ms": 20.0},
+            "litellm": {"p50_ms": litellm_p50, "p99_ms": 40.0}}
+    return {"litellm": {"status": "measured"}, "named_rates": [50],
+            "sequential": {"overhead": over},
+            "points": [{"rate_per_s": 50, "overhead": over}],
+            "saturation": {"chatq": {"saturated_at_per_s": chatq_at},
+                           "litellm": {"saturated_at_per_s": litellm_at}}}
+
+
+def test_the_gateway_target_is_judged_against_litellm_of_the_same_run() -> None:
+    assert targets12.gateway({"gateway": _gateway(5.0, 12.0, 300, 150)})[0].met is True
+    # Over half of LiteLLM's added p50, or saturating first: not met.
+    assert targets12.gateway({"gateway": _gateway(7.0, 12.0, 300, 150)})[0].met is False
+    assert targets12.gateway({"gateway": _gateway(5.0, 12.0, 100, 150)})[0].met is False
+    # Neither saturated within the rates run: the comparison cannot be made.
+    assert targets12.gateway({"gateway": _gateway(5.0, 12.0, None, None)})[0].met is None
+
+
+def _soak(minutes: float, rate: float, passed: bool) -> dict[str, Any]:
+    gc = {"web": {"pauses": 10, "above_s": 0.01, "at_most_s": 0.025},
+          "workers": [{"pauses": 10, "above_s": 0.05, "at_most_s": 0.1}],
+          "at_most_s": 0.1, "read": True}
+    return {"file": "x.json", "config": {"minutes": minutes, "rate": rate},
+            "summary": {"passed": passed, "completed_per_s": rate, "cores": 2,
+                        "jobs_per_s_per_core": rate / 2, "commit": "abc",
+                        "gc_pause_longest": gc}}
+
+
+def test_the_soak_rows_take_the_highest_passing_rate_and_the_gc_bound() -> None:
+    runs = {"soak": {"runs": [_soak(30, 50, True), _soak(30, 80, True), _soak(30, 100, False),
+                              _soak(10, 50, True)]}}
+    row = soakrows.soak(runs)[0]
+    assert row.met is True and row.reached.startswith("80 jobs/s")
+    assert "failed at 100" in row.reached
+    gc = soakrows.gc_pause(runs)[0]
+    assert gc.met is False and "10 min at 50 jobs/s" in gc.reached  # a worker paused > 50 ms
+    assert soakrows.soak({"soak": {"runs": [_soak(30, 100, False)]}})[0].met is False
+    assert soakrows.gc_pause({})[0].met is None

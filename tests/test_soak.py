@@ -8,7 +8,9 @@ from typing import Any
 
 import pytest
 
-from scripts import soak
+from bench import gcpauses
+from scripts import soak, soak_verdicts
+from scripts.soak_load import Load
 
 MiB = 1024 * 1024
 BASELINE = {"used_memory": 2 * MiB, "used_memory_rss": 8 * MiB, "keys": 10}
@@ -35,9 +37,9 @@ def _samples(web_growth: float = 0.0, p99_growth: float = 0.0) -> list[dict[str,
 
 
 def _verdicts(samples: list[dict[str, Any]], drained_bytes: int = 2 * MiB,
-              load: soak.Load | None = None) -> dict[str, Any]:
+              load: Load | None = None) -> dict[str, Any]:
     drained = {**BASELINE, "used_memory": drained_bytes}
-    return soak._verdicts(samples, 100.0, 20.0, BASELINE, drained, load or soak.Load())
+    return soak_verdicts.verdicts(samples, 100.0, 20.0, BASELINE, drained, load or Load())
 
 
 def test_a_steady_run_passes_with_its_cpu_per_job() -> None:
@@ -65,11 +67,52 @@ def test_redis_memory_left_behind_fails() -> None:
 
 
 def test_client_errors_and_skipped_jobs_fail() -> None:
-    load = soak.Load(skipped=3)
+    load = Load(skipped=3)
     assert not _verdicts(_samples(), load=load)["checks"]["no_errors"]
-    load = soak.Load()
+    load = Load()
     load.errors["poll 503"] += 1
     assert not _verdicts(_samples(), load=load)["checks"]["no_errors"]
+
+
+def test_the_completion_rate_is_reported_per_core() -> None:
+    # 50 jobs completed a second after the warm-up (20 s of 100).
+    figures = soak_verdicts.rates(_samples(), 20.0, 100.0)
+    assert figures["completed_per_s"] == 50.0
+    assert figures["jobs_per_s_per_core"] == round(50.0 / figures["cores"], 1)
+
+
+def _gc_metrics(counts: dict[str, int]) -> str:
+    """chatq_gc_pause_seconds buckets as /metrics shows them, for generations 0 and 2."""
+    lines = []
+    for generation in ("0", "2"):
+        for le, n in counts.items():
+            lines.append(f'chatq_gc_pause_seconds_bucket{{generation="{generation}",le="{le}"}}'
+                         f" {float(n) if generation == '0' else 0.0}")
+    return "\n".join(lines) + "\n"
+
+
+def test_the_longest_gc_pause_is_bounded_by_the_buckets_of_the_load_only() -> None:
+    # Before the load: one start-up collection between 0.1 and 0.25 s.
+    before = gcpauses.parse(_gc_metrics({"0.01": 0, "0.05": 0, "0.1": 0, "0.25": 1, "+Inf": 1}))
+    # During it: 40 more pauses, the longest between 0.01 and 0.05 s.
+    after = gcpauses.parse(_gc_metrics({"0.01": 30, "0.05": 40, "0.1": 40, "0.25": 41,
+                                        "+Inf": 41}))
+    assert gcpauses.longest(before, after) == {"pauses": 40, "above_s": 0.01, "at_most_s": 0.05}
+    assert gcpauses.longest(None, after)["at_most_s"] == 0.25
+    over = gcpauses.parse(_gc_metrics({"0.01": 0, "0.25": 0, "+Inf": 2}))
+    assert gcpauses.longest(None, over) == {"pauses": 2, "above_s": 0.25, "at_most_s": None}
+    assert gcpauses.longest(after, after)["pauses"] == 0
+
+
+def test_the_worst_gc_bound_of_web_and_workers_is_the_summary_figure() -> None:
+    quiet = gcpauses.parse(_gc_metrics({"0.01": 5, "0.05": 5, "+Inf": 5}))
+    slow = gcpauses.parse(_gc_metrics({"0.01": 5, "0.05": 6, "+Inf": 6}))
+    summary = soak_verdicts.gc_longest({"web": None, "workers": [None, None]},
+                                       {"web": quiet, "workers": [quiet, slow]})
+    assert summary["at_most_s"] == 0.05 and summary["read"]
+    unread = soak_verdicts.gc_longest({"web": None, "workers": [None]},
+                                      {"web": quiet, "workers": [None]})
+    assert not unread["read"]
 
 
 @pytest.mark.slow
@@ -84,4 +127,5 @@ def test_a_short_soak_of_the_real_stack_passes(tmp_path: Path) -> None:
     assert set(summary["cpu_ms_per_job"]) == {"web", "workers", "redis", "fakellm",
                                               "load_generator", "total"}
     assert all(value > 0 for value in summary["cpu_ms_per_job"].values())
+    assert summary["gc_pause_longest"]["read"] and summary["completed_per_s"] > 0
     assert result["alive"] == {"web": True, "workers": [True, True]}

@@ -40,7 +40,8 @@ def _session() -> requests.Session:
         return _shared["session"]  # type: ignore[no-any-return]
 
 
-def _redis() -> redis.Redis:
+def redis_client() -> redis.Redis:
+    """One Redis client per process, pooled for the worker's concurrency."""
     with _lock:
         if "redis" not in _shared:
             _shared["redis"] = redis.Redis.from_url(REDIS_URL, max_connections=POOL_SIZE + 10)
@@ -60,7 +61,7 @@ def call_llm(body: dict[str, Any]) -> dict[str, Any]:
 @app.task(name="alt.write_result", ignore_result=True)
 def write_result(job_id: str) -> None:
     """Bare Celery: write our own result hash, expire it, publish, count; no result backend."""
-    pipe = _redis().pipeline(transaction=False)
+    pipe = redis_client().pipeline(transaction=False)
     pipe.hset(f"alt:job:{job_id}", mapping={"status": "completed", "result": "ok"})
     pipe.expire(f"alt:job:{job_id}", RESULT_TTL_S)
     pipe.publish("alt:notify", job_id)

@@ -17,16 +17,20 @@ from bench.sections import (
     gthread,
     memory,
     pooling,
+    prefetch,
+    rediscalls,
     throughput,
     tokens,
+    waitermem,
     waiters,
 )
 
 Section = Callable[[Lab], dict[str, Any]]
 MODULES: dict[str, ModuleType] = {
-    "compare": compare, "waiters": waiters, "gthread": gthread, "throughput": throughput,
-    "gateway": gateway, "memory": memory, "tokens": tokens, "pooling": pooling, "cache": cache,
-    "connections": connections, "background": background, "batch": batch,
+    "compare": compare, "waiters": waiters, "waitermem": waitermem, "gthread": gthread,
+    "throughput": throughput, "prefetch": prefetch, "gateway": gateway,
+    "rediscalls": rediscalls, "memory": memory, "tokens": tokens, "pooling": pooling,
+    "cache": cache, "connections": connections, "background": background, "batch": batch,
 }
 SECTIONS: dict[str, Section] = {name: module.run for name, module in MODULES.items()}
 

@@ -1,4 +1,8 @@
-"""Issue 6 measure 4: jobs/s through 1 web + 1 worker, and bare Celery as the baseline."""
+"""Issue 6 measure 4: jobs/s through 1 web + 1 worker, and bare Celery as the baseline.
+
+Issue 12: the baseline is bare Celery with its default settings on chatq's own pool type and
+size; CPU per job by role (psutil, over the same load run) against its CPU per task.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +10,7 @@ import os
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from statistics import median
 
 import redis
@@ -23,11 +28,10 @@ from tests.procs import UPSTREAM_KEY, Proc
 
 STREAM_MODEL = "fake:tps=20,tokens=21"  # first token at once, then 20 more over 1.0 s
 STREAM_S = 1.0
-SLOW_SLOTS = 300
-SLOW_TASK_S = 1.0
 
 STACKS = [("main", {}), ("threads", {"CHATQ_WORKER_POOL": "threads",
                                       "CHATQ_WORKER_CONCURRENCY": "100"})]
+
 
 def _in_flight(result: JSON) -> JSON:
     """Mean and peak jobs in progress over the load window, from the jobs' own stamps."""
@@ -56,15 +60,23 @@ def _chatq_run(lab: Lab, model: str, clients: int, duration_s: float, minus_s: f
     summary["in_flight"] = _in_flight(result)
     summary["breakdown"] = breakdown(result["outcomes"], minus_s)
     summary["cpu"] = {**cpu, "loadgen": result["loadgen_cpu"]}
-    jobs_s = (summary["jobs_per_s"] or 0) * duration_s
-    summary["cpu_ms_per_job"] = {
-        k: round(1000 * v["cpu_s"] / jobs_s, 2) for k, v in cpu.items() if jobs_s
-    }
+    summary["cpu_ms_per_job"] = _cpu_ms_per_job(summary["cpu"], result)
     summary["clients"] = clients
     return summary
 
 
-def _send_all(app: Celery, queue: str, count: int, task_s: float = 0.0) -> None:
+def _cpu_ms_per_job(cpu: JSON, result: JSON) -> JSON:
+    """CPU ms per completed job by role over the whole load run (every job it completed)."""
+    done = len([o for o in result["outcomes"] if o["ok"]])
+    if not done:
+        return {}
+    per_job = {k: round(1000 * v["cpu_s"] / done, 2) for k, v in cpu.items()}
+    per_job["chatq (web + worker + redis)"] = round(
+        sum(v for k, v in per_job.items() if k in ("web", "worker", "redis")), 2)
+    return per_job
+
+
+def send_all(app: Celery, queue: str, count: int, task_s: float = 0.0) -> None:
     """`count` trivial tasks, or (task_s > 0) tasks that first wait task_s seconds."""
     name = "alt.sleep_write" if task_s else "alt.write_result"
     extra = [task_s] if task_s else []
@@ -73,22 +85,34 @@ def _send_all(app: Celery, queue: str, count: int, task_s: float = 0.0) -> None:
                                               queue=queue, routing_key=queue), range(count)))
 
 
-def _baseline_worker(lab: Lab, settings: str, pool: str, slots: int, prefetch: int = 0
-                     ) -> tuple[Proc, Celery, str, redis.Redis]:
-    """A Celery worker for the bare task, and the producer's app, queue and Redis client."""
+@dataclass
+class Bare:
+    """A bare Celery worker on a Redis of its own, and the producer's app, queue and client."""
+
+    worker: Proc
+    app: Celery
+    queue: str
+    client: redis.Redis
+    redis_pid: int
+
+
+def baseline_worker(lab: Lab, settings: str, pool: str, slots: int, **alt: str) -> Bare:
+    """A Celery worker for the bare task (`alt` adds ALT_* settings of
+    bench/alt/chatq_tasks.py, e.g. ALT_PREFETCH)."""
     server = lab.redis()
-    env = alt_env(server.url, lab.fakellm(), UPSTREAM_KEY, slots)
-    if prefetch:
-        env["ALT_PREFETCH"] = str(prefetch)
+    assert server.process is not None
+    env = {**alt_env(server.url, lab.fakellm(), UPSTREAM_KEY, slots), **alt}
     client = redis.Redis.from_url(server.url)
     if settings == "chatq":
         worker = start_celery(env, pool, slots, "bench.alt.chatq_tasks", "interactive")
-        return worker, make_celery(Settings(redis_url=server.url)), "interactive", client
-    worker = start_celery(env, pool, slots)
-    return worker, Celery("alt", broker=server.url), "alt", client
+        app, queue = make_celery(Settings(redis_url=server.url)), "interactive"
+    else:
+        worker = start_celery(env, pool, slots)
+        app, queue = Celery("alt", broker=server.url), "alt"
+    return Bare(worker, app, queue, client, server.process.pid)
 
 
-def _drain(client: redis.Redis, count: int, timeout_s: float = 120) -> int:
+def drain(client: redis.Redis, count: int, timeout_s: float = 120) -> int:
     """Wait until `count` tasks have written their result; answer how many did."""
     start = time.monotonic()
     while int(client.get("alt:done") or 0) < count and time.monotonic() - start < timeout_s:
@@ -103,41 +127,35 @@ def _baseline(lab: Lab, variant: tuple[str, str, int], count: int) -> JSON:
     own Celery settings (make_celery) and queue, to tell the settings' cost from the code's.
     """
     settings, pool, slots = variant
-    worker, app, queue, client = _baseline_worker(lab, settings, pool, slots)
-    _send_all(app, queue, 20)  # warm up connections on both sides
-    _drain(client, 20)
-    client.set("alt:done", 0)
-    meter = CpuMeter({"celery": worker.pid, "producer (harness)": os.getpid()}).start()
+    bare = baseline_worker(lab, settings, pool, slots)
+    send_all(bare.app, bare.queue, 20)  # warm up connections on both sides
+    drain(bare.client, 20)
+    bare.client.set("alt:done", 0)
+    meter = CpuMeter({"celery": bare.worker.pid, "redis": bare.redis_pid,
+                      "producer (harness)": os.getpid()}).start()
     t0 = time.monotonic()
-    _send_all(app, queue, count)
-    done = _drain(client, count)
+    send_all(bare.app, bare.queue, count)
+    done = drain(bare.client, count)
     elapsed_s = time.monotonic() - t0
     cpu = meter.stop()
-    worker.stop()
+    bare.worker.stop()
+    per_task = {k: round(1000 * v["cpu_s"] / max(done, 1), 2) for k, v in cpu.items()}
     return {"settings": settings, "pool": pool, "slots": slots, "tasks": count, "done": done,
             "jobs_per_s": round(done / elapsed_s, 1), "cpu": cpu,
-            "cpu_ms_per_task": round(1000 * cpu["celery"]["cpu_s"] / max(done, 1), 2),
-            "producer_cpu_ms_per_task": round(
-                1000 * cpu["producer (harness)"]["cpu_s"] / max(done, 1), 2)}
+            "cpu_ms_per_task": per_task["celery"], "cpu_ms_per_task_by_role": per_task}
 
 
-def _slow_tasks(lab: Lab, prefetch: int, count: int) -> JSON:
-    """chatq's Celery settings, 300 gevent slots, tasks that wait 1 s: how many run at once?"""
-    worker, app, queue, client = _baseline_worker(lab, "chatq", "gevent", SLOW_SLOTS, prefetch)
-    _send_all(app, queue, 20)
-    _drain(client, 20)
-    client.set("alt:done", 0)
-    meter = CpuMeter({"celery": worker.pid}).start()
-    t0 = time.monotonic()
-    _send_all(app, queue, count, SLOW_TASK_S)
-    done = _drain(client, count)
-    elapsed_s = time.monotonic() - t0
-    cpu = meter.stop()
-    worker.stop()
-    rate = done / elapsed_s
-    return {"prefetch_multiplier": prefetch, "slots": SLOW_SLOTS, "task_s": SLOW_TASK_S,
-            "tasks": count, "done": done, "jobs_per_s": round(rate, 1),
-            "in_flight": round(rate * SLOW_TASK_S, 1), "cpu": cpu}
+def _same_pool(baselines: list[JSON], pool: str, slots: int) -> JSON | None:
+    """The bare Celery run with default settings on chatq's pool type (its size if run)."""
+    plain = [b for b in baselines if b["settings"] == "plain" and b["pool"] == pool]
+    return next((b for b in plain if b["slots"] == slots), plain[0] if plain else None)
+
+
+def _cpu_ratio(instant: JSON, bare: JSON | None) -> float | None:
+    """chatq's CPU per job (web + worker + Redis) over bare Celery's worker CPU per task."""
+    mine = instant["cpu_ms_per_job"].get("chatq (web + worker + redis)")
+    theirs = bare["cpu_ms_per_task"] if bare else None
+    return round(mine / theirs, 2) if mine and theirs else None
 
 
 def run(lab: Lab) -> JSON:
@@ -149,13 +167,15 @@ def run(lab: Lab) -> JSON:
                          "threads")
     lab.drop("threads")
     baselines = [_baseline(lab, v, s.baseline_tasks) for v in s.baseline_variants]
-    best = max(b["jobs_per_s"] for b in baselines if b["settings"] == "plain")
-    slow = [_slow_tasks(lab, prefetch, n) for prefetch, n in s.slow_task_variants]
+    env = lab.chatq().env
+    pool, slots = env.get("CHATQ_WORKER_POOL", "gevent"), int(env["CHATQ_WORKER_CONCURRENCY"])
+    same = _same_pool(baselines, pool, slots)
+    same_jobs_s = same["jobs_per_s"] if same else None
     return {
-        "bare_celery_1s_tasks": slow,
         "instant": instant, "streaming_1s": streaming, "stream_model": STREAM_MODEL,
-        "instant_threads_pool": threads,
-        "worker_concurrency": int(lab.chatq().env["CHATQ_WORKER_CONCURRENCY"]),
-        "bare_celery": baselines, "bare_celery_best_jobs_per_s": best,
-        "instant_vs_bare_pct": round(100 * (instant["jobs_per_s"] or 0) / best, 1),
+        "instant_threads_pool": threads, "worker_pool": pool, "worker_concurrency": slots,
+        "bare_celery": baselines, "bare_celery_same_pool": same,
+        "instant_vs_bare_pct": round(100 * (instant["jobs_per_s"] or 0) / same_jobs_s, 1)
+        if same_jobs_s else None,
+        "cpu_per_job_vs_bare_task": _cpu_ratio(instant, same),
     }

@@ -1,4 +1,5 @@
-"""Issue 3: time from a token leaving fakellm to that token reaching an events client."""
+"""Issue 3 / 12: time from a token leaving fakellm to that token reaching a client, which
+follows its job through the events long-poll, or through the same resource as SSE."""
 
 from __future__ import annotations
 
@@ -8,39 +9,56 @@ import signal
 from bench.lab import Lab
 from bench.loadrun import run_load
 from bench.sections.common import JSON, body
+from bench.stack import ChatqStack
 from bench.stats import summary_ms
 from tests.procs import ALICE_KEY
 
 TPS = 10
 TTFT_S = 0.2
+# Each way of following gets its own stream numbers, so that the tap's stamps never mix.
+VIAS = {"events": 0, "sse": 500}
 STACKS = [("tokens", {"upstream": "tap"})]
 
 
-def _requests(streams: int, tokens: int) -> list[JSON]:
+def _requests(streams: int, tokens: int, first: int) -> list[JSON]:
     """One request per stream; fakellm echoes the words `sNNNwKKK` one token each."""
     model = f"fake:ttft={TTFT_S:g},tps={TPS}"
     return [body(model, " ".join(f"s{i:03d}w{k:03d}" for k in range(tokens)))
-            for i in range(streams)]
+            for i in range(first, first + streams)]
+
+
+def _follow(lab: Lab, stack: ChatqStack, via: str) -> JSON:
+    s = lab.sizes
+    spec = {"mode": "follow", "via": via, "base": stack.url, "key": ALICE_KEY, "timeout_s": 60,
+            "requests": _requests(s.token_streams, s.token_count, VIAS[via])}
+    with lab.profiled(f"tokens-{via}", stack.python_pids()):
+        return run_load(spec, timeout_s=120)
+
+
+def _latency(result: JSON, left: dict[str, float], expected: int) -> JSON:
+    arrived = result["arrivals"]
+    lat = [arrived[w] - left[w] for w in arrived if w in left]
+    return {"tokens_seen": len(lat), "tokens_expected": expected, "latency": summary_ms(lat),
+            "requests": result["pages"]}
 
 
 def run(lab: Lab) -> JSON:
-    """`token_streams` jobs streaming at TPS through a stamping proxy, read by long-polls."""
+    """`token_streams` jobs streaming at TPS through a stamping proxy, for each way of
+    following: first the events long-poll, then SSE."""
     tap, _ = lab.tap()
     name, recipe = STACKS[0]
     stack = lab.chatq(name, **recipe)
-    s = lab.sizes
-    spec = {"mode": "follow", "base": stack.url, "key": ALICE_KEY, "timeout_s": 60,
-            "requests": _requests(s.token_streams, s.token_count)}
-    with lab.profiled("tokens", stack.python_pids()):
-        result = run_load(spec, timeout_s=120)
+    results = {via: _follow(lab, stack, via) for via in VIAS}
     lab.drop(name)
     tap.signal(signal.SIGTERM)
     assert tap.process is not None
     tap.process.wait(10)
     left = json.loads(lab.tap_file.read_text())
-    arrived = result["arrivals"]
-    lat = [arrived[w] - left[w] for w in arrived if w in left]
+    s = lab.sizes
+    expected = s.token_streams * s.token_count
+    by_via = {via: _latency(result, left, expected) for via, result in results.items()}
+    events = by_via["events"]
     return {"streams": s.token_streams, "tokens_per_stream": s.token_count, "tps": TPS,
-            "tokens_seen": len(lat), "tokens_expected": s.token_streams * s.token_count,
-            "latency": summary_ms(lat), "pages": result["pages"],
+            **by_via, "tokens_seen": events["tokens_seen"], "tokens_expected": expected,
+            "latency": events["latency"], "pages": events["requests"],
             "flush_interval_s": float(stack.env.get("CHATQ_FLUSH_INTERVAL", "0.025"))}
