@@ -2,8 +2,8 @@
 
 chatq: jobs are created and claimed through chatq's Store and ended with `Store.finish`,
 the same Lua script a worker runs (it writes the terminal state and PUBLISHes
-`<id> completed` on `chatq:notify`). Celery: `backend.store_result`, as a task's end does
-(SET `celery-task-meta-<id>` and PUBLISH on that key).
+`<id> completed` on its shard's notification channel). Celery: `backend.store_result`, as a
+task's end does (SET `celery-task-meta-<id>` and PUBLISH on that key).
 """
 
 from __future__ import annotations

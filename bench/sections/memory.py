@@ -28,11 +28,10 @@ def _job_keys(client: redis.Redis) -> dict[str, int]:
     """How many chatq keys of each kind exist, and the leases set's size."""
     counts: dict[str, int] = {}
     for key in client.scan_iter(keys.PREFIX + "*", count=1000):
-        # A job's keys are `chatq:{<id>}:<kind>`; the others `chatq:<kind>:…`.
-        name = str(key).removeprefix(keys.PREFIX)
-        kind = name.rsplit(":", 1)[1] if name.startswith("{") else name.split(":")[0]
+        # Every key is `chatq:{<tag>}:<kind>…` (chatq/keys.py).
+        kind = str(key).removeprefix(keys.PREFIX).split(":")[1]
         counts[kind] = counts.get(kind, 0) + 1
-    counts["leases_members"] = int(leases_count(client))  # type: ignore[arg-type]
+    counts["leases_members"] = leases_count(client)
     return counts
 
 
@@ -52,7 +51,7 @@ def _sample_sizes(client: redis.Redis) -> JSON:
     job_key = next(iter(client.scan_iter(keys.jobs_pattern(), count=1000)), None)
     if job_key is None:
         return {}
-    job_id = str(job_key).split("{", 1)[1].split("}", 1)[0]
+    job_id = str(job_key).rsplit(":", 1)[1]
     sizes = {kind: int(client.memory_usage(key) or 0)  # type: ignore[arg-type]
              for kind, key in (("job_hash", keys.job(job_id)), ("text", keys.text(job_id)),
                                ("events_stream", keys.events(job_id)))}
