@@ -11,11 +11,13 @@ import base64
 import hashlib
 import json
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from chatq.config import Settings
 from chatq.errors import ApiError, failed_job_status
+from chatq.response_view import render
+from chatq.responses import invalid, is_response, translate
 from chatq.validate import chat_request
 
 JSONDict = dict[str, Any]
@@ -34,20 +36,45 @@ ENDED_MESSAGES = {
 }
 
 
-def _chat_body(body: JSONDict, settings: Settings) -> JSONDict:
+# A line's request as its job holds it: the chat request sent upstream, and the job
+# record's extra fields (a response's `api` and `response`).
+Checked = tuple[JSONDict, dict[str, str]]
+
+
+def _no_stream() -> ApiError:
+    return ApiError(400, "invalid_request", "`stream` is not allowed in a batch.",
+                    param="stream")
+
+
+def _chat_body(body: JSONDict, settings: Settings) -> Checked:
     """A /v1/chat/completions body as the upstream gets it; ApiError when it is refused."""
     if body.get("stream") is True:
-        raise ApiError(400, "invalid_request", "`stream` is not allowed in a batch.",
-                       param="stream")
+        raise _no_stream()
     request = chat_request(body, settings)
     request.pop("stream", None)
-    return request
+    return request, {}
 
 
-# The endpoints a batch may name, each with the check of its lines' bodies. /v1/responses
-# joins once its translation to a chat request lives in chatq/.
-ENDPOINTS: dict[str, Callable[[JSONDict, Settings], JSONDict]] = {
+def _responses_body(body: JSONDict, settings: Settings) -> Checked:
+    """A /v1/responses body as the job POST /v1/responses makes of it; ApiError when the
+    Responses API refuses it, or when it asks for what a batch line cannot do."""
+    asked = translate(body, settings)
+    if asked.stream:
+        raise _no_stream()
+    if body.get("previous_response_id") is not None:
+        raise invalid("`previous_response_id` is not supported in a batch: each line is a "
+                      "response of its own.", "previous_response_id", "unsupported_parameter")
+    if asked.truncate:
+        # The web trims a prompt to fit; the batch's workers count no tokens.
+        raise invalid("`truncation` must be disabled in a batch: no prompt is trimmed to fit.",
+                      "truncation", "unsupported_parameter")
+    return chat_request(asked.request, settings), asked.fields
+
+
+# The endpoints a batch may name, each with the check of its lines' bodies.
+ENDPOINTS: dict[str, Callable[[JSONDict, Settings], Checked]] = {
     "/v1/chat/completions": _chat_body,
+    "/v1/responses": _responses_body,
 }
 
 
@@ -64,11 +91,13 @@ def line_job_id(batch_id: str, line: int) -> str:
 
 @dataclass(frozen=True)
 class Line:
-    """A valid input line: its number (from 1), its custom_id and the request to run."""
+    """A valid input line: its number (from 1), its custom_id, the request to run and the
+    extra fields of its job's record."""
 
     number: int
     custom_id: str
     request: JSONDict
+    fields: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -137,11 +166,11 @@ def parse_line(raw: bytes, number: int, endpoint: str, settings: Settings) -> Li
     if route is not None:
         return LineError(number, *route, custom_id=custom_id)
     try:
-        request = ENDPOINTS[endpoint](line["body"], settings)
+        request, fields = ENDPOINTS[endpoint](line["body"], settings)
     except ApiError as exc:
         return LineError(number, exc.code, exc.message, f"body.{exc.param}" if exc.param
                          else "body", custom_id)
-    return Line(number, custom_id, request)
+    return Line(number, custom_id, request, fields)
 
 
 def _dumps(value: JSONDict) -> str:
@@ -182,9 +211,11 @@ def job_line(batch_id: str, number: int,
     """(OUTPUT or ERROR, the line, its token usage) for a line whose job completed or failed."""
     custom_id, job_id = record.get("custom_id"), record["id"]
     if record.get("status") == "completed":
-        body = json.loads(record.get("result") or "{}")
+        completion = json.loads(record.get("result") or "{}")
+        # A response's line carries its Response object, as GET /v1/responses/{id} shows it.
+        body = render(record) if is_response(record) else completion
         response = {"status_code": 200, "request_id": job_id, "body": body}
-        return OUTPUT, _line(batch_id, number, custom_id, response, None), usage_of(body)
+        return OUTPUT, _line(batch_id, number, custom_id, response, None), usage_of(completion)
     error = json.loads(record.get("error") or "{}")
     status = int(record.get("error_status") or failed_job_status(error.get("code")))
     body = {"error": {"message": error.get("message") or "The request failed.",

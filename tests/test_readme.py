@@ -127,6 +127,10 @@ def _batch_sdk(out: str) -> None:
     assert sorted(out.strip().splitlines()) == [f"q{i} Question {i}" for i in range(3)], out
 
 
+def _batch_responses(out: str) -> None:
+    assert sorted(out.strip().splitlines()) == [f"r{i} completed Topic {i}" for i in range(3)], out
+
+
 EXPECT = {
     "curl: submit, long-poll, result": _curl_job,
     "curl: the answer as it grows (events cursor)": _events_cursor,
@@ -137,6 +141,7 @@ EXPECT = {
     "curl: a background response, long-polled and resumed": _background_curl,
     "Batch: a file of requests, with curl": _batch_curl,
     "Batch: the OpenAI Python SDK": _batch_sdk,
+    "Batch: Responses requests, with the SDK": _batch_responses,
 }
 
 

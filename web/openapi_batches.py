@@ -6,6 +6,7 @@ served against OpenAI's own published schemas too.
 
 from __future__ import annotations
 
+from chatq.batch_lines import ENDPOINTS
 from web.openapi import _error_responses, _json, _op, _param, _response, _wait
 from web.openapi_schemas import Schema, _nullable, _object, ref
 
@@ -83,7 +84,8 @@ def _batch_collection() -> dict[str, Schema]:
         {"200": _response("The batch, `validating`.", _json("Batch")),
          **_error_responses((400, "`invalid_json`, `invalid_request`, `missing_field`: a field "
                                   "missing, of the wrong type or not supported (an endpoint "
-                                  "other than /v1/chat/completions, a window other than 24h)."),
+                                  "other than /v1/chat/completions or /v1/responses, a window "
+                                  "other than 24h)."),
                             401, (404, _FILE_404 + " (`input_file_id`)"), 413, 429, 503)},
         body="BatchCreateRequest")
     listing = _op(
@@ -195,7 +197,9 @@ def schemas() -> dict[str, Schema]:
     """Every Files and Batches schema, by name."""
     create = _object(
         ["input_file_id", "endpoint", "completion_window"], input_file_id={"type": "string"},
-        endpoint={"type": "string", "enum": ["/v1/chat/completions"]},
+        endpoint={"type": "string", "enum": list(ENDPOINTS),
+                  "description": "The `url` of every line; a line's `body` is a request to "
+                                 "it (/v1/responses: the Responses API's text subset)."},
         completion_window={"type": "string", "const": "24h",
                            "description": "Lasts CHATQ_BATCH_WINDOW seconds (24 h)."},
         metadata={"type": ["object", "null"], "maxProperties": 16,

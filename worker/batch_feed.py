@@ -108,7 +108,7 @@ def make_job(turn: Turn, line: Line) -> bool:
     ctx, batch_id = turn.ctx, turn.batch_id
     job_id = batch_lines.line_job_id(batch_id, line.number)
     record = jobs.new_record(job_id, turn.record["owner"], line.request["model"], "batch",
-                             line.request, time.time())
+                             line.request, time.time()) | line.fields
     record |= {"announce": "1", "batch": batch_id, "batch_line": str(line.number),
                "custom_id": line.custom_id}
     # The line's job id is the same whoever feeds it: a create after a crash finds it made.

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, BinaryIO, cast
+from typing import BinaryIO
 
 import redis
 from prometheus_client import Counter
@@ -30,8 +30,10 @@ LINE_JOB_KEEP_S = 3600
 LINES_FED = Counter("chatq_batch_lines_fed_total", "Batch lines made into jobs and queued")
 LINES_DONE = Counter("chatq_batch_lines_done_total",
                      "Batch lines whose result is in their batch, by outcome", ["outcome"])
+# What a line's output needs of its job (a response's line renders the whole Response).
 JOB_FIELDS = ("id", "status", "batch", "batch_line", "custom_id", "result", "error",
-              "error_status")
+              "error_status", "api", "response", "model", "created_at", "completed_at",
+              "finish_reason")
 
 
 @dataclass
@@ -102,9 +104,13 @@ def _ended_code(client: redis.Redis, batch_id: str) -> str:
 
 def account_job(client: redis.Redis, batches: BatchStore, job_id: str, job_ttl_s: int) -> bool:
     """Put an ended line job's result into its batch, once; whether it was new."""
-    values = cast(list[Any], client.hmget(keys.job(job_id), JOB_FIELDS))
+    pipe = client.pipeline(transaction=False)
+    pipe.hmget(keys.job(job_id), JOB_FIELDS)
+    pipe.get(keys.text(job_id))
+    values, output_text = pipe.execute()
     record = {name: str(v) if v is not None else "" for name, v in
               zip(JOB_FIELDS, values, strict=True)}
+    record["output_text"] = str(output_text or "")
     batch_id, line = record.get("batch"), record.get("batch_line")
     if not batch_id or not line or not jobs.is_terminal(record.get("status")):
         return False

@@ -6,12 +6,31 @@ import contextlib
 import socket
 import threading
 import time
+from collections.abc import Iterator
+from typing import Any
 
 import requests
 
 CANCELLED = "cancelled"
 LOST = "lost"
 TIMEOUT = "timeout"
+
+# The job whose upstream call this thread makes (a greenlet's own under gevent, whose
+# monkey-patching makes threading.local greenlet-local): how a connection finds its job.
+_calling = threading.local()
+
+
+def _shut_down(sock: socket.socket | None) -> None:
+    """Cut a connection at once: a thread blocked reading it wakes to an end of stream."""
+    if sock is not None:
+        with contextlib.suppress(OSError):
+            sock.shutdown(socket.SHUT_RDWR)
+
+
+def calling_handle() -> Handle | None:
+    """The handle of the job whose upstream call this thread (or greenlet) is making."""
+    handle: Handle | None = getattr(_calling, "handle", None)
+    return handle
 
 
 class Handle:
@@ -24,20 +43,43 @@ class Handle:
         self.abort_reason = ""
         self._woken = threading.Event()
         self._response: requests.Response | None = None
+        # The connection of a call that has no answer yet (an HTTPConnection of urllib3's).
+        self._waiting: Any = None
 
     def abort(self, reason: str) -> None:
-        """Stop the job: wake its backoff sleep and cut its upstream connection."""
+        """Stop the job: wake its backoff sleep and cut its upstream connection, whether the
+        call still waits for its first byte or reads the answer."""
         if not self.abort_reason:
             self.abort_reason = reason
         self._woken.set()
+        # The reason is set before either is looked at, and each is set before the reason is
+        # looked at (sending, attach): a call is cut by one side or the other, never missed.
+        _shut_down(getattr(self._waiting, "sock", None))
         response = self._response
-        if response is None:
-            return
-        conn = getattr(response.raw, "connection", None)
-        sock = getattr(conn, "sock", None)
-        if sock is not None:
-            with contextlib.suppress(OSError):
-                sock.shutdown(socket.SHUT_RDWR)
+        if response is not None:
+            _shut_down(getattr(getattr(response.raw, "connection", None), "sock", None))
+
+    @contextlib.contextmanager
+    def calling(self) -> Iterator[None]:
+        """While in it, this thread's upstream call is this job's (see `sending`)."""
+        _calling.handle = self
+        try:
+            yield
+        finally:
+            _calling.handle = None
+            self._waiting = None
+
+    def sending(self, connection: object) -> None:
+        """The call's connection has connected, or is about to send: from now on abort cuts
+        it. Raises ConnectionAbortedError when the job was stopped already."""
+        self._waiting = connection
+        if self.abort_reason:
+            raise ConnectionAbortedError(f"job {self.job_id} was stopped")
+
+    def answered(self) -> None:
+        """The answer's headers have come (or the call failed): the connection belongs to the
+        response now (`attach`), and goes back to the pool after it."""
+        self._waiting = None
 
     def attach(self, response: requests.Response | None) -> None:
         """Remember the response being read, so that abort can cut it."""

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import http.client
 import logging
-import socket
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -12,8 +11,6 @@ from typing import Any
 import redis
 import requests
 import urllib3.exceptions
-from requests.adapters import HTTPAdapter
-from urllib3.connection import HTTPConnection
 from urllib3.util import Retry
 
 from chatq.config import Settings
@@ -23,6 +20,7 @@ from chatq.redis_conn import BACKEND_ERRORS
 from worker.flusher import DeltaWriter
 from worker.running import Handle
 from worker.sse import CompletionBuilder, InvalidChunk, parse_event, sse_data
+from worker.upstream_conn import UpstreamAdapter
 
 log = logging.getLogger(__name__)
 
@@ -37,25 +35,9 @@ CONNECTION_ERRORS: tuple[type[Exception], ...] = (
 TIMEOUT_ERRORS: tuple[type[Exception], ...] = (
     requests.Timeout, urllib3.exceptions.TimeoutError, TimeoutError,
 )
-KEEPALIVE_OPTIONS = [
-    (socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1),
-    (socket.IPPROTO_TCP, socket.TCP_KEEPIDLE, 30),
-    (socket.IPPROTO_TCP, socket.TCP_KEEPINTVL, 10),
-    (socket.IPPROTO_TCP, socket.TCP_KEEPCNT, 3),
-]
-
-
-class _KeepaliveAdapter(HTTPAdapter):
-    """An HTTPAdapter whose connections use TCP keepalive."""
-
-    def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
-        kwargs["socket_options"] = HTTPConnection.default_socket_options + KEEPALIVE_OPTIONS
-        super().init_poolmanager(*args, **kwargs)
-
-
 def make_session(settings: Settings) -> requests.Session:
     """A session whose pool holds one connection per concurrent job, per endpoint."""
-    adapter = _KeepaliveAdapter(
+    adapter = UpstreamAdapter(
         pool_connections=max(1, len(settings.upstream_urls)),
         pool_maxsize=settings.worker_concurrency,
         max_retries=0,  # retries are ours: they must see streamed text and the deadline
@@ -188,8 +170,10 @@ def _stream_call(session: requests.Session, url: str, body: JSONDict, headers: d
     started = time.monotonic()
     first_byte_s = min(timeouts.first_byte_s, max(0.01, handle.remaining_s))
     try:
-        with session.post(url, json=body, headers=headers, stream=True,
-                          timeout=(timeouts.connect_s, first_byte_s)) as resp:
+        # `calling`: the connection reports to the handle, so abort cuts even a call that
+        # still waits for its first byte.
+        with handle.calling(), session.post(url, json=body, headers=headers, stream=True,
+                                            timeout=(timeouts.connect_s, first_byte_s)) as resp:
             handle.attach(resp)
             if resp.status_code != 200:
                 return _error_attempt(resp, redact)
