@@ -63,12 +63,14 @@ class LocalRedis:
     """A redis-server process on a free loopback port, its data in a temporary folder."""
 
     def __init__(
-        self, port: int | None = None, appendonly: bool = False, die_with_parent: bool = True
+        self, port: int | None = None, appendonly: bool = False, die_with_parent: bool = True,
+        extra_args: tuple[str, ...] = (),
     ) -> None:
         self.port = port or free_port()
         self.dir = tempfile.mkdtemp(prefix="chatq-redis-")
         self.appendonly = appendonly
         self.die_with_parent = die_with_parent
+        self.extra_args = extra_args
         self.process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -81,7 +83,7 @@ class LocalRedis:
         args = [
             redis_server_binary(), "--port", str(self.port), "--bind", "127.0.0.1",
             "--dir", self.dir, "--save", "", "--maxmemory-policy", "noeviction",
-            "--appendonly", "yes" if self.appendonly else "no",
+            "--appendonly", "yes" if self.appendonly else "no", *self.extra_args,
         ]
         log = open(os.path.join(self.dir, "redis.log"), "ab")  # noqa: SIM115
         # Its own session: a Ctrl-C meant for `make up` must not stop Redis before the rest.

@@ -41,6 +41,18 @@ def redis_url() -> Iterator[str]:
 
 
 @pytest.fixture(scope="session")
+def redis_cluster() -> Iterator[str]:
+    """The URL of a throwaway 3-primary Redis Cluster (skipped without Redis 7)."""
+    from scripts.localcluster import LocalCluster, sharded_pubsub_supported
+
+    if not sharded_pubsub_supported():
+        pytest.skip("the redis-server here has no sharded pub/sub (Redis 7 needed)")
+    cluster = LocalCluster(primaries=3).start()
+    yield cluster.url
+    cluster.stop()
+
+
+@pytest.fixture(scope="session")
 def fakellm() -> Iterator[str]:
     """The base URL (…/v1) of a fakellm process."""
     proc, url = start_fakellm()

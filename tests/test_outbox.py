@@ -8,6 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 import redis
+from redis.cluster import RedisCluster
 
 from chatq import jobs, keys
 from chatq.outbox import Outbox
@@ -18,8 +19,17 @@ from tests.procs import outbox_length
 LEASE_S = 30.0
 
 
-@pytest.fixture
-def store() -> Iterator[Store]:
+@pytest.fixture(params=["single", "cluster"])
+def store(request: pytest.FixtureRequest) -> Iterator[Store]:
+    """A store on a Redis of its own, or on the session's Redis Cluster (emptied)."""
+    if request.param == "cluster":
+        client: redis.Redis = RedisCluster.from_url(  # type: ignore[assignment]
+            request.getfixturevalue("redis_cluster"), decode_responses=True)
+        client.flushdb()
+        yield Store(client, job_ttl_s=3600)
+        client.flushdb()
+        client.close()
+        return
     server = LocalRedis().start()
     client = redis.Redis.from_url(server.url, decode_responses=True)
     yield Store(client, job_ttl_s=3600)

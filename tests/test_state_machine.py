@@ -33,6 +33,7 @@ from hypothesis.stateful import (
     rule,
     run_state_machine_as_test,
 )
+from redis.cluster import RedisCluster
 
 from chatq import jobs, keys
 from chatq.store import LeaseState, Store, SweepOutcome
@@ -73,9 +74,14 @@ def _db_url(redis_url: str) -> str:
     return redis_url.rsplit("/", 1)[0] + f"/{DB}"
 
 
-@pytest.fixture
-def client(redis_url: str) -> Iterator[redis.Redis]:
-    c = redis.Redis.from_url(_db_url(redis_url), decode_responses=True)
+@pytest.fixture(params=["single", "cluster"])
+def client(request: pytest.FixtureRequest, redis_url: str) -> Iterator[redis.Redis]:
+    """A Redis of its own (a database of the session's), or a 3-primary Redis Cluster."""
+    if request.param == "cluster":
+        url = request.getfixturevalue("redis_cluster")
+        c: redis.Redis = RedisCluster.from_url(url, decode_responses=True)  # type: ignore[assignment]
+    else:
+        c = redis.Redis.from_url(_db_url(redis_url), decode_responses=True)
     c.flushdb()
     yield c
     c.flushdb()
@@ -536,12 +542,15 @@ def test_a_leader_ends_with_one_copy_of_its_record_on_the_channel(
         store.create(record=record, lease_s=LEASE_S, flight=_flight("a"))
     assert store.claim(job_id=ids[0], run_id="r1", lease_s=LEASE_S).claimed
     pubsub = client.pubsub()
-    pubsub.subscribe(keys.notify("a"))  # the shard of the three jobs
-    assert pubsub.get_message(timeout=1)["type"] == "subscribe"
+    channel = keys.notify("a")  # the shard of the three jobs
+    sharded = isinstance(client, RedisCluster)  # a Cluster's notifications: sharded pub/sub
+    (pubsub.ssubscribe if sharded else pubsub.subscribe)(channel)
+    get = pubsub.get_sharded_message if sharded else pubsub.get_message
+    assert get(timeout=1)["type"] in ("subscribe", "ssubscribe")
     assert store.finish(job_id=ids[0], run_id="r1", status=jobs.COMPLETED,
                         fields={"result": "{}"}, tail="a long answer")
     messages = []
-    while (message := pubsub.get_message(timeout=0.5)) is not None:
+    while (message := get(timeout=0.5)) is not None:
         messages.append(message["data"])
     pubsub.close()
     finals = [m.split(" ", 2) for m in messages if m.split(" ")[1] == jobs.COMPLETED]
