@@ -199,7 +199,7 @@ def test_refusals_are_openais_errors() -> None:
     budget = refusal("alice", _window("day", tokens_per_day=100), 50)
     assert (budget.status, budget.code, budget.type, budget.retry_after_s) == (
         429, "insufficient_quota", "insufficient_quota", None)
-    assert "70 of its 100 tokens today" in budget.message
+    assert "used or reserved 70 of its 100 tokens today" in budget.message
     large = refusal("alice", _window("too_large", tokens_per_minute=6000), 7000)
     assert (large.code, large.retry_after_s) == ("rate_limit_exceeded", None)
 

@@ -145,8 +145,9 @@ def refusal(owner: str, window: Window, cost: int) -> ApiError:
         used = window.day_tokens if day else window.month_tokens
         renews = "at 00:00 UTC" if day else "on the first of the month, 00:00 UTC"
         return ApiError(429, "insufficient_quota",
-                        f"Key {owner} has used {used} of its {budget} tokens {period}; this "
-                        f"request may use up to {cost}. The budget renews {renews}.",
+                        f"Key {owner} has used or reserved {used} of its {budget} tokens "
+                        f"{period}; this request may use up to {cost}. The budget renews "
+                        f"{renews}.",
                         type_="insufficient_quota")
     if verdict == TOO_LARGE:
         return ApiError(429, "rate_limit_exceeded",
