@@ -219,3 +219,13 @@ def test_what_a_job_used_is_the_upstreams_count_else_its_prompt_and_output() -> 
     assert used_by(_record(attempts="0"), "") == ("exact", 0)  # never called
     how, output = used_by(_record(model="gpt-4o"), "Hello there, world")
     assert (how, output) == ("prompt", 4)
+
+
+def test_the_key_holding_a_job_is_found_without_its_record(client: redis.Redis) -> None:
+    owner, other = _owner(), _owner()
+    lim = _limits(client, owner, tokens_per_minute=600)
+    lim.admit(owner, "job_erased", 120, 20)
+    assert lim.holder("job_erased", [other, owner]) == owner
+    assert lim.holder("job_unknown", [other, owner]) is None
+    assert lim.settle(owner, "job_erased", "keep") == 120
+    assert lim.holder("job_erased", [other, owner]) is None
