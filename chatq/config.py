@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
+from chatq.limits_config import NO_LIMITS, KeyLimits, parse_key_limits
 from chatq.webhooks_config import WebhookConfig, parse_webhooks
 
 
@@ -84,6 +85,9 @@ class Settings:
     files_ttl_s: int = 30 * 86400
     batch_max_queued: int = 80
     batch_window_s: float = 86400.0
+    key_limits: KeyLimits = NO_LIMITS
+    key_limit_overrides: tuple[tuple[str, KeyLimits], ...] = ()
+    default_output_budget: int = 1024
 
     def __repr__(self) -> str:
         """Every field, with keys masked and URL passwords hidden: safe to log or print."""
@@ -275,6 +279,7 @@ def load(env: Mapping[str, str] | None = None) -> Settings:
         files_ttl_s=_int(e, "CHATQ_FILES_TTL", d.files_ttl_s, 1),
         batch_max_queued=_int(e, "CHATQ_BATCH_MAX_QUEUED", d.batch_max_queued, 1),
         batch_window_s=_float(e, "CHATQ_BATCH_WINDOW", d.batch_window_s, 0.1),
+        **_limit_settings(e, d),
     )
 
 
@@ -295,3 +300,21 @@ def _webhook_settings(e: Mapping[str, str], d: Settings) -> dict[str, Any]:
         "webhook_retry_scale": _float(e, "CHATQ_WEBHOOK_RETRY_SCALE", d.webhook_retry_scale),
         "webhook_log_ttl_s": _int(e, "CHATQ_WEBHOOK_LOG_TTL", d.webhook_log_ttl_s, 86400),
     }
+
+
+def _limit_settings(e: Mapping[str, str], d: Settings) -> dict[str, Any]:
+    """The per-key limits and budgets (CHATQ_KEY_*), and the output a request reserves."""
+    default = KeyLimits(
+        requests_per_minute=_int(e, "CHATQ_KEY_RPM", 0),
+        tokens_per_minute=_int(e, "CHATQ_KEY_TPM", 0),
+        tokens_per_day=_int(e, "CHATQ_KEY_TOKENS_PER_DAY", 0),
+        tokens_per_month=_int(e, "CHATQ_KEY_TOKENS_PER_MONTH", 0),
+    )
+    names = {name for name, _ in parse_api_keys(e.get("CHATQ_API_KEYS", ""))}
+    try:
+        overrides = parse_key_limits(e.get("CHATQ_KEY_LIMITS", ""), default, names)
+    except ValueError as exc:
+        raise ConfigError(f"CHATQ_KEY_LIMITS: {exc}") from None
+    return {"key_limits": default, "key_limit_overrides": overrides,
+            "default_output_budget": _int(e, "CHATQ_DEFAULT_OUTPUT_BUDGET",
+                                          d.default_output_budget, 1)}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any
 
 from chatq import tokens
@@ -153,12 +154,27 @@ def _capped_output(request: dict[str, Any], cap: int) -> dict[str, Any]:
     return {**request, "max_tokens": cap}
 
 
+@dataclass(frozen=True)
+class Fitted:
+    """A request that fits its model's context, and its prompt tokens (counted once, for
+    the context and the key's token limits alike)."""
+
+    request: dict[str, Any]
+    prompt_tokens: int
+
+
+def fit_context(request: dict[str, Any], max_context_tokens: int, policy: Policy) -> Fitted:
+    """The request if its prompt fits the model's context, trimmed if allowed, and its prompt
+    tokens; else 422."""
+    fitted, prompt_tokens = tokens.fit(request, max_context_tokens, policy)
+    return Fitted(fitted, prompt_tokens)
+
+
 def within_context(
     request: dict[str, Any], max_context_tokens: int, policy: Policy
 ) -> dict[str, Any]:
     """The request if its prompt fits the model's context, trimmed if allowed; else 422."""
-    fitted, _ = tokens.fit(request, max_context_tokens, policy)
-    return fitted
+    return fit_context(request, max_context_tokens, policy).request
 
 
 def chat_request(body: dict[str, Any], settings: Settings) -> dict[str, Any]:

@@ -46,6 +46,7 @@ CONTRACT_PATHS = {
     "/v1/batches": {"post", "get"},
     "/v1/batches/{batch_id}": {"get"},
     "/v1/batches/{batch_id}/cancel": {"post"},
+    "/v1/usage": {"get"},
 }
 OPEN_PATHS = {"/healthz", "/readyz", "/metrics", "/openapi.json", "/"}
 

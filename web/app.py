@@ -22,9 +22,10 @@ from web import (
     ops,
     responses_api,
     stored_completions,
+    usage,
     webhooks,
 )
-from web.admission import Admission
+from web.admission import Admission, add_rate_headers
 from web.auth import KeyRing
 from web.context import Services
 
@@ -86,4 +87,6 @@ def create_app(settings: Settings | None = None) -> Flask:
     files.install(app)
     app.register_blueprint(files.bp)
     app.register_blueprint(batches.bp)
+    app.register_blueprint(usage.bp)
+    app.after_request(add_rate_headers)
     return app

@@ -9,7 +9,7 @@ from flask import request as current_request
 
 from chatq import jobs
 from chatq.errors import ApiError, job_not_found
-from chatq.validate import chat_request, within_context
+from chatq.validate import chat_request, fit_context
 from web import params
 from web.context import Services, services
 from web.guard import authorize
@@ -52,12 +52,14 @@ def create_job() -> Response:
         )
     request = chat_request(body, svc.settings)
     overflow = params.overflow_policy(svc.settings.context_overflow)
-    request = within_context(request, svc.settings.max_context_tokens, overflow)
+    fitted = fit_context(request, svc.settings.max_context_tokens, overflow)
+    request = fitted.request
     request.pop("stream", None)
     cache_control = current_request.headers.get("Cache-Control", "")
     job_id = job_id_for(svc, owner, request, cache_control)
     with watching(svc, job_id, wait_s) as waiter:
-        record = submit(svc, owner, request, priority, idem_key, cache_control, job_id=job_id)
+        record = submit(svc, owner, request, priority, idem_key, cache_control, job_id=job_id,
+                        prompt_tokens=fitted.prompt_tokens)
         g.chatq_job_id = record["id"]
         return job_response(wait_terminal(svc, record, wait_s, waiter=waiter), echo)
 

@@ -16,6 +16,7 @@ from chatq import gcpause, queue_stats
 from chatq.redis_conn import BACKEND_ERRORS
 from web import batch_metrics, metrics
 from web.context import Services
+from web.usage import UsageCollector
 
 log = logging.getLogger("chatq.web.requests")
 
@@ -59,6 +60,7 @@ def render_metrics(svc: Services) -> tuple[bytes, str]:
     """The text exposition: every gunicorn worker's metrics summed, plus the queue's."""
     queue = CollectorRegistry()
     queue.register(QueueCollector(svc))
+    queue.register(UsageCollector(svc))
     if svc.settings.metrics_dir:
         registry = CollectorRegistry()
         MultiProcessCollector(registry, path=svc.settings.metrics_dir)  # type: ignore[no-untyped-call]

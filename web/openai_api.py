@@ -13,7 +13,7 @@ from flask import request as flask_request
 from chatq import jobs
 from chatq.errors import ApiError
 from chatq.notify import Waiter
-from chatq.validate import chat_request, within_context
+from chatq.validate import chat_request, fit_context
 from web import params
 from web.chunks import ChunkMaker, sse, tool_call_deltas
 from web.context import Services, services
@@ -36,14 +36,15 @@ def chat_completions() -> Response:
     body = params.json_body()
     request = chat_request(body, svc.settings)
     overflow = params.overflow_policy(svc.settings.context_overflow)
-    request = within_context(request, svc.settings.max_context_tokens, overflow)
+    fitted = fit_context(request, svc.settings.max_context_tokens, overflow)
+    request = fitted.request
     stream = request.pop("stream", None) is True
     options = request.pop("stream_options", None) or {}
     cache_control = flask_request.headers.get("Cache-Control", "")
     job_id = job_id_for(svc, owner, request, cache_control)
     with watching(svc, job_id, 0.0 if stream else 1.0) as waiter:
         record = submit(svc, owner, request, "interactive", params.idempotency_key(),
-                        cache_control, job_id=job_id)
+                        cache_control, job_id=job_id, prompt_tokens=fitted.prompt_tokens)
         if not stream:
             return _hold(svc, record, waiter)
     include_usage = bool(isinstance(options, dict) and options.get("include_usage"))

@@ -69,7 +69,8 @@ _HEADERS: dict[str, Schema] = {
                      "schema": {"type": "string"}},
     "x-should-retry": {"description": "`false` on an error of a job that exists: chatq has "
                                       "retried the upstream itself, and a resend would start "
-                                      "a second job (the OpenAI SDKs obey it).",
+                                      "a second job (the OpenAI SDKs obey it); and on a 429 "
+                                      "that a retry cannot pass (a key's budget spent).",
                        "schema": {"type": "string", "enum": ["false"]}},
 }
 
@@ -307,22 +308,23 @@ def _secured(paths: dict[str, Schema]) -> dict[str, Schema]:
 
 def document(settings: Settings | None = None) -> dict[str, Any]:
     """The document served at /openapi.json, with the caps of `settings` (default: defaults)."""
-    from web import openapi_batches  # it builds on this module's helpers
+    from web import openapi_batches, openapi_limits  # they build on this module's helpers
 
     return {
         "openapi": "3.1.0",
         "info": {"title": "chatq", "version": "0.1.0", "description": _DESCRIPTION},
         "servers": [{"url": "/"}],
-        "paths": _secured(openapi_webhooks.add_header({
+        "paths": _secured(openapi_limits.add_headers(openapi_webhooks.add_header({
             **_job_paths(), **_reading_paths(), **_openai_paths(), **response_paths(),
             **_listing_paths(), **_ops_paths(), **openapi_webhooks.paths(),
-            **openapi_batches.paths()})),
+            **openapi_batches.paths(), **openapi_limits.paths()}))),
         "webhooks": openapi_webhooks.events(),
         "components": {
             "schemas": {**schemas(settings), **response_schemas(settings),
-                        **openapi_webhooks.schemas(), **openapi_batches.schemas()},
+                        **openapi_webhooks.schemas(), **openapi_batches.schemas(),
+                        **openapi_limits.schemas()},
             "parameters": copy.deepcopy(_PARAMETERS),
-            "headers": copy.deepcopy(_HEADERS),
+            "headers": {**copy.deepcopy(_HEADERS), **openapi_limits.headers()},
             "securitySchemes": {"bearerAuth": {
                 "type": "http", "scheme": "bearer",
                 "description": "A key from CHATQ_API_KEYS."}},

@@ -24,7 +24,7 @@ from chatq.responses import (
     unsupported,
 )
 from chatq.tokens import Policy
-from chatq.validate import chat_request, within_context
+from chatq.validate import chat_request, fit_context
 from web import params
 from web.context import Services, services
 from web.events import sse_response
@@ -87,11 +87,11 @@ def create_response() -> Response:
     body = params.json_body()
     asked = translate(body, svc.settings, _history(svc, owner, body.get("previous_response_id")))
     request = chat_request(asked.request, svc.settings)
-    request = within_context(request, svc.settings.max_context_tokens,
-                             _overflow(svc, asked.truncate))
+    fitted = fit_context(request, svc.settings.max_context_tokens,
+                         _overflow(svc, asked.truncate))
     cache_control = flask_request.headers.get("Cache-Control", "")
-    record = submit(svc, owner, request, params.priority(), params.idempotency_key(),
-                    cache_control, asked.fields)
+    record = submit(svc, owner, fitted.request, params.priority(), params.idempotency_key(),
+                    cache_control, asked.fields, prompt_tokens=fitted.prompt_tokens)
     g.chatq_job_id = record["id"]
     headers = {"Chatq-Job-Id": record["id"]}
     if asked.stream:

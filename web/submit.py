@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import time
@@ -115,16 +116,36 @@ def submit(
     cache_control: str = "",
     fields: dict[str, str] | None = None,
     job_id: str = "",
+    prompt_tokens: int | None = None,
 ) -> dict[str, str]:
     """Create a job for `request` (or find the one its Idempotency-Key made); its record.
     `fields` are extra record fields (a response's `api` and `response`); `job_id` the id
-    to give it (see job_id_for; a caller may have registered to wait for it)."""
+    to give it (see job_id_for; a caller may have registered to wait for it);
+    `prompt_tokens` its prompt's count if made already (the key's limits charge it)."""
     draft = _draft(svc, owner, request, priority, cache_control, fields or {},
                    job_id or job_id_for(svc, owner, request, cache_control))
-    record, job_id = draft.record, draft.record["id"]
+    job_id = draft.record["id"]
     if not draft.hit:
         svc.admission.check_queue()
-    idem = _idem(owner, idem_key, job_id, priority, request, fields or {})
+    if not svc.admission.admit(owner, job_id, request, prompt_tokens, draft.hit):
+        return _make(svc, owner, request, priority, idem_key, fields or {}, draft)
+    draft.record["announce"] = "1"  # its end, through the outbox, corrects what it holds
+    try:
+        record = _make(svc, owner, request, priority, idem_key, fields or {}, draft)
+    except Exception:
+        with contextlib.suppress(Exception):
+            svc.admission.release(owner, job_id)
+        raise
+    if record["id"] != job_id:  # its Idempotency-Key's earlier job: no job was made
+        svc.admission.release(owner, job_id)
+    return record
+
+
+def _make(svc: Services, owner: str, request: dict[str, Any], priority: str,
+          idem_key: str | None, fields: dict[str, str], draft: Draft) -> dict[str, str]:
+    """Create the drafted job, or find its Idempotency-Key's earlier one; its record."""
+    record, job_id = draft.record, draft.record["id"]
+    idem = _idem(owner, idem_key, job_id, priority, request, fields)
     if idem is not None:
         earlier = svc.store.remember_idempotency(key=idem[0], value=idem[1])
         found = _earlier(svc, earlier, idem[1].partition(" ")[2]) if earlier else None

@@ -46,7 +46,9 @@ def record_fields(svc: Services, owner: str) -> dict[str, str]:
     if not named:
         return {"announce": "1"} if hooks.endpoints.has_any(owner) else {}
     if named.lower() == NONE:
-        return {}
+        # Written down: a job announced for another reason (the keys' limits) must not
+        # reach the key's endpoints either; no endpoint has this id.
+        return {"webhook": NONE}
     if hooks.endpoints.owned(owner, named) is None:
         raise ApiError(400, "webhook_not_found",
                        f"{HEADER} names no webhook endpoint of this key.", param=HEADER)

@@ -18,6 +18,7 @@ from itertools import islice
 from chatq import batch_lines, batches, celery_app, jobs, keys, queue_stats
 from chatq.batch_lines import ERROR, Line, LineError
 from chatq.store import CreateKind
+from worker import limits
 from worker.batch_turn import LINES_FED, Turn, lines_from, skip_bits
 
 log = logging.getLogger(__name__)
@@ -103,8 +104,9 @@ def validate(turn: Turn) -> None:
              found.invalid, status)
 
 
-def make_job(turn: Turn, line: Line) -> bool:
-    """Make (once) and enqueue the job of one line; whether this call made it."""
+def make_job(turn: Turn, line: Line, charged: bool = False) -> bool:
+    """Make (once) and enqueue the job of one line; whether this call made it. `charged`:
+    its key's limits were charged for it just now (released if it had its job already)."""
     ctx, batch_id = turn.ctx, turn.batch_id
     job_id = batch_lines.line_job_id(batch_id, line.number)
     record = jobs.new_record(job_id, turn.record["owner"], line.request["model"], "batch",
@@ -114,6 +116,8 @@ def make_job(turn: Turn, line: Line) -> bool:
     # The line's job id is the same whoever feeds it: a create after a crash finds it made.
     created = ctx.store.create(record=record, lease_s=ctx.settings.lease_s)
     if created.kind is not CreateKind.CREATED:
+        if charged:
+            limits.release_line(ctx, turn.record["owner"], job_id)
         return False
     LINES_FED.inc()
     try:
@@ -140,29 +144,50 @@ def _feed_chunk(turn: Turn, size: int) -> tuple[int, bool]:
     with turn.storage.open(record["input_file_id"]) as handle:
         taken = list(islice(lines_from(handle, offset, line), size))
     skips = skip_bits(turn.redis, turn.batch_id, [number for number, _, _ in taken])
-    fed = 0
-    for (number, raw, _), skip in zip(taken, skips, strict=True):
-        if not skip:
-            fed += feed_line(turn, number, raw)
-    done = len(taken) < size
-    new_line, new_offset = (taken[-1][0] + 1, taken[-1][2]) if taken else (line, offset)
+    fed, (new_line, new_offset), waits = _feed_lines(turn, taken, skips, (line, offset))
+    done = len(taken) < size and not waits
     moved = turn.batches.fed(turn.batch_id, turn.token, old_line=line, new_line=new_line,
                              offset=new_offset, lines=fed, done=done)
-    return (fed, not done) if moved else (0, False)
+    return (fed, not done and not waits) if moved else (0, False)
+
+
+def _feed_lines(turn: Turn, taken: list[tuple[int, bytes, int]], skips: list[bool],
+                start: tuple[int, int]) -> tuple[int, tuple[int, int], bool]:
+    """Feed the lines read: (lines fed, the line and offset to go on from, whether a line
+    waits for its key's rate limits: then it and those after it stay in the file)."""
+    fed, resume = 0, start
+    for (number, raw, end), skip in zip(taken, skips, strict=True):
+        outcome = 0 if skip else feed_line(turn, number, raw)
+        if outcome == WAIT:
+            return fed, resume, True
+        fed += outcome
+        resume = (number + 1, end)
+    return fed, resume, False
+
+
+# feed_line's answer for a line over its key's rate limits: it is fed on a later turn.
+WAIT = -1
 
 
 def feed_line(turn: Turn, number: int, raw: bytes) -> int:
     """Make the job of one valid line: 1 when it has one now (made here or before), 0 when
-    the line cannot run after all (checked under other settings: then it is an error line)."""
+    the line cannot run after all (checked under other settings, or over its key's token
+    budget: then it is an error line), WAIT when over its key's rate limits for now."""
     parsed = batch_lines.parse_line(raw, number, turn.record["endpoint"],
                                     turn.ctx.settings)
-    if isinstance(parsed, LineError):
-        turn.batches.account(turn.batch_id, number, ERROR,
-                             batch_lines.invalid_line(turn.batch_id, parsed), "failed",
-                             skipped=True)
-        return 0
-    make_job(turn, parsed)
-    return 1
+    if not isinstance(parsed, LineError):
+        job_id = batch_lines.line_job_id(turn.batch_id, number)
+        admission = limits.admit_line(turn.ctx, turn.record["owner"], job_id, parsed.request)
+        if admission.wait:
+            return WAIT
+        if admission.go:
+            make_job(turn, parsed, admission.charged)
+            return 1
+        parsed = LineError(number, admission.code, admission.message, None, parsed.custom_id)
+    turn.batches.account(turn.batch_id, number, ERROR,
+                         batch_lines.invalid_line(turn.batch_id, parsed), "failed",
+                         skipped=True)
+    return 0
 
 
 def feed(turn: Turn) -> int:

@@ -13,6 +13,7 @@ from kombu.utils.compat import detect_environment
 from chatq import config, gcpause, logs, redis_check, redis_conn
 from chatq.celery_app import RUN_JOB_TASK, WEBHOOK_TASK, make_celery
 from worker import batches, greenlets, metrics, pollfix, relay, webhooks
+from worker import limits as _limits  # noqa: F401  its relay handler settles ended jobs
 from worker.context import context
 from worker.monitor import Monitor
 from worker.runner import run_job
