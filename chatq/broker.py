@@ -1,10 +1,21 @@
-"""What chatq reads of the Celery broker's own keys (kombu's Redis transport)."""
+"""What chatq asks of the Celery broker, whichever it is: how many jobs wait in each lane, how
+long the oldest has waited, and which queued jobs have no message in it (to be sent again).
+
+`RedisBroker` reads kombu's Redis lists; `RabbitBroker` asks RabbitMQ and the job records.
+"""
 
 from __future__ import annotations
 
-import redis
+import json
+from typing import Protocol
 
-from chatq.celery_app import QUEUES
+import redis
+import requests
+from celery import Celery
+
+from chatq import keys, rabbit, redis_conn
+from chatq.celery_app import QUEUES, broker_url
+from chatq.config import Settings
 from chatq.store import lua_source
 
 # kombu's Redis transport keeps a queue's messages of priority p in `name\x06\x16p`, and the
@@ -20,16 +31,103 @@ def queue_keys(queue: str, prefix: str = "") -> list[str]:
     return [prefix + name for name in names]
 
 
-class Broker:
-    """Looks for jobs' messages in the broker."""
+class Broker(Protocol):
+    """The broker as the sweeper, the admission check and the queue figures see it."""
 
-    def __init__(self, client: redis.Redis) -> None:
+    def missing(self, job_ids: list[str]) -> list[str]:
+        """The ids among `job_ids` (queued jobs) whose message the broker does not hold."""
+
+    def depths(self) -> dict[str, int]:
+        """Messages waiting in each lane, not those a worker has reserved."""
+
+    def total_depth(self) -> int:
+        """Messages waiting in both lanes, read as cheaply and as freshly as the broker can."""
+
+    def oldest_ages_s(self, now: float) -> dict[str, float | None]:
+        """Age of the oldest waiting job of each lane (0 if none; None if the broker cannot
+        tell without taking it)."""
+
+
+class RedisBroker:
+    """Celery's Redis transport: the lanes are lists that can be read in place."""
+
+    def __init__(self, client: redis.Redis, state: redis.Redis | None = None) -> None:
         self.redis = client
+        self.state = state or client
         self._missing = client.register_script(lua_source("missing"))
 
     def missing(self, job_ids: list[str]) -> list[str]:
-        """The ids among `job_ids` whose message is neither queued nor reserved by a worker."""
+        """Neither in a lane's lists nor in the hash of reserved messages."""
         if not job_ids:
             return []
         lists = [key for queue in QUEUES for key in queue_keys(queue)]
         return [str(i) for i in self._missing(keys=[*lists, UNACKED], args=job_ids)]
+
+    def depths(self) -> dict[str, int]:
+        """LLEN of every list of each lane, priority sub-lists included."""
+        pipe = self.redis.pipeline(transaction=False)
+        for queue in QUEUES:
+            for key in queue_keys(queue):
+                pipe.llen(key)
+        lengths = iter(pipe.execute())
+        return {q: sum(next(lengths) for _ in queue_keys(q)) for q in QUEUES}
+
+    def total_depth(self) -> int:
+        """Both lanes' lists."""
+        return sum(self.depths().values())
+
+    def oldest_ages_s(self, now: float) -> dict[str, float | None]:
+        """From the message at the tail of each lane's lists and its job's created_at."""
+        return {queue: self._oldest_age_s(queue, now) for queue in QUEUES}
+
+    def _oldest_age_s(self, queue: str, now: float) -> float:
+        oldest = 0.0
+        for key in queue_keys(queue):
+            raw = self.redis.lindex(key, -1)
+            if raw is None:
+                continue
+            try:
+                job_id = json.loads(raw)["headers"]["id"]
+            except (ValueError, KeyError, TypeError):
+                continue
+            created = self.state.hget(keys.job(job_id), "created_at")
+            if created:
+                oldest = max(oldest, now - float(created))
+        return oldest
+
+
+class RabbitBroker:
+    """RabbitMQ: one priority queue for both lanes (chatq/rabbit.py). Its messages cannot be
+    read in place, so a job's record says whether its message was confirmed."""
+
+    def __init__(self, settings: Settings, state: redis.Redis, celery: Celery) -> None:
+        self.celery = celery
+        self.marks = rabbit.SentMarks(state)
+        self.api = rabbit.management_api(broker_url(settings), settings.broker_api_url)
+        self.session = requests.Session()
+
+    def missing(self, job_ids: list[str]) -> list[str]:
+        """The queued jobs whose current message RabbitMQ never confirmed."""
+        return self.marks.missing(job_ids) if job_ids else []
+
+    def depths(self) -> dict[str, int]:
+        """Each priority's ready messages, from the management API."""
+        return rabbit.lane_depths(self.api, self.session)
+
+    def total_depth(self) -> int:
+        """The queue's ready messages, live, over AMQP."""
+        return rabbit.ready_messages(self.celery)
+
+    def oldest_ages_s(self, now: float) -> dict[str, float | None]:
+        """Unknown: RabbitMQ shows no message without delivering it."""
+        return dict.fromkeys(QUEUES)
+
+
+def make(settings: Settings, state: redis.Redis, celery: Celery) -> Broker:
+    """The broker of `settings`; `state` is the job store's client, `celery` the app sending."""
+    url = broker_url(settings)
+    if rabbit.is_amqp(url):
+        return RabbitBroker(settings, state, celery)
+    if url == settings.redis_url:
+        return RedisBroker(state)
+    return RedisBroker(redis_conn.connect(url, ca_file=settings.redis_ca_file), state)

@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
+import ssl
+import urllib.parse
+from typing import Any
+
+import redis
 from celery import Celery
 from kombu import Exchange, Queue
 
+from chatq import rabbit
 from chatq.config import Settings
 from chatq.redis_conn import tls_options
 
 RUN_JOB_TASK = "chatq.run_job"
+# The job lanes. On Redis each is a queue (kombu's lists); on RabbitMQ both are priorities of
+# one queue (chatq/rabbit.py).
 QUEUES = ("interactive", "batch")
 # Webhook deliveries: a queue of their own, consumed after the job queues, never counted
 # in their depths (QUEUES is for job queues only).
@@ -16,9 +24,26 @@ WEBHOOK_TASK = "chatq.deliver_webhook"
 WEBHOOK_QUEUE = "webhooks"
 
 
+def broker_url(settings: Settings) -> str:
+    """CHATQ_BROKER_URL, else the Redis URL."""
+    return settings.broker_url or settings.redis_url
+
+
+def is_amqp(app: Celery) -> bool:
+    """Whether `app` sends to RabbitMQ."""
+    return rabbit.is_amqp(str(app.conf.broker_url))
+
+
+def consumed_queues(app: Celery) -> tuple[str, ...]:
+    """The queues a worker consumes, in the order it drains them."""
+    jobs = (rabbit.JOBS_QUEUE,) if is_amqp(app) else QUEUES
+    return (*jobs, WEBHOOK_QUEUE)
+
+
 def make_celery(settings: Settings, max_connections: int = 200) -> Celery:
-    """A Celery app on the Redis broker, tuned for long, I/O-bound, late-acked jobs."""
-    app = Celery("chatq", broker=settings.redis_url, set_as_current=False)
+    """A Celery app on the configured broker, tuned for long, I/O-bound, late-acked jobs."""
+    url = broker_url(settings)
+    app = Celery("chatq", broker=url, set_as_current=False)
     app.conf.update(
         task_ignore_result=True,
         task_acks_late=True,
@@ -26,20 +51,12 @@ def make_celery(settings: Settings, max_connections: int = 200) -> Celery:
         worker_prefetch_multiplier=1,
         task_serializer="json",
         accept_content=["json"],
-        task_queues=[Queue(name, Exchange(name), routing_key=name)
-                     for name in (*QUEUES, WEBHOOK_QUEUE)],
-        task_default_queue=QUEUES[0],
         task_create_missing_queues=False,
         worker_hijack_root_logger=False,
         worker_send_task_events=False,
         worker_enable_remote_control=False,
         broker_connection_retry_on_startup=True,
         broker_connection_timeout=2.0,
-        # A primary demoted by a failover answers UNBLOCKED, then READONLY, to the consumer's
-        # BRPOP: reconnect until Redis serves again instead of the worker exiting.
-        broker_channel_error_retry=True,
-        # Without it kombu connects to a rediss:// broker with CERT_NONE: any certificate.
-        broker_use_ssl=tls_options(settings.redis_url, settings.redis_ca_file) or False,
         # None would mean a new broker connection per message sent: keep a pool.
         broker_pool_limit=max(10, min(max_connections, 100)),
         task_publish_retry_policy={
@@ -48,7 +65,28 @@ def make_celery(settings: Settings, max_connections: int = 200) -> Celery:
             "interval_step": 0.2,
             "interval_max": 0.5,
         },
-        broker_transport_options={
+    )
+    if rabbit.is_amqp(url):
+        app.conf.update(_rabbitmq_conf(url))
+    else:
+        app.conf.update(_redis_conf(settings, url, max_connections))
+    return app
+
+
+def _queue(name: str) -> Queue:
+    return Queue(name, Exchange(name), routing_key=name)
+
+
+def _redis_conf(settings: Settings, url: str, max_connections: int) -> dict[str, Any]:
+    return {
+        "task_queues": [_queue(name) for name in (*QUEUES, WEBHOOK_QUEUE)],
+        "task_default_queue": QUEUES[0],
+        # A primary demoted by a failover answers UNBLOCKED, then READONLY, to the consumer's
+        # BRPOP: reconnect until Redis serves again instead of the worker exiting.
+        "broker_channel_error_retry": True,
+        # Without it kombu connects to a rediss:// broker with CERT_NONE: any certificate.
+        "broker_use_ssl": tls_options(url, settings.redis_ca_file) or False,
+        "broker_transport_options": {
             # Our own lease recovers lost jobs in seconds; this only has to outlast a job.
             "visibility_timeout": int(settings.job_timeout_s + 2 * settings.lease_s + 60),
             # Fixed order, not round robin: `interactive` is always drained first.
@@ -58,16 +96,39 @@ def make_celery(settings: Settings, max_connections: int = 200) -> Celery:
             "socket_timeout": 5.0,
             "socket_connect_timeout": 2.0,
         },
-    )
-    return app
+    }
 
 
-def enqueue(app: Celery, job_id: str, priority: str) -> None:
-    """Send the run message for `job_id`, carrying nothing but the id."""
-    app.send_task(
-        RUN_JOB_TASK, args=[job_id], task_id=job_id, queue=priority, routing_key=priority,
-        retry=True,
-    )
+def _rabbitmq_conf(url: str) -> dict[str, Any]:
+    parts = urllib.parse.urlsplit(url)
+    tls = parts.scheme.lower() == "amqps"
+    return {
+        "task_queues": [rabbit.jobs_queue(), _queue(WEBHOOK_QUEUE)],
+        "task_default_queue": rabbit.JOBS_QUEUE,
+        # A send returns once RabbitMQ has the message in the durable queue (on disk).
+        "broker_transport_options": {"confirm_publish": True},
+        # A job whose connection broke runs on; its message, redelivered at once, finds it
+        # running and is dropped (the lease, not the broker, hands over a lost job).
+        "worker_cancel_long_running_tasks_on_connection_loss": False,
+        # The certificate and the host name checked against the system's CAs.
+        "broker_use_ssl": {"cert_reqs": ssl.CERT_REQUIRED,
+                           "server_hostname": parts.hostname} if tls else False,
+    }
+
+
+def enqueue(app: Celery, job_id: str, priority: str, state: redis.Redis | None = None) -> None:
+    """Send the run message for `job_id`, carrying nothing but the id. On RabbitMQ, once the
+    broker confirms it, the job's record in `state` says so (see chatq/rabbit.py)."""
+    if not is_amqp(app):
+        app.send_task(RUN_JOB_TASK, args=[job_id], task_id=job_id, queue=priority,
+                      routing_key=priority, retry=True)
+        return
+    if state is None:
+        raise ValueError("a job sent through RabbitMQ needs the job store's client")
+    app.send_task(RUN_JOB_TASK, args=[job_id], task_id=job_id, queue=rabbit.JOBS_QUEUE,
+                  routing_key=rabbit.JOBS_QUEUE, priority=rabbit.LANE_PRIORITY[priority],
+                  retry=True, confirm_timeout=rabbit.CONFIRM_TIMEOUT_S)
+    rabbit.SentMarks(state).mark(job_id)
 
 
 def enqueue_webhook(app: Celery, delivery_id: str, token: str) -> None:

@@ -26,6 +26,8 @@ class Settings:
     redis_url: str = "redis://127.0.0.1:6379/0"
     redis_ca_file: str = ""
     redis_require_safe: bool = False
+    broker_url: str = ""
+    broker_api_url: str = ""
     bind: str = "127.0.0.1:8000"
     web_workers: int = 1
     web_worker_connections: int = 12000
@@ -201,6 +203,21 @@ def _urls(raw: str, default: tuple[str, ...]) -> tuple[str, ...]:
     return urls or default
 
 
+BROKER_SCHEMES = ("redis", "rediss", "amqp", "amqps")
+
+
+def _broker_url(env: Mapping[str, str]) -> str:
+    """CHATQ_BROKER_URL: a Redis or a RabbitMQ URL; empty means the Redis URL."""
+    url = env.get("CHATQ_BROKER_URL", "").strip()
+    scheme, sep, _ = url.partition("://")
+    if url and (not sep or scheme.lower() not in BROKER_SCHEMES):
+        # Only a well-formed scheme is repeated: the rest of a URL may hold a password.
+        shown = repr(scheme) if sep and scheme.isalnum() else "no scheme"
+        raise ConfigError(f"CHATQ_BROKER_URL must start with one of "
+                          f"{', '.join(s + '://' for s in BROKER_SCHEMES)}; got {shown}")
+    return url
+
+
 def _existing_file(env: Mapping[str, str], name: str) -> str:
     path = env.get(name, "").strip()
     if path and not os.path.isfile(path):
@@ -216,6 +233,8 @@ def load(env: Mapping[str, str] | None = None) -> Settings:
         redis_url=_text(e, "CHATQ_REDIS_URL", d.redis_url),
         redis_ca_file=_existing_file(e, "CHATQ_REDIS_CA_FILE"),
         redis_require_safe=_bool(e, "CHATQ_REDIS_REQUIRE_SAFE", d.redis_require_safe),
+        broker_url=_broker_url(e),
+        broker_api_url=_text(e, "CHATQ_BROKER_API_URL", d.broker_api_url),
         bind=_text(e, "CHATQ_BIND", d.bind),
         web_workers=_int(e, "CHATQ_WEB_WORKERS", d.web_workers, 1),
         web_worker_connections=_int(

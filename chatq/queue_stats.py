@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import math
 import time
 from dataclasses import dataclass, field
@@ -11,7 +10,7 @@ from typing import cast
 import redis
 
 from chatq import batches, keys
-from chatq.broker import queue_keys
+from chatq.broker import Broker, RedisBroker
 from chatq.celery_app import QUEUES
 
 WORKER_STALE_S = 10.0
@@ -55,30 +54,8 @@ def window(client: redis.Redis, now: float | None = None) -> Window:
 
 
 def depths(client: redis.Redis) -> dict[str, int]:
-    """Messages waiting in the broker, per queue (not those a worker has reserved)."""
-    pipe = client.pipeline(transaction=False)
-    for queue in QUEUES:
-        for key in queue_keys(queue):
-            pipe.llen(key)
-    lengths = iter(pipe.execute())
-    return {q: sum(next(lengths) for _ in queue_keys(q)) for q in QUEUES}
-
-
-def oldest_age_s(client: redis.Redis, queue: str, now: float) -> float:
-    """Age of the oldest job waiting in `queue`: the message at the tail of its lists."""
-    oldest = 0.0
-    for key in queue_keys(queue):
-        raw = client.lindex(key, -1)
-        if raw is None:
-            continue
-        try:
-            job_id = json.loads(raw)["headers"]["id"]
-        except (ValueError, KeyError, TypeError):
-            continue
-        created = client.hget(keys.job(job_id), "created_at")
-        if created:
-            oldest = max(oldest, now - float(created))
-    return oldest
+    """Messages waiting in the Redis broker `client`, per queue (not those a worker reserved)."""
+    return RedisBroker(client).depths()
 
 
 @dataclass(frozen=True)
@@ -139,7 +116,7 @@ class Snapshot:
     """Everything GET /v1/queue and the queue metrics show, read at one instant."""
 
     depths: dict[str, int]
-    oldest_age_s: dict[str, float]
+    oldest_age_s: dict[str, float | None]
     workers: Workers
     rates: Window
     batches: BatchLines = field(default_factory=BatchLines)
@@ -153,8 +130,8 @@ class Snapshot:
         """The body of GET /v1/queue."""
         live = self.workers
         return {
-            "queues": {q: {"depth": self.depths[q], "oldest_age_s": round(self.oldest_age_s[q], 3)}
-                       for q in QUEUES},
+            "queues": {q: {"depth": self.depths[q],
+                           "oldest_age_s": _rounded(self.oldest_age_s[q])} for q in QUEUES},
             "in_progress": live.busy,
             "workers": {"count": live.count, "slots": live.slots, "busy": live.busy},
             "arrival_rate_per_s": round(self.rates.arrival_rate_per_s, 3),
@@ -170,9 +147,14 @@ def redis_time(client: redis.Redis) -> float:
     return seconds + micros / 1e6
 
 
-def snapshot(client: redis.Redis) -> Snapshot:
-    """Depth and oldest age per queue, live workers, and the window's rates."""
+def _rounded(age_s: float | None) -> float | None:
+    return None if age_s is None else round(age_s, 3)
+
+
+def snapshot(client: redis.Redis, broker: Broker | None = None) -> Snapshot:
+    """Depth and oldest age per queue (from `broker`, default: the Redis broker `client`),
+    live workers, and the window's rates."""
+    broker = broker or RedisBroker(client)
     now = redis_time(client)
-    depth = depths(client)
-    return Snapshot(depth, {q: oldest_age_s(client, q, now) for q in depth},
-                    workers(client, now), window(client, now), batch_lines(client))
+    return Snapshot(broker.depths(), broker.oldest_ages_s(now), workers(client, now),
+                    window(client, now), batch_lines(client))

@@ -5,6 +5,7 @@ on queue depth."""
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
 from typing import Any
@@ -17,6 +18,7 @@ from limits.strategies import SlidingWindowCounterRateLimiter
 from prometheus_client import Counter
 
 from chatq import queue_stats
+from chatq.broker import Broker, RedisBroker
 from chatq.config import ConfigError, Settings
 from chatq.errors import ApiError
 from chatq.limits import (
@@ -29,6 +31,7 @@ from chatq.limits import (
     Window,
     duration_text,
 )
+from chatq.rabbit import BrokerUnavailable
 from chatq.redis_conn import tls_options
 from chatq.tokens import count_prompt_tokens
 from web import metrics
@@ -54,8 +57,10 @@ def _parse(limit: str, name: str) -> list[RateLimitItem]:
 class Admission:
     """Says "not now, retry in N s" before a request adds load the system cannot take."""
 
-    def __init__(self, settings: Settings, client: redis.Redis) -> None:
+    def __init__(self, settings: Settings, client: redis.Redis,
+                 broker: Broker | None = None) -> None:
         self.redis = client
+        self.broker = broker or RedisBroker(client)
         self.max_queue_depth = settings.max_queue_depth
         limit = settings.rate_limit
         self.default = _parse(limit, "CHATQ_RATE_LIMIT") if limit else []
@@ -107,7 +112,11 @@ class Admission:
         """Jobs waiting in the broker, as read at most DEPTH_MAX_AGE_S ago."""
         now = time.monotonic()
         if now - self._depth_read_at >= DEPTH_MAX_AGE_S:
-            self._depth = sum(queue_stats.depths(self.redis).values())
+            # A broker of its own (RabbitMQ) away while the job store is not: the job is kept
+            # and sent once the broker is back (the sweeper), so admit it on the depth last
+            # read rather than refuse it.
+            with contextlib.suppress(BrokerUnavailable):
+                self._depth = self.broker.total_depth()
             self._depth_read_at = now
         return self._depth
 

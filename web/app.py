@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from flask import Flask
 
-from chatq import config, logs, redis_check, redis_conn
+from chatq import broker, config, logs, redis_check, redis_conn
 from chatq.cache import LocalCache
 from chatq.celery_app import make_celery
 from chatq.config import Settings
@@ -35,15 +35,18 @@ DRAIN_MARGIN_S = 1.0
 
 def _services(settings: Settings) -> Services:
     client = redis_conn.connect(settings.redis_url, ca_file=settings.redis_ca_file)
+    celery = make_celery(settings, max_connections=settings.web_worker_connections)
+    messages = broker.make(settings, client, celery)
     return Services(
         settings=settings,
         redis=client,
         store=Store(client, settings.job_ttl_s, settings.max_followers),
         listener=Listener(client),
-        celery=make_celery(settings, max_connections=settings.web_worker_connections),
+        celery=celery,
         keys=KeyRing(settings.api_keys),
         local_cache=LocalCache(settings.cache_local_entries, settings.cache_local_ttl_s),
-        admission=Admission(settings, client),
+        admission=Admission(settings, client, messages),
+        broker=messages,
     )
 
 

@@ -8,6 +8,7 @@ import redis
 from celery import Celery
 from flask import current_app
 
+from chatq.broker import Broker
 from chatq.cache import LocalCache
 from chatq.config import Settings
 from chatq.notify import Listener
@@ -28,6 +29,7 @@ class Services:
     keys: KeyRing
     local_cache: LocalCache
     admission: Admission
+    broker: Broker
 
 
 def services() -> Services:

@@ -36,7 +36,8 @@ class QueueCollector(Collector):
     def collect(self) -> Iterator[GaugeMetricFamily]:
         """Depth and oldest age per queue, jobs in progress, recommended concurrency."""
         try:
-            snap = queue_stats.snapshot(self.svc.redis)  # the same figures as GET /v1/queue
+            # The same figures as GET /v1/queue.
+            snap = queue_stats.snapshot(self.svc.redis, self.svc.broker)
         except BACKEND_ERRORS:
             return
         depth = GaugeMetricFamily("chatq_queue_depth", "Jobs waiting in the broker",
@@ -45,7 +46,9 @@ class QueueCollector(Collector):
                                 labels=["queue"])
         for name, jobs_waiting in snap.depths.items():
             depth.add_metric([name], jobs_waiting)
-            age.add_metric([name], snap.oldest_age_s[name])
+            oldest_s = snap.oldest_age_s[name]
+            if oldest_s is not None:  # a broker that cannot tell (RabbitMQ): no sample
+                age.add_metric([name], oldest_s)
         yield depth
         yield age
         yield GaugeMetricFamily("chatq_jobs_in_progress", "Jobs running on workers",

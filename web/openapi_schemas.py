@@ -209,7 +209,9 @@ def _event_schemas() -> dict[str, Schema]:
 def _queue_schema() -> Schema:
     """The load figures of GET /v1/queue."""
     number, count = {"type": "number", "minimum": 0}, {"type": "integer", "minimum": 0}
-    queue = _object(["depth", "oldest_age_s"], depth=count, oldest_age_s=number)
+    age = {"type": ["number", "null"], "minimum": 0,
+           "description": "Seconds; null when the broker cannot tell (RabbitMQ)."}
+    queue = _object(["depth", "oldest_age_s"], depth=count, oldest_age_s=age)
     lines = _object(["total", "waiting_in_file", "fed", "done"], total=count,
                     waiting_in_file=count, fed={**count, "description": "Queued or running."},
                     done=count)

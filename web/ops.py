@@ -42,7 +42,7 @@ def queue() -> Response:
     """Queue depth, age, workers and rates, for people and autoscalers."""
     svc = services()
     authorize(svc)
-    return json_response(queue_stats.snapshot(svc.redis).body())
+    return json_response(queue_stats.snapshot(svc.redis, svc.broker).body())
 
 
 @bp.get("/metrics")

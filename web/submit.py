@@ -176,6 +176,6 @@ def _create(svc: Services, draft: Draft) -> Created:
 def enqueue(svc: Services, job_id: str, priority: str) -> None:
     """Send a queued job's message; if that fails the sweeper sends it once its lease runs out."""
     try:
-        celery_app.enqueue(svc.celery, job_id, priority)
+        celery_app.enqueue(svc.celery, job_id, priority, state=svc.redis)
     except Exception:
         log.exception("could not send the message for %s; the sweeper will", job_id)

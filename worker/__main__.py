@@ -16,8 +16,8 @@ def main() -> None:
     """Run the worker until it is stopped; exit with the worker's status."""
     from celery.bin.celery import celery
 
-    from chatq.celery_app import QUEUES, WEBHOOK_QUEUE
-    from worker.tasks import settings
+    from chatq.celery_app import consumed_queues
+    from worker.tasks import app, settings
 
     # Not app.worker_main: it drops the worker's exit status, so a worker that gave up exited 0.
     celery.main(prog_name="python -m worker", args=[
@@ -25,7 +25,7 @@ def main() -> None:
         "worker",
         f"--pool={settings.worker_pool}",
         f"--concurrency={settings.worker_concurrency}",
-        f"--queues={','.join((*QUEUES, WEBHOOK_QUEUE))}",
+        f"--queues={','.join(consumed_queues(app))}",
         f"--loglevel={settings.log_level}",
         "--without-gossip",
         "--without-mingle",

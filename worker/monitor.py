@@ -9,8 +9,7 @@ import socket
 import threading
 import time
 
-from chatq import celery_app, gcpause, keys
-from chatq.broker import Broker
+from chatq import broker, celery_app, gcpause, keys
 from chatq.redis_conn import BACKEND_ERRORS, is_backend_error
 from chatq.store import LeaseState, SweepOutcome
 from worker import running
@@ -30,7 +29,7 @@ class Monitor:
         self.ctx = ctx
         self.tick_s = min(TICK_S, ctx.settings.lease_s / 4)
         self.name = f"{socket.gethostname()}:{os.getpid()}"
-        self.broker = Broker(ctx.store.redis)
+        self.broker = broker.make(ctx.settings, ctx.store.redis, ctx.celery)
         # Since when this process has reached Redis without a break (monotonic; 0: not now).
         self.connected_since = time.monotonic()
         self._stop = threading.Event()
@@ -99,7 +98,8 @@ class Monitor:
         lost = set(self.broker.missing(waiting))
         for job in swept:
             if job.outcome is SweepOutcome.REQUEUED or job.job_id in lost:
-                celery_app.enqueue(self.ctx.celery, job.job_id, job.priority)
+                celery_app.enqueue(self.ctx.celery, job.job_id, job.priority,
+                                   state=self.ctx.store.redis)
                 log.warning("job %s sent again (%s)", job.job_id,
                             "its worker was lost" if job.job_id not in lost else "message lost")
             elif job.outcome is SweepOutcome.FAILED:

@@ -5,6 +5,8 @@ events. A worker whose slots are all busy does not ask Redis for messages, so wh
 waits, a slot that frees up stays idle for the rest of those 2 s (measured here: one-slot
 workers ran one job every 2.0 s). Capping each wait makes the loop re-check its free slots
 often; an idle worker then polls ten times a second, which costs next to nothing.
+Not installed on RabbitMQ, which pushes each message as soon as a slot's ack frees room for it
+(measured: no stall with or without it).
 """
 
 from __future__ import annotations

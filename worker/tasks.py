@@ -10,7 +10,7 @@ import prometheus_client
 from celery import signals
 from kombu.utils.compat import detect_environment
 
-from chatq import config, gcpause, logs, redis_check, redis_conn
+from chatq import celery_app, config, gcpause, logs, redis_check, redis_conn
 from chatq.celery_app import RUN_JOB_TASK, WEBHOOK_TASK, make_celery
 from worker import batches, greenlets, metrics, pollfix, relay, webhooks
 from worker import limits as _limits  # noqa: F401  its relay handler settles ended jobs
@@ -46,7 +46,8 @@ def _redact_logs(**_: Any) -> None:
 @signals.worker_init.connect
 def _tune_gevent_pool(**_: Any) -> None:
     if detect_environment() == "gevent":  # however the pool was chosen (also `celery -P`)
-        pollfix.install()
+        if not celery_app.is_amqp(app):  # RabbitMQ pushes messages: no poll to shorten
+            pollfix.install()
         greenlets.install()
 
 
