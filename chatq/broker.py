@@ -16,7 +16,7 @@ from celery import Celery
 from chatq import keys, rabbit, redis_conn
 from chatq.celery_app import QUEUES, broker_url
 from chatq.config import Settings
-from chatq.store import lua_source
+from chatq.store import is_cluster, lua_source
 
 # kombu's Redis transport keeps a queue's messages of priority p in `name\x06\x16p`, and the
 # messages workers have reserved but not acknowledged in the hash `unacked`.
@@ -128,6 +128,6 @@ def make(settings: Settings, state: redis.Redis, celery: Celery) -> Broker:
     url = broker_url(settings)
     if rabbit.is_amqp(url):
         return RabbitBroker(settings, state, celery)
-    if url == settings.redis_url:
+    if url == redis_conn.state_url(settings) and not is_cluster(state):
         return RedisBroker(state)
     return RedisBroker(redis_conn.connect(url, ca_file=settings.redis_ca_file), state)

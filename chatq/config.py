@@ -24,6 +24,7 @@ class Settings:
     """The whole configuration of a chatq process; see the README for each field."""
 
     redis_url: str = "redis://127.0.0.1:6379/0"
+    state_url: str = ""
     redis_ca_file: str = ""
     redis_require_safe: bool = False
     broker_url: str = ""
@@ -231,6 +232,7 @@ def load(env: Mapping[str, str] | None = None) -> Settings:
     d = Settings()
     return Settings(
         redis_url=_text(e, "CHATQ_REDIS_URL", d.redis_url),
+        state_url=e.get("CHATQ_STATE_URL", "").strip(),
         redis_ca_file=_existing_file(e, "CHATQ_REDIS_CA_FILE"),
         redis_require_safe=_bool(e, "CHATQ_REDIS_REQUIRE_SAFE", d.redis_require_safe),
         broker_url=_broker_url(e),

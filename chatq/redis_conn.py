@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import re
 import ssl
-from typing import Any
+from typing import Any, cast
 
 import redis
 from redis.backoff import ExponentialBackoff
+from redis.cluster import RedisCluster
 from redis.retry import Retry
 
 SOCKET_TIMEOUT_S = 5.0
@@ -45,6 +46,44 @@ def connect(url: str, max_connections: int = 1000, ca_file: str = "") -> redis.R
         **tls_options(url, ca_file),
     )
     return redis.Redis(connection_pool=pool)
+
+
+CLUSTER_SCHEMES = ("redis+cluster://", "rediss+cluster://")
+
+
+def state_url(settings: Any) -> str:
+    """Where the job store lives: CHATQ_STATE_URL, else the Redis URL."""
+    return str(settings.state_url or settings.redis_url)
+
+
+def is_cluster_url(url: str, ca_file: str = "") -> bool:
+    """Whether `url` names a Redis Cluster: its scheme says so (`redis+cluster://`), or the
+    node answers `cluster_enabled:1` (a node that does not answer is taken for a plain one)."""
+    if url.lower().startswith(CLUSTER_SCHEMES):
+        return True
+    probe = redis.Redis.from_url(url, socket_timeout=CONNECT_TIMEOUT_S,
+                                 socket_connect_timeout=CONNECT_TIMEOUT_S,
+                                 **tls_options(url, ca_file))
+    try:
+        return int(probe.info("cluster").get("cluster_enabled", 0)) == 1
+    except redis.RedisError:
+        return False
+    finally:
+        probe.close()
+
+
+def connect_state(settings: Any, max_connections: int = 1000) -> redis.Redis:
+    """The job store's client: a Cluster client when its URL names a Redis Cluster."""
+    url, ca_file = state_url(settings), settings.redis_ca_file
+    if not is_cluster_url(url, ca_file):
+        return connect(url, max_connections, ca_file)
+    plain = url.replace("+cluster://", "://", 1)
+    cluster = RedisCluster.from_url(
+        plain, decode_responses=True, max_connections=max_connections,
+        socket_timeout=SOCKET_TIMEOUT_S, socket_connect_timeout=CONNECT_TIMEOUT_S,
+        socket_keepalive=True, **tls_options(plain, ca_file),
+    )
+    return cast(redis.Redis, cluster)
 
 
 # Redis cannot serve us now but will again without anyone changing chatq: unreachable, out of

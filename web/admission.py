@@ -13,7 +13,7 @@ from typing import Any
 import redis
 from flask import Response, g
 from limits import RateLimitItem, parse_many
-from limits.storage import RedisStorage
+from limits.storage import RedisClusterStorage, RedisStorage, Storage
 from limits.strategies import SlidingWindowCounterRateLimiter
 from prometheus_client import Counter
 
@@ -32,7 +32,8 @@ from chatq.limits import (
     duration_text,
 )
 from chatq.rabbit import BrokerUnavailable
-from chatq.redis_conn import tls_options
+from chatq.redis_conn import state_url, tls_options
+from chatq.store import is_cluster
 from chatq.tokens import count_prompt_tokens
 from web import metrics
 
@@ -54,6 +55,18 @@ def _parse(limit: str, name: str) -> list[RateLimitItem]:
         raise ConfigError(f"{name}: {limit!r} is not a rate limit like 600/minute") from exc
 
 
+def _storage(settings: Settings, client: redis.Redis) -> Storage:
+    """The rate limiter's counters, where the job store is (a Cluster if it is one)."""
+    url = state_url(settings)
+    tls = tls_options(url, settings.redis_ca_file)
+    if is_cluster(client):
+        uri = url.split("://", 1)[1]
+        return RedisClusterStorage(f"redis+cluster://{uri}", key_prefix="chatq:ratelimit",
+                                   socket_timeout=5.0, socket_connect_timeout=1.0, **tls)
+    return RedisStorage(url, key_prefix="chatq:ratelimit", socket_timeout=5.0,
+                        socket_connect_timeout=1.0, **tls)
+
+
 class Admission:
     """Says "not now, retry in N s" before a request adds load the system cannot take."""
 
@@ -72,10 +85,7 @@ class Admission:
         self._depth_read_at = -math.inf
         self.limiter: SlidingWindowCounterRateLimiter | None = None
         if self.default or self.overrides:
-            tls = tls_options(settings.redis_url, settings.redis_ca_file)
-            storage = RedisStorage(settings.redis_url, key_prefix="chatq:ratelimit",
-                                   socket_timeout=5.0, socket_connect_timeout=1.0, **tls)
-            self.limiter = SlidingWindowCounterRateLimiter(storage)
+            self.limiter = SlidingWindowCounterRateLimiter(_storage(settings, client))
         self.limits = Limits(client, settings)
 
     def check_rate(self, owner: str) -> None:

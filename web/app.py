@@ -34,7 +34,7 @@ DRAIN_MARGIN_S = 1.0
 
 
 def _services(settings: Settings) -> Services:
-    client = redis_conn.connect(settings.redis_url, ca_file=settings.redis_ca_file)
+    client = redis_conn.connect_state(settings)
     celery = make_celery(settings, max_connections=settings.web_worker_connections)
     messages = broker.make(settings, client, celery)
     return Services(

@@ -40,8 +40,7 @@ _current: WorkerContext | None = None
 
 def _build(settings: Settings, celery: Celery) -> WorkerContext:
     max_connections = settings.worker_concurrency + 10
-    client = redis_conn.connect(settings.redis_url, max_connections=max_connections,
-                                ca_file=settings.redis_ca_file)
+    client = redis_conn.connect_state(settings, max_connections=max_connections)
     secrets = [settings.upstream_api_key] + [key for _, key in settings.api_keys]
     store = Store(client, settings.job_ttl_s, settings.max_followers)
     return WorkerContext(

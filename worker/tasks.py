@@ -75,7 +75,7 @@ def _bind_failure(exc: Exception) -> str:
 
 @signals.celeryd_after_setup.connect
 def _check_redis(**_: Any) -> None:
-    client = redis_conn.connect(settings.redis_url, 2, settings.redis_ca_file)
+    client = redis_conn.connect_state(settings, 2)
     try:
         redis_check.check_at_start(client, settings.redis_require_safe)
     except redis_check.UnsafeRedis:
