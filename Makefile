@@ -92,8 +92,10 @@ test: deb-packages venv
 test-slow: deb-packages venv
 	$(PY) -m pytest -q -m slow --durations=15
 
+LINTED := chatq web worker fakellm scripts tests bench
 lint: venv
-	$(VENV)/bin/ruff check chatq web worker fakellm scripts tests
+	$(VENV)/bin/ruff check $(LINTED)
+	$(VENV)/bin/ruff format --check $(LINTED)
 	$(VENV)/bin/mypy chatq web worker fakellm
 
 # 30 minutes at 100 jobs/s with 1,000 waiters (not in CI); figures go to bench/README.md.

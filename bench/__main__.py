@@ -27,13 +27,24 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--quick", action="store_true", help="tiny sizes (a smoke run, ~1 min)")
     parser.add_argument("--only", default="", help=f"comma-separated of: {', '.join(SECTIONS)}")
     parser.add_argument("--out", type=Path, default=HERE / "results" / "latest.json")
-    parser.add_argument("--profile", action="store_true",
-                        help="py-spy the servers during the measurements (results/profiles/)")
-    parser.add_argument("--readme", action="store_true",
-                        help="write bench/README.md and bench/plots even for a partial run")
-    parser.add_argument("--soak", type=Path, action="append", default=[],
-                        help="a `make soak` result (JSON) to judge the soak targets by; "
-                             "may be given more than once")
+    parser.add_argument(
+        "--profile",
+        action="store_true",
+        help="py-spy the servers during the measurements (results/profiles/)",
+    )
+    parser.add_argument(
+        "--readme",
+        action="store_true",
+        help="write bench/README.md and bench/plots even for a partial run",
+    )
+    parser.add_argument(
+        "--soak",
+        type=Path,
+        action="append",
+        default=[],
+        help="a `make soak` result (JSON) to judge the soak targets by; "
+        "may be given more than once",
+    )
     return parser.parse_args(argv)
 
 
@@ -55,8 +66,10 @@ def run_sections(lab: Lab, names: list[str]) -> dict[str, Any]:
         try:
             out[name] = SECTIONS[name](lab)
         except Exception as exc:  # a broken section must not lose the others' figures
-            out[name] = {"error": f"{type(exc).__name__}: {exc}",
-                         "traceback": traceback.format_exc()}
+            out[name] = {
+                "error": f"{type(exc).__name__}: {exc}",
+                "traceback": traceback.format_exc(),
+            }
         out[name]["elapsed_s"] = round(time.monotonic() - t0, 1)
         print(f"[bench] {name} done in {out[name]['elapsed_s']} s", file=sys.stderr, flush=True)
     return out
@@ -64,10 +77,12 @@ def run_sections(lab: Lab, names: list[str]) -> dict[str, Any]:
 
 def header(m: dict[str, Any], elapsed_s: float) -> str:
     """Date, machine and command of a run, as Markdown."""
-    return (f"Run {m['date']}, commit `{m['commit']}`: `{m['command']}` took {elapsed_s:.0f} s.\n"
-            f"Machine: {m['cores']} cores ({m['cpu']}), {m['memory_gib']} GiB, Linux "
-            f"{m['kernel']}, Python {m['python']}, open files {m['open_files_limit']}, "
-            f"somaxconn {m['somaxconn']}. Load generator, servers and Redis share the 2 cores.\n")
+    return (
+        f"Run {m['date']}, commit `{m['commit']}`: `{m['command']}` took {elapsed_s:.0f} s.\n"
+        f"Machine: {m['cores']} cores ({m['cpu']}), {m['memory_gib']} GiB, Linux "
+        f"{m['kernel']}, Python {m['python']}, open files {m['open_files_limit']}, "
+        f"somaxconn {m['somaxconn']}. Load generator, servers and Redis share the 2 cores.\n"
+    )
 
 
 def update_readme(block: str, plot_paths: list[Path]) -> None:
@@ -92,8 +107,9 @@ def _run(args: argparse.Namespace, names: list[str]) -> tuple[dict[str, Any], fl
         lab.close()
 
 
-def _publish(args: argparse.Namespace, info: dict[str, Any], sections: dict[str, Any],
-             elapsed_s: float) -> str:
+def _publish(
+    args: argparse.Namespace, info: dict[str, Any], sections: dict[str, Any], elapsed_s: float
+) -> str:
     """Write the JSON, the plots and (full runs) the README; answer the Markdown block."""
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({"meta": info, "sections": sections}, indent=1))
@@ -104,9 +120,17 @@ def _publish(args: argparse.Namespace, info: dict[str, Any], sections: dict[str,
     full = args.readme or (not args.quick and not args.only)
     plot_paths = plots.all_plots(fine, HERE / "plots" if full else args.out.parent / "plots")
     block = header(info, elapsed_s) + "\n" + report.markdown(rows, fine)
-    args.out.write_text(json.dumps({"meta": info, "elapsed_s": round(elapsed_s, 1),
-                                    "targets": [r.as_dict() for r in rows],
-                                    "sections": sections}, indent=1))
+    args.out.write_text(
+        json.dumps(
+            {
+                "meta": info,
+                "elapsed_s": round(elapsed_s, 1),
+                "targets": [r.as_dict() for r in rows],
+                "sections": sections,
+            },
+            indent=1,
+        )
+    )
     if full:
         update_readme(block, plot_paths)
     return block
@@ -118,9 +142,12 @@ def main(argv: list[str] | None = None) -> int:
     names = selected(args.only)
     # SIGTERM unwinds like Ctrl-C, so that every process started here is stopped.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    command = "python -m bench" + (" --quick" if args.quick else "") + (
-        f" --only {args.only}" if args.only else "") + "".join(
-        f" --soak {p.name}" for p in args.soak)
+    command = (
+        "python -m bench"
+        + (" --quick" if args.quick else "")
+        + (f" --only {args.only}" if args.only else "")
+        + "".join(f" --soak {p.name}" for p in args.soak)
+    )
     info = meta.describe(command)
     sections, elapsed_s = _run(args, names)
     print(_publish(args, info, sections, elapsed_s))

@@ -49,6 +49,7 @@ def _caller(spec: dict[str, Any]) -> Any:
             resp.raise_for_status()
             resp.json()
         return time.perf_counter() - t0
+
     return call
 
 
@@ -60,8 +61,11 @@ def main() -> None:
     cpu0, wall0 = time.process_time(), time.perf_counter()
     with ThreadPoolExecutor(int(spec["threads"])) as pool:
         latencies = list(pool.map(call, range(int(spec["calls"]))))
-    out = {"latencies": latencies, "cpu_s": time.process_time() - cpu0,
-           "wall_s": time.perf_counter() - wall0}
+    out = {
+        "latencies": latencies,
+        "cpu_s": time.process_time() - cpu0,
+        "wall_s": time.perf_counter() - wall0,
+    }
     sys.stdout.write(json.dumps(out) + "\n")
 
 

@@ -20,8 +20,19 @@ from chatq import jobs, redis_conn
 from chatq.store import Store
 
 Run = tuple[str, str]
-RESULT = json.dumps({"id": "chatcmpl-bench", "object": "chat.completion", "choices": [
-    {"index": 0, "message": {"role": "assistant", "content": "done"}, "finish_reason": "stop"}]})
+RESULT = json.dumps(
+    {
+        "id": "chatcmpl-bench",
+        "object": "chat.completion",
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": "done"},
+                "finish_reason": "stop",
+            }
+        ],
+    }
+)
 REQUEST = {"model": "fake", "messages": [{"role": "user", "content": "hello"}]}
 LEASE_S = 3600.0
 
@@ -49,10 +60,17 @@ def create_running(store: Store, count: int, owner: str = "alice") -> list[Run]:
 
 def chatq_finisher(store: Store) -> Callable[[Run], None]:
     """Ends one chatq job as completed, through the worker's own Lua path."""
+
     def finish(run: Run) -> None:
-        if not store.finish(job_id=run[0], run_id=run[1], status=jobs.COMPLETED,
-                            fields={"result": RESULT}, finish_reason="stop"):
+        if not store.finish(
+            job_id=run[0],
+            run_id=run[1],
+            status=jobs.COMPLETED,
+            fields={"result": RESULT},
+            finish_reason="stop",
+        ):
             raise RuntimeError(f"job {run[0]} was not ours to finish")
+
     return finish
 
 
@@ -63,6 +81,7 @@ def celery_finisher(redis_url: str) -> Callable[[Run], None]:
 
     def finish(run: Run) -> None:
         app.backend.store_result(run[0], {"ok": True}, "SUCCESS")
+
     return finish
 
 
@@ -71,8 +90,9 @@ def celery_ids(count: int) -> list[Run]:
     return [(str(uuid.uuid4()), "") for _ in range(count)]
 
 
-def finish_at_rate(finish: Callable[[Run], None], runs: Sequence[Run], rate_per_s: float
-                   ) -> dict[str, float]:
+def finish_at_rate(
+    finish: Callable[[Run], None], runs: Sequence[Run], rate_per_s: float
+) -> dict[str, float]:
     """End `runs` in order, one every 1/rate s; answer id -> monotonic time just before."""
     stamps: dict[str, float] = {}
     start = time.monotonic()
@@ -85,8 +105,9 @@ def finish_at_rate(finish: Callable[[Run], None], runs: Sequence[Run], rate_per_
     return stamps
 
 
-def finish_burst(finish: Callable[[Run], None], runs: Sequence[Run], threads: int = 2
-                 ) -> dict[str, float]:
+def finish_burst(
+    finish: Callable[[Run], None], runs: Sequence[Run], threads: int = 2
+) -> dict[str, float]:
     """End `runs` as fast as `threads` callers can; answer id -> time just before each."""
     stamps: dict[str, float] = {}
 

@@ -13,7 +13,7 @@ import re
 import requests
 
 METRIC = "chatq_gc_pause_seconds"
-_BUCKET = re.compile(METRIC + r'_bucket\{(?P<labels>[^}]*)\} (?P<n>\S+)$')
+_BUCKET = re.compile(METRIC + r"_bucket\{(?P<labels>[^}]*)\} (?P<n>\S+)$")
 Buckets = dict[float, float]
 
 
@@ -51,8 +51,11 @@ def longest(before: Buckets | None, after: Buckets | None) -> dict[str, float | 
     within = [b for b in bounds if delta[b] >= total]
     exceeded = [b for b in bounds if delta[b] < total]
     at_most = within[0] if within else math.inf
-    return {"pauses": int(total), "above_s": max(exceeded, default=0.0),
-            "at_most_s": None if at_most == math.inf else at_most}
+    return {
+        "pauses": int(total),
+        "above_s": max(exceeded, default=0.0),
+        "at_most_s": None if at_most == math.inf else at_most,
+    }
 
 
 def describe(bound: dict[str, float | int | None]) -> str:

@@ -73,11 +73,19 @@ class Lab:
     def _start_tap(self) -> tuple[Proc, str]:
         upstream = urlsplit(self.fakellm())
         port = free_port()
-        args = ["bench.tap", "--port", str(port), "--target", str(upstream.netloc),
-                "--out", str(self.tap_file)]
+        args = [
+            "bench.tap",
+            "--port",
+            str(port),
+            "--target",
+            str(upstream.netloc),
+            "--out",
+            str(self.tap_file),
+        ]
         proc = self.track(Proc("tap", args, dict(os.environ)).start())
-        wait_until(lambda: socket.create_connection(("127.0.0.1", port), 1).close() or True,
-                   10, "tap")
+        wait_until(
+            lambda: socket.create_connection(("127.0.0.1", port), 1).close() or True, 10, "tap"
+        )
         return proc, f"http://127.0.0.1:{port}/v1"
 
     @property
@@ -85,15 +93,17 @@ class Lab:
         """Where the tap writes its stamps when stopped."""
         return self.tmp / "tap.json"
 
-    def _start(self, name: str, upstream: str | None, workers: int, env: dict[str, str]
-               ) -> ChatqStack:
+    def _start(
+        self, name: str, upstream: str | None, workers: int, env: dict[str, str]
+    ) -> ChatqStack:
         if upstream == "tap":
             upstream = self.tap()[1]
         default = self.fakellm("main" if name == "main" else "shared")
         return start_chatq(upstream or default, workers, **{**MAIN_ENV, **env})
 
-    def chatq(self, name: str = "main", upstream: str | None = None, workers: int = 1,
-              **env: str) -> ChatqStack:
+    def chatq(
+        self, name: str = "main", upstream: str | None = None, workers: int = 1, **env: str
+    ) -> ChatqStack:
         """The chatq stack called `name` (`env` over MAIN_ENV), started on first use."""
         with self._lock:
             if name not in self._stacks:
@@ -107,8 +117,12 @@ class Lab:
             with self._lock:
                 if name not in self._stacks:
                     self._stacks[name] = self._pool.submit(
-                        self._start, name, kwargs.get("upstream"), kwargs.get("workers", 1),
-                        {k: v for k, v in kwargs.items() if k.startswith("CHATQ_")})
+                        self._start,
+                        name,
+                        kwargs.get("upstream"),
+                        kwargs.get("workers", 1),
+                        {k: v for k, v in kwargs.items() if k.startswith("CHATQ_")},
+                    )
 
     def drop(self, name: str) -> None:
         """Stop a stack that no later section needs."""

@@ -41,10 +41,17 @@ class Built:
 
 def _install(python: str) -> None:
     subprocess.run([python, "-m", "venv", str(VENV)], check=True, timeout=120)
-    pip = [str(VENV / "bin" / "python"), "-m", "pip", "install", "--quiet",
-           "--disable-pip-version-check"]
-    subprocess.run([*pip, REQUIREMENT], check=True, timeout=INSTALL_TIMEOUT_S,
-                   capture_output=True, text=True)
+    pip = [
+        str(VENV / "bin" / "python"),
+        "-m",
+        "pip",
+        "install",
+        "--quiet",
+        "--disable-pip-version-check",
+    ]
+    subprocess.run(
+        [*pip, REQUIREMENT], check=True, timeout=INSTALL_TIMEOUT_S, capture_output=True, text=True
+    )
 
 
 def build(python: str = sys.executable) -> Built:
@@ -96,8 +103,17 @@ class LiteLLMProc(Proc):
         # Offline: the model cost map from the package, not the network.
         env.update(LITELLM_LOCAL_MODEL_COST_MAP="True", PYTHONUNBUFFERED="1")
         super().__init__("litellm", [], env)
-        self.args = [str(command), "--config", str(config), "--host", "127.0.0.1",
-                     "--port", str(port), "--num_workers", "1"]
+        self.args = [
+            str(command),
+            "--config",
+            str(config),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--num_workers",
+            "1",
+        ]
 
 
 @dataclass
@@ -119,8 +135,9 @@ def start(command: Path, upstream: str, upstream_key: str, folder: Path) -> Prox
     proc = LiteLLMProc(command, config, port).start()
     base = f"http://127.0.0.1:{port}"
     try:
-        wait_until(lambda: requests.get(base + "/health/liveliness", timeout=2).ok, 120,
-                   "litellm proxy")
+        wait_until(
+            lambda: requests.get(base + "/health/liveliness", timeout=2).ok, 120, "litellm proxy"
+        )
     except AssertionError:
         proc.stop()
         raise

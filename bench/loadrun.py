@@ -18,8 +18,12 @@ class LoadRun:
 
     def __init__(self, spec: dict[str, Any]) -> None:
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "bench.load"], cwd=ROOT, stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE, text=True, start_new_session=True,
+            [sys.executable, "-m", "bench.load"],
+            cwd=ROOT,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
         )
         self._lines: queue.Queue[str] = queue.Queue()
         assert self.process.stdin is not None and self.process.stdout is not None
@@ -53,7 +57,7 @@ class LoadRun:
         """The parsed `RESULT` line; the process is reaped."""
         line = self.wait_for("RESULT ", timeout_s)
         self.process.wait(10)
-        return dict(json.loads(line[len("RESULT "):]))
+        return dict(json.loads(line[len("RESULT ") :]))
 
     def stop(self) -> None:
         """Kill it if it is still running (it is ours)."""

@@ -32,10 +32,20 @@ def _commit() -> str:
     if given:
         return given
     try:
-        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, text=True,
-                             capture_output=True, timeout=5)
-        dirty = subprocess.run(["git", "status", "--porcelain", "chatq", "web", "worker"],
-                               cwd=ROOT, text=True, capture_output=True, timeout=5).stdout
+        out = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"],
+            cwd=ROOT,
+            text=True,
+            capture_output=True,
+            timeout=5,
+        )
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "chatq", "web", "worker"],
+            cwd=ROOT,
+            text=True,
+            capture_output=True,
+            timeout=5,
+        ).stdout
         return out.stdout.strip() + (" (+ uncommitted changes)" if dirty.strip() else "")
     except (OSError, subprocess.SubprocessError):
         return "?"

@@ -31,9 +31,10 @@ def compare_plot(s: JSON, path: Path) -> Path | None:
     fig, ax = plt.subplots(figsize=(7, 4.2))
     for name, sys_ in systems.items():
         xs = [lv["clients"] for lv in sys_["levels"]]
-        line, = ax.plot(xs, [lv["latency"]["p50_ms"] for lv in sys_["levels"]], "o-", label=name)
-        ax.plot(xs, [lv["latency"]["p99_ms"] for lv in sys_["levels"]], "--",
-                color=line.get_color())
+        (line,) = ax.plot(xs, [lv["latency"]["p50_ms"] for lv in sys_["levels"]], "o-", label=name)
+        ax.plot(
+            xs, [lv["latency"]["p99_ms"] for lv in sys_["levels"]], "--", color=line.get_color()
+        )
     _log_axes(ax, "concurrent clients (1 s jobs)", "added latency, ms (p50 —, p99 --)")
     ax.set_title("Added latency per job against concurrency")
     ax.legend(fontsize=8)
@@ -52,19 +53,31 @@ def wake_plot(s: JSON, path: Path) -> Path | None:
     """Wake latency p50/p99 against the number of parked waiters, chatq and gthread."""
     fig, ax = plt.subplots(figsize=(7, 4.2))
     drawn = False
-    for name, label in (("waiters", "chatq (gevent, 1 process)"),
-                        ("gthread", "Flask+Celery gthread(64)")):
+    for name, label in (
+        ("waiters", "chatq (gevent, 1 process)"),
+        ("gthread", "Flask+Celery gthread(64)"),
+    ):
         levels = dig(s, name, "levels") or []
         pts = [lv for lv in levels if lv["wake"]["p50_ms"] is not None]
         if not pts:
             continue
         drawn = True
         xs = [lv["waiters"] + lv["probes"] for lv in pts]
-        line, = ax.plot(xs, [lv["wake"]["p50_ms"] for lv in pts], "o-", label=f"{label} p50")
-        ax.plot(xs, [lv["wake"]["p99_ms"] for lv in pts], "s--", color=line.get_color(),
-                label=f"{label} p99")
-        ax.plot(xs, [lv["probe"]["wake"]["p99_ms"] for lv in pts], "x:",
-                color=line.get_color(), label=f"{label} probe p99")
+        (line,) = ax.plot(xs, [lv["wake"]["p50_ms"] for lv in pts], "o-", label=f"{label} p50")
+        ax.plot(
+            xs,
+            [lv["wake"]["p99_ms"] for lv in pts],
+            "s--",
+            color=line.get_color(),
+            label=f"{label} p99",
+        )
+        ax.plot(
+            xs,
+            [lv["probe"]["wake"]["p99_ms"] for lv in pts],
+            "x:",
+            color=line.get_color(),
+            label=f"{label} probe p99",
+        )
     if not drawn:
         plt.close(fig)
         return None
@@ -80,8 +93,11 @@ def scaling_plot(s: JSON, path: Path) -> Path | None:
     if not points:
         return None
     fig, ax = plt.subplots(figsize=(7, 4.2))
-    for who, marker, colour in (("direct", "s", "C7"), ("chatq", "o", "C0"),
-                                ("litellm", "^", "C1")):
+    for who, marker, colour in (
+        ("direct", "s", "C7"),
+        ("chatq", "o", "C0"),
+        ("litellm", "^", "C1"),
+    ):
         ran = [p for p in points if who in p]
         if not ran:
             continue
@@ -100,14 +116,17 @@ def scaling_plot(s: JSON, path: Path) -> Path | None:
 
 def _throughput_bars(t: JSON) -> list[tuple[str, float, str]]:
     """(label, jobs/s, colour) for each throughput figure of a run."""
-    bars = [("chatq instant (gevent)", t["instant"]["jobs_per_s"], "C0"),
-            ("chatq 1 s stream", t["streaming_1s"]["jobs_per_s"], "C0")]
+    bars = [
+        ("chatq instant (gevent)", t["instant"]["jobs_per_s"], "C0"),
+        ("chatq 1 s stream", t["streaming_1s"]["jobs_per_s"], "C0"),
+    ]
     if t.get("instant_threads_pool"):
         bars.append(("chatq instant (threads)", t["instant_threads_pool"]["jobs_per_s"], "C0"))
     for b in t["bare_celery"]:
         colour = "C7" if b["settings"] == "plain" else "C1"
-        bars.append((f"bare Celery {b['settings']} {b['pool']} x{b['slots']}", b["jobs_per_s"],
-                     colour))
+        bars.append(
+            (f"bare Celery {b['settings']} {b['pool']} x{b['slots']}", b["jobs_per_s"], colour)
+        )
     return bars
 
 
@@ -123,8 +142,12 @@ def throughput_plot(s: JSON, path: Path) -> Path | None:
         ax.text(value or 0, i, f" {value}", va="center", fontsize=8)
     same = t.get("bare_celery_same_pool")
     if same:
-        ax.axvline(0.6 * same["jobs_per_s"], color="C3", linestyle=":",
-                   label=f"60 % of bare Celery on chatq's pool ({same['pool']})")
+        ax.axvline(
+            0.6 * same["jobs_per_s"],
+            color="C3",
+            linestyle=":",
+            label=f"60 % of bare Celery on chatq's pool ({same['pool']})",
+        )
     ax.set_xlabel("jobs per second (1 web + 1 worker process; bare Celery: 1 worker)")
     ax.set_title("Throughput on 2 cores")
     ax.legend(fontsize=8, loc="lower right")

@@ -52,8 +52,9 @@ def cpu_percent_over(pid: int, window_s: float) -> float:
     return 100 * (cpu_seconds(pid) - before) / window_s
 
 
-def wait_idle(pid: int, below_pct: float = 8.0, window_s: float = 0.3,
-              timeout_s: float = 60.0) -> float:
+def wait_idle(
+    pid: int, below_pct: float = 8.0, window_s: float = 0.3, timeout_s: float = 60.0
+) -> float:
     """Block until `pid` uses less than `below_pct` of a core over a window; seconds waited."""
     start = time.monotonic()
     while time.monotonic() - start < timeout_s:

@@ -15,9 +15,22 @@ PY_SPY = Path(sys.executable).with_name("py-spy")
 
 def start_record(pid: int, out: Path, duration_s: int, rate: int = 200) -> subprocess.Popen[bytes]:
     """`py-spy record --format raw` of `pid` and its subprocesses for `duration_s`."""
-    args = [str(PY_SPY), "record", "--pid", str(pid), "--duration", str(duration_s),
-            "--rate", str(rate), "--format", "raw", "--output", str(out), "--subprocesses",
-            "--nonblocking"]
+    args = [
+        str(PY_SPY),
+        "record",
+        "--pid",
+        str(pid),
+        "--duration",
+        str(duration_s),
+        "--rate",
+        str(rate),
+        "--format",
+        "raw",
+        "--output",
+        str(out),
+        "--subprocesses",
+        "--nonblocking",
+    ]
     return subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
@@ -25,8 +38,11 @@ def _frame_name(frame: str) -> str:
     """`func (path/file.py:line)` -> `func (file.py)`, short enough for a table."""
     name, _, where = frame.partition(" (")
     path = where.rstrip(")").rsplit(":", 1)[0]
-    short = "/".join(path.split("/")[-2:]) if "site-packages" not in path else path.split(
-        "site-packages/")[-1]
+    short = (
+        "/".join(path.split("/")[-2:])
+        if "site-packages" not in path
+        else path.split("site-packages/")[-1]
+    )
     return f"{name} ({short})"
 
 

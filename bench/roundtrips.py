@@ -61,7 +61,7 @@ class CommandCounter:
             end = self._buf.find(b"\r\n")
             if end < 0:
                 return done
-            line, self._buf = self._buf[:end], self._buf[end + 2:]
+            line, self._buf = self._buf[:end], self._buf[end + 2 :]
             if line[:1] == b"*":
                 self._elements = int(line[1:])
                 done += self._elements <= 0
@@ -90,8 +90,7 @@ class RoundTripProxy:
         self._loop = asyncio.new_event_loop()
         self._ready = threading.Event()
         self._stopping = asyncio.Event()  # bound to the proxy's loop at first use
-        self._thread = threading.Thread(target=self._serve, name="redis-round-trips",
-                                        daemon=True)
+        self._thread = threading.Thread(target=self._serve, name="redis-round-trips", daemon=True)
 
     @property
     def url(self) -> str:
@@ -133,8 +132,7 @@ class RoundTripProxy:
             task.cancel()
         await asyncio.gather(*pending, return_exceptions=True)
 
-    async def _handle(self, c_reader: asyncio.StreamReader,
-                      c_writer: asyncio.StreamWriter) -> None:
+    async def _handle(self, c_reader: asyncio.StreamReader, c_writer: asyncio.StreamWriter) -> None:
         try:
             s_reader, s_writer = await asyncio.open_connection("127.0.0.1", self.target_port)
         except OSError:
@@ -143,11 +141,18 @@ class RoundTripProxy:
         with self._lock:
             self._counts.connections += 1
         turns = _Turns()
-        await asyncio.gather(self._pipe(c_reader, s_writer, turns, True),
-                             self._pipe(s_reader, c_writer, turns, False))
+        await asyncio.gather(
+            self._pipe(c_reader, s_writer, turns, True),
+            self._pipe(s_reader, c_writer, turns, False),
+        )
 
-    async def _pipe(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
-                    turns: _Turns, from_client: bool) -> None:
+    async def _pipe(
+        self,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        turns: _Turns,
+        from_client: bool,
+    ) -> None:
         try:
             while data := await reader.read(CHUNK_BYTES):
                 self._note(turns, from_client, data)

@@ -60,8 +60,11 @@ FULL = Sizes(
     stream_clients=300,
     stream_duration_s=12.0,
     baseline_tasks=2000,
-    baseline_variants=(("plain", "threads", 100), ("plain", "gevent", 300),
-                       ("chatq", "gevent", 300)),
+    baseline_variants=(
+        ("plain", "threads", 100),
+        ("plain", "gevent", 300),
+        ("chatq", "gevent", 300),
+    ),
     # (prefetch multiplier, 1 s tasks, with chatq's 0.1 s broker-poll cap)
     slow_task_variants=((1, 1200, True), (2, 1200, True), (4, 1200, True), (1, 1200, False)),
     gateway_rates=(5, 25, 50, 100, 150, 200, 300, 400),

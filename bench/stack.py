@@ -48,8 +48,9 @@ def start_chatq(upstream: str, workers: int = 1, **env: str) -> ChatqStack:
     return start_chatq_on(LocalRedis().start(), "", upstream, workers, env)
 
 
-def start_chatq_on(server: LocalRedis, redis_url: str, upstream: str, workers: int,
-                   env: dict[str, str]) -> ChatqStack:
+def start_chatq_on(
+    server: LocalRedis, redis_url: str, upstream: str, workers: int, env: dict[str, str]
+) -> ChatqStack:
     """A chatq on `server`, its processes reaching it at `redis_url` (a proxy in front of it)
     or, when that is empty, directly; `env` sets CHATQ_* overrides."""
     full_env = base_env(redis_url or server.url, upstream, **env)

@@ -19,8 +19,9 @@ WORD = re.compile(rb"s\d{3}w\d{3}")
 TAIL_BYTES = 16
 
 
-async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
-                stamps: dict[str, float] | None) -> None:
+async def _pipe(
+    reader: asyncio.StreamReader, writer: asyncio.StreamWriter, stamps: dict[str, float] | None
+) -> None:
     tail = b""
     try:
         while data := await reader.read(65536):
@@ -42,6 +43,7 @@ def _handler(host: str, port: int, stamps: dict[str, float]):  # type: ignore[no
     async def handle(c_reader: asyncio.StreamReader, c_writer: asyncio.StreamWriter) -> None:
         u_reader, u_writer = await asyncio.open_connection(host, port)
         await asyncio.gather(_pipe(c_reader, u_writer, None), _pipe(u_reader, c_writer, stamps))
+
     return handle
 
 
@@ -49,8 +51,9 @@ async def serve(args: argparse.Namespace) -> None:
     """Proxy until SIGTERM, then write the stamps."""
     stamps: dict[str, float] = {}
     host, _, port = args.target.rpartition(":")
-    server = await asyncio.start_server(_handler(host, int(port), stamps), "127.0.0.1",
-                                        args.port, backlog=4096)
+    server = await asyncio.start_server(
+        _handler(host, int(port), stamps), "127.0.0.1", args.port, backlog=4096
+    )
     stop = asyncio.Event()
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
     async with server:

@@ -18,24 +18,38 @@ def long_job(s: JSON) -> list[Row]:
     if not lj or not dig(lj, "chatq", "requests_per_job"):
         return [missing("requests per long job", target)]
     a, b = lj["short_poll"]["requests_per_job"] or 0, lj["chatq"]["requests_per_job"]
-    return [Row(f"requests per {lj['job_s']:g} s job", target,
-                f"{a / b:.1f}x ({b:g} vs {a:g})", a / b >= 10 and lj["job_s"] >= 10)]
+    return [
+        Row(
+            f"requests per {lj['job_s']:g} s job",
+            target,
+            f"{a / b:.1f}x ({b:g} vs {a:g})",
+            a / b >= 10 and lj["job_s"] >= 10,
+        )
+    ]
 
 
 def waiters_vs_gthread(s: JSON) -> list[Row]:
     """Concurrent waiters per process against AsyncResult.get() under gthread (64 threads)."""
     target = "≥ 150x more, no request queued behind another"
     levels = dig(s, "waiters", "levels") or []
-    held = [lv["waiters"] + lv["probes"] for lv in levels
-            if lv["errors"] == 0 and lv["probe"]["answered_in_grace"] == lv["probes"]]
+    held = [
+        lv["waiters"] + lv["probes"]
+        for lv in levels
+        if lv["errors"] == 0 and lv["probe"]["answered_in_grace"] == lv["probes"]
+    ]
     gthread = dig(s, "gthread", "max_parked")
     if not held or not gthread:
         return [missing("concurrent waiters vs Flask+Celery gthread(64)", target)]
     queued = any(lv["probe"]["answered_in_grace"] < lv["probes"] for lv in levels)
     ratio = max(held) / gthread
-    return [Row("concurrent waiters vs Flask+Celery gthread(64)", target,
-                f"{ratio:.0f}x ({max(held):,} vs {gthread}); probes queued: {queued}",
-                ratio >= 150 and not queued)]
+    return [
+        Row(
+            "concurrent waiters vs Flask+Celery gthread(64)",
+            target,
+            f"{ratio:.0f}x ({max(held):,} vs {gthread}); probes queued: {queued}",
+            ratio >= 150 and not queued,
+        )
+    ]
 
 
 def wake_latency(s: JSON) -> list[Row]:
@@ -51,8 +65,14 @@ def wake_latency(s: JSON) -> list[Row]:
             rows.append(missing(measure, target))
             continue
         w = lv["wake"]
-        rows.append(Row(measure, target, f"p50 {fmt(w['p50_ms'])} ms, p99 {fmt(w['p99_ms'])}"
-                        f" ms, {lv['errors']} errors", ok(w) and lv["errors"] == 0))
+        rows.append(
+            Row(
+                measure,
+                target,
+                f"p50 {fmt(w['p50_ms'])} ms, p99 {fmt(w['p99_ms'])} ms, {lv['errors']} errors",
+                ok(w) and lv["errors"] == 0,
+            )
+        )
     return rows
 
 
@@ -62,10 +82,16 @@ def connections(s: JSON) -> list[Row]:
     target = "≤ concurrency + 5 % over 10,000 calls"
     if not c:
         return [missing("upstream connections", target, 4)]
-    return [Row("upstream connections", target,
-                f"{c['connections_opened']:,} over {c['calls']:,} calls "
-                f"(limit {c['limit']}, pool {c['worker_concurrency']})",
-                c["connections_opened"] <= c["limit"] and c["calls"] >= 10000, 4)]
+    return [
+        Row(
+            "upstream connections",
+            target,
+            f"{c['connections_opened']:,} over {c['calls']:,} calls "
+            f"(limit {c['limit']}, pool {c['worker_concurrency']})",
+            c["connections_opened"] <= c["limit"] and c["calls"] >= 10000,
+            4,
+        )
+    ]
 
 
 def cache_hit(s: JSON) -> list[Row]:
@@ -73,13 +99,20 @@ def cache_hit(s: JSON) -> list[Row]:
     c = dig(s, "cache")
     target = "p50 ≤ 2 ms server time"
     if not c or c.get("status") != "measured":
-        return [Row("cache hit at submit", target, "TODO: " + (dig(c, "note") or "not run"),
-                    None, 4)]
+        return [
+            Row("cache hit at submit", target, "TODO: " + (dig(c, "note") or "not run"), None, 4)
+        ]
     server = c.get("server_p50_ms")
-    return [Row("cache hit at submit", target,
-                f"server p50 ≈ {fmt(server)} ms (chatq's histogram, interpolated); client-seen "
-                f"p50 {fmt(c['client_latency']['p50_ms'])} ms; {c['hits']}/{c['submits']} hits",
-                server is not None and server <= 2, 4)]
+    return [
+        Row(
+            "cache hit at submit",
+            target,
+            f"server p50 ≈ {fmt(server)} ms (chatq's histogram, interpolated); client-seen "
+            f"p50 {fmt(c['client_latency']['p50_ms'])} ms; {c['hits']}/{c['submits']} hits",
+            server is not None and server <= 2,
+            4,
+        )
+    ]
 
 
 def background(s: JSON) -> list[Row]:
@@ -88,10 +121,17 @@ def background(s: JSON) -> list[Row]:
     measure = "background response over a job (submit + long-poll, one client)"
     if not a:
         return [missing(measure, "measured, no target", 15)]
-    return [Row(measure, "measured, no target",
-                f"p50 {a['latency_p50_ms']:+} ms, submit {a.get('submit_server_ms', 0):+} ms "
-                f"server time, web CPU {a['web_cpu_ms_per_job']:+} ms/job, "
-                f"{a['requests_per_job']:+g} round trips", None, 15)]
+    return [
+        Row(
+            measure,
+            "measured, no target",
+            f"p50 {a['latency_p50_ms']:+} ms, submit {a.get('submit_server_ms', 0):+} ms "
+            f"server time, web CPU {a['web_cpu_ms_per_job']:+} ms/job, "
+            f"{a['requests_per_job']:+g} round trips",
+            None,
+            15,
+        )
+    ]
 
 
 def batch(s: JSON) -> list[Row]:
@@ -99,21 +139,38 @@ def batch(s: JSON) -> list[Row]:
     b = dig(s, "batch")
     measure = f"interactive p99 during a {dig(b, 'lines') or 10000:,}-line batch"
     target = "within 20 % of idle"
-    idle, busy = dig(b, "interactive_idle", "latency", "p99_ms"), dig(
-        b, "interactive_during", "latency", "p99_ms")
+    idle, busy = (
+        dig(b, "interactive_idle", "latency", "p99_ms"),
+        dig(b, "interactive_during", "latency", "p99_ms"),
+    )
     if idle is None or busy is None:
         return [missing(measure, target, 16)]
-    return [Row(measure, target,
-                f"{fmt(busy, ' ms')} vs {fmt(idle, ' ms')} idle; {b['lines_per_s']} lines/s, "
-                f"first line {b['first_line_s']} s, last {b['last_line_s']} s",
-                busy <= 1.2 * idle and b["status"] == "completed", 16)]
+    return [
+        Row(
+            measure,
+            target,
+            f"{fmt(busy, ' ms')} vs {fmt(idle, ' ms')} idle; {b['lines_per_s']} lines/s, "
+            f"first line {b['first_line_s']} s, last {b['last_line_s']} s",
+            busy <= 1.2 * idle and b["status"] == "completed",
+            16,
+        )
+    ]
 
 
 EARLIER: list[Callable[[JSON], list[Row]]] = [
-    long_job, waiters_vs_gthread, wake_latency, connections, cache_hit, background, batch,
+    long_job,
+    waiters_vs_gthread,
+    wake_latency,
+    connections,
+    cache_hit,
+    background,
+    batch,
 ]
 JUDGES: list[Callable[[JSON], list[Row]]] = [
-    *targets12.JUDGES, soakrows.gc_pause, soakrows.soak, *EARLIER,
+    *targets12.JUDGES,
+    soakrows.gc_pause,
+    soakrows.soak,
+    *EARLIER,
 ]
 
 
@@ -124,8 +181,9 @@ def _judged(judge: Callable[[JSON], list[Row]], sections: JSON) -> list[Row]:
     except (KeyError, IndexError, TypeError, ZeroDivisionError) as exc:
         doc = (judge.__doc__ or judge.__name__).strip()
         issue = 12 if judge.__module__ in (targets12.__name__, soakrows.__name__) else 6
-        return [Row(doc, f"see issue {issue}", f"no figure: {type(exc).__name__} {exc}", None,
-                    issue)]
+        return [
+            Row(doc, f"see issue {issue}", f"no figure: {type(exc).__name__} {exc}", None, issue)
+        ]
 
 
 def evaluate(sections: JSON) -> list[Row]:

@@ -20,17 +20,24 @@ def added_latency(s: JSON) -> list[Row]:
     measure = "added latency to a 1 s job, 4 clients, p50"
     target = "≤ half of the naive Flask+Celery app's, and ≥ 100x below 1 s short polling"
     systems = dig(s, "compare", "systems") or {}
-    p50 = {n: dig(systems, n, "levels", 0, "latency", "p50_ms")
-           for n in ("chatq_longpoll", NAIVE, "short_poll_1s")}
+    p50 = {
+        n: dig(systems, n, "levels", 0, "latency", "p50_ms")
+        for n in ("chatq_longpoll", NAIVE, "short_poll_1s")
+    }
     cq, naive, sp = p50["chatq_longpoll"], p50[NAIVE], p50["short_poll_1s"]
     if cq is None or naive is None or sp is None:
         return [missing(measure, target, 12)]
     clients = dig(systems, "chatq_longpoll", "levels", 0, "clients")
     below = sp / max(cq, 0.001)
-    return [_row(measure + ("" if clients == 4 else f" (run with {clients})"), target,
-                 f"chatq {fmt(cq)} ms; naive app {fmt(naive)} ms (chatq = {cq / naive:.2f}x); "
-                 f"short polling {fmt(sp)} ms ({below:.0f}x chatq's)",
-                 cq <= naive / 2 and below >= 100)]
+    return [
+        _row(
+            measure + ("" if clients == 4 else f" (run with {clients})"),
+            target,
+            f"chatq {fmt(cq)} ms; naive app {fmt(naive)} ms (chatq = {cq / naive:.2f}x); "
+            f"short polling {fmt(sp)} ms ({below:.0f}x chatq's)",
+            cq <= naive / 2 and below >= 100,
+        )
+    ]
 
 
 def _overhead(gw: JSON, rate: float | str, name: str, q: str) -> float | None:
@@ -55,8 +62,10 @@ def _versus_litellm(gw: JSON, peer: bool) -> tuple[list[str], list[bool | None]]
 def _saturation(gw: JSON) -> tuple[str, bool | None]:
     """Where chatq and LiteLLM saturate; chatq's must be the higher."""
     cq, ll = (dig(gw, "saturation", n, "saturated_at_per_s") for n in ("chatq", "litellm"))
-    text = (f"saturates at {fmt(cq) if cq else 'none of the rates run'} vs LiteLLM "
-            f"{fmt(ll) if ll else 'none of the rates run'}")
+    text = (
+        f"saturates at {fmt(cq) if cq else 'none of the rates run'} vs LiteLLM "
+        f"{fmt(ll) if ll else 'none of the rates run'}"
+    )
     if ll is None:
         return text, None if cq is None else False
     return text, cq is None or cq > ll
@@ -65,8 +74,10 @@ def _saturation(gw: JSON) -> tuple[str, bool | None]:
 def gateway(s: JSON) -> list[Row]:
     """chatq's front door and LiteLLM's proxy over the direct call, at each rate."""
     measure = "gateway overhead vs direct, sequential, 50/s and 200/s, p50 / p99"
-    target = ("p50 ≤ half of LiteLLM's at every rate in the same run; p99 ≤ 25 ms at 50/s; "
-              "saturation rate above LiteLLM's")
+    target = (
+        "p50 ≤ half of LiteLLM's at every rate in the same run; p99 ≤ 25 ms at 50/s; "
+        "saturation rate above LiteLLM's"
+    )
     gw = dig(s, "gateway")
     if not gw or not gw.get("points"):
         return [missing(measure, target, 12)]
@@ -92,13 +103,27 @@ def throughput(s: JSON) -> list[Row]:
     if not t:
         return [missing(m1, t1, 12), missing(m2, t2, 12)]
     bare, pct = t.get("bare_celery_same_pool"), t.get("instant_vs_bare_pct")
-    rows = [missing(m1, t1, 12, "no bare Celery run on chatq's pool") if not bare or pct is None
-            else _row(m1, t1, f"{fmt(t['instant']['jobs_per_s'])} jobs/s = {pct} % of "
-                      f"{fmt(bare['jobs_per_s'])} (bare Celery, default settings, "
-                      f"{bare['pool']} x{bare['slots']})", pct >= 60)]
+    rows = [
+        missing(m1, t1, 12, "no bare Celery run on chatq's pool")
+        if not bare or pct is None
+        else _row(
+            m1,
+            t1,
+            f"{fmt(t['instant']['jobs_per_s'])} jobs/s = {pct} % of "
+            f"{fmt(bare['jobs_per_s'])} (bare Celery, default settings, "
+            f"{bare['pool']} x{bare['slots']})",
+            pct >= 60,
+        )
+    ]
     stream = t["streaming_1s"]["jobs_per_s"]
-    rows.append(_row(m2, t2, f"{fmt(stream)} jobs/s, {t['streaming_1s']['in_flight']['mean']} "
-                     "in flight (mean)", (stream or 0) >= 150))
+    rows.append(
+        _row(
+            m2,
+            t2,
+            f"{fmt(stream)} jobs/s, {t['streaming_1s']['in_flight']['mean']} in flight (mean)",
+            (stream or 0) >= 150,
+        )
+    )
     return rows
 
 
@@ -112,12 +137,17 @@ def cpu_per_job(s: JSON) -> list[Row]:
     if not mine or not bare or ratio is None:
         return [missing(measure, target, 12)]
     roles = bare["cpu_ms_per_task_by_role"]
-    return [_row(measure, target,
-                 f"{ratio}x: {mine['chatq (web + worker + redis)']} ms (web {mine.get('web')}, "
-                 f"worker {mine.get('worker')}, Redis {mine.get('redis')}) / "
-                 f"{bare['cpu_ms_per_task']} ms (bare {bare['pool']} worker; its Redis "
-                 f"{roles.get('redis')}, producer {roles.get('producer (harness)')})",
-                 ratio <= 3)]
+    return [
+        _row(
+            measure,
+            target,
+            f"{ratio}x: {mine['chatq (web + worker + redis)']} ms (web {mine.get('web')}, "
+            f"worker {mine.get('worker')}, Redis {mine.get('redis')}) / "
+            f"{bare['cpu_ms_per_task']} ms (bare {bare['pool']} worker; its Redis "
+            f"{roles.get('redis')}, producer {roles.get('producer (harness)')})",
+            ratio <= 3,
+        )
+    ]
 
 
 def redis_per_job(s: JSON) -> list[Row]:
@@ -127,10 +157,16 @@ def redis_per_job(s: JSON) -> list[Row]:
     per = dig(s, "rediscalls", "per_job")
     if not per:
         return [missing(measure, target, 12)]
-    return [_row(measure, target,
-                 f"{fmt(per['commands'])} commands ({fmt(per['commands_sent'])} sent, "
-                 f"{fmt(per['script_calls'])} script calls) / {fmt(per['round_trips'])} round "
-                 f"trips", per["commands"] <= 25 and per["round_trips"] <= 8)]
+    return [
+        _row(
+            measure,
+            target,
+            f"{fmt(per['commands'])} commands ({fmt(per['commands_sent'])} sent, "
+            f"{fmt(per['script_calls'])} script calls) / {fmt(per['round_trips'])} round "
+            f"trips",
+            per["commands"] <= 25 and per["round_trips"] <= 8,
+        )
+    ]
 
 
 def tokens(s: JSON) -> list[Row]:
@@ -144,10 +180,15 @@ def tokens(s: JSON) -> list[Row]:
     seen = all(tok[v]["tokens_seen"] == tok[v]["tokens_expected"] for v in ("events", "sse"))
     if tok["streams"] != 100:
         measure += f" (run with {tok['streams']} streams)"
-    return [_row(measure, target,
-                 f"events {fmt(p99['events'])} ms; SSE {fmt(p99['sse'])} ms"
-                 + ("" if seen else " (tokens missing)"),
-                 None if None in p99.values() else all(v <= 50 for v in p99.values()) and seen)]
+    return [
+        _row(
+            measure,
+            target,
+            f"events {fmt(p99['events'])} ms; SSE {fmt(p99['sse'])} ms"
+            + ("" if seen else " (tokens missing)"),
+            None if None in p99.values() else all(v <= 50 for v in p99.values()) and seen,
+        )
+    ]
 
 
 def wake_throughput(s: JSON) -> list[Row]:
@@ -156,9 +197,15 @@ def wake_throughput(s: JSON) -> list[Row]:
     measure, target = "wake throughput per web process", "≥ 2,500/s"
     if not burst:
         return [missing(measure, target, 12)]
-    return [_row(measure, target, f"{burst['wakes_per_s']:,}/s over {burst['waiters']:,} waiters "
-                 f"(finishes issued at {burst['finishes_per_s']:,}/s)",
-                 burst["wakes_per_s"] >= 2500)]
+    return [
+        _row(
+            measure,
+            target,
+            f"{burst['wakes_per_s']:,}/s over {burst['waiters']:,} waiters "
+            f"(finishes issued at {burst['finishes_per_s']:,}/s)",
+            burst["wakes_per_s"] >= 2500,
+        )
+    ]
 
 
 def waiters_rss(s: JSON) -> list[Row]:
@@ -166,16 +213,31 @@ def waiters_rss(s: JSON) -> list[Row]:
     measure, target = "10,000 parked waiters, web RSS", "≤ 300 MiB"
     lv = level(dig(s, "waiters", "levels"), "waiters", 10000)
     kib = dig(s, "waitermem", "kib_per_waiter")
-    traced = (f"; tracemalloc {kib} KiB per waiter over {s['waitermem']['waiters']:,}"
-              if kib is not None else "")
+    traced = (
+        f"; tracemalloc {kib} KiB per waiter over {s['waitermem']['waiters']:,}"
+        if kib is not None
+        else ""
+    )
     if lv is None:
         return [missing(measure, target, 12, "not measured in this run" + traced)]
-    return [_row(measure, target, f"{lv['rss_parked_mib']} MiB (base {lv['rss_before_mib']}, "
-                 f"{lv['kib_per_waiter']} KiB/waiter by RSS), {lv['errors']} errors{traced}",
-                 lv["rss_parked_mib"] <= 300 and lv["errors"] == 0)]
+    return [
+        _row(
+            measure,
+            target,
+            f"{lv['rss_parked_mib']} MiB (base {lv['rss_before_mib']}, "
+            f"{lv['kib_per_waiter']} KiB/waiter by RSS), {lv['errors']} errors{traced}",
+            lv["rss_parked_mib"] <= 300 and lv["errors"] == 0,
+        )
+    ]
 
 
 JUDGES: list[Callable[[JSON], list[Row]]] = [
-    added_latency, gateway, throughput, cpu_per_job, redis_per_job, tokens, wake_throughput,
+    added_latency,
+    gateway,
+    throughput,
+    cpu_per_job,
+    redis_per_job,
+    tokens,
+    wake_throughput,
     waiters_rss,
 ]

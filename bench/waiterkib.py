@@ -36,7 +36,7 @@ def _short(filename: str) -> str:
     paths = sysconfig.get_paths()
     for prefix in (paths["purelib"] + "/", paths["stdlib"] + "/", str(ROOT) + "/"):
         if filename.startswith(prefix):
-            return filename[len(prefix):]
+            return filename[len(prefix) :]
     return Path(filename).name
 
 
@@ -54,13 +54,23 @@ def read() -> dict[str, Any]:
     gc.collect()
     current, peak = tracemalloc.get_traced_memory()
     grown = tracemalloc.take_snapshot().compare_to(_base[0], "lineno")[:TOP_SITES]
-    return {"traced_bytes": current - _start_bytes[0], "peak_bytes": peak,
-            "top": [{"where": f"{_short(s.traceback[0].filename)}:{s.traceback[0].lineno}",
-                     "bytes": s.size_diff, "blocks": s.count_diff} for s in grown]}
+    return {
+        "traced_bytes": current - _start_bytes[0],
+        "peak_bytes": peak,
+        "top": [
+            {
+                "where": f"{_short(s.traceback[0].filename)}:{s.traceback[0].lineno}",
+                "bytes": s.size_diff,
+                "blocks": s.count_diff,
+            }
+            for s in grown
+        ],
+    }
 
 
 def wrap(app: Wsgi) -> Wsgi:
     """The app, with the two tracing paths answered before it."""
+
     def serve(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
         path = environ.get("PATH_INFO", "")
         if path == "/__bench__/trace/start":
@@ -70,9 +80,11 @@ def wrap(app: Wsgi) -> Wsgi:
         else:
             return app(environ, start_response)
         data = json.dumps(answer).encode()
-        start_response("200 OK", [("Content-Type", "application/json"),
-                                  ("Content-Length", str(len(data)))])
+        start_response(
+            "200 OK", [("Content-Type", "application/json"), ("Content-Length", str(len(data)))]
+        )
         return [data]
+
     return serve
 
 

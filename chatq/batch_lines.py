@@ -32,7 +32,7 @@ ENDED_MESSAGES = {
     CANCELLED_CODE: "The batch was cancelled before this request ran.",
     EXPIRED_CODE: "This request could not be executed before the completion window expired.",
     LOST_CODE: "This request's job is gone (deleted, or lost with Redis's data) before its "
-               "end was recorded.",
+    "end was recorded.",
 }
 
 
@@ -42,8 +42,7 @@ Checked = tuple[JSONDict, dict[str, str]]
 
 
 def _no_stream() -> ApiError:
-    return ApiError(400, "invalid_request", "`stream` is not allowed in a batch.",
-                    param="stream")
+    return ApiError(400, "invalid_request", "`stream` is not allowed in a batch.", param="stream")
 
 
 def _chat_body(body: JSONDict, settings: Settings) -> Checked:
@@ -62,12 +61,19 @@ def _responses_body(body: JSONDict, settings: Settings) -> Checked:
     if asked.stream:
         raise _no_stream()
     if body.get("previous_response_id") is not None:
-        raise invalid("`previous_response_id` is not supported in a batch: each line is a "
-                      "response of its own.", "previous_response_id", "unsupported_parameter")
+        raise invalid(
+            "`previous_response_id` is not supported in a batch: each line is a "
+            "response of its own.",
+            "previous_response_id",
+            "unsupported_parameter",
+        )
     if asked.truncate:
         # The web trims a prompt to fit; the batch's workers count no tokens.
-        raise invalid("`truncation` must be disabled in a batch: no prompt is trimmed to fit.",
-                      "truncation", "unsupported_parameter")
+        raise invalid(
+            "`truncation` must be disabled in a batch: no prompt is trimmed to fit.",
+            "truncation",
+            "unsupported_parameter",
+        )
     return chat_request(asked.request, settings), asked.fields
 
 
@@ -112,14 +118,19 @@ class LineError:
 
     def batch_error(self) -> JSONDict:
         """OpenAI's BatchError, for the batch object's `errors`."""
-        return {"code": self.code, "message": self.message, "param": self.param,
-                "line": self.number}
+        return {
+            "code": self.code,
+            "message": self.message,
+            "param": self.param,
+            "line": self.number,
+        }
 
 
 def _envelope(number: int, raw: bytes) -> JSONDict | LineError:
     if raw == LINE_TOO_LONG:
-        return LineError(number, "line_too_long",
-                         f"This line is longer than {MAX_LINE_BYTES} bytes.")
+        return LineError(
+            number, "line_too_long", f"This line is longer than {MAX_LINE_BYTES} bytes."
+        )
     try:
         value = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError):
@@ -132,11 +143,16 @@ def _envelope(number: int, raw: bytes) -> JSONDict | LineError:
 def _custom_id(number: int, line: JSONDict) -> str | LineError:
     custom_id = line.get("custom_id")
     if custom_id is None:
-        return LineError(number, "missing_required_parameter", "`custom_id` is required.",
-                         "custom_id")
+        return LineError(
+            number, "missing_required_parameter", "`custom_id` is required.", "custom_id"
+        )
     if not isinstance(custom_id, str) or not 1 <= len(custom_id) <= MAX_CUSTOM_ID_CHARS:
-        return LineError(number, "invalid_custom_id", "`custom_id` must be a string of 1 to "
-                         f"{MAX_CUSTOM_ID_CHARS} characters.", "custom_id")
+        return LineError(
+            number,
+            "invalid_custom_id",
+            f"`custom_id` must be a string of 1 to {MAX_CUSTOM_ID_CHARS} characters.",
+            "custom_id",
+        )
     return custom_id
 
 
@@ -168,8 +184,9 @@ def parse_line(raw: bytes, number: int, endpoint: str, settings: Settings) -> Li
     try:
         request, fields = ENDPOINTS[endpoint](line["body"], settings)
     except ApiError as exc:
-        return LineError(number, exc.code, exc.message, f"body.{exc.param}" if exc.param
-                         else "body", custom_id)
+        return LineError(
+            number, exc.code, exc.message, f"body.{exc.param}" if exc.param else "body", custom_id
+        )
     return Line(number, custom_id, request, fields)
 
 
@@ -177,23 +194,34 @@ def _dumps(value: JSONDict) -> str:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
 
-def _line(batch_id: str, number: int, custom_id: str | None, response: JSONDict | None,
-          error: JSONDict | None) -> str:
-    return _dumps({"id": "batch_req_" + line_token(batch_id, number), "custom_id": custom_id,
-                   "response": response, "error": error})
+def _line(
+    batch_id: str,
+    number: int,
+    custom_id: str | None,
+    response: JSONDict | None,
+    error: JSONDict | None,
+) -> str:
+    return _dumps(
+        {
+            "id": "batch_req_" + line_token(batch_id, number),
+            "custom_id": custom_id,
+            "response": response,
+            "error": error,
+        }
+    )
 
 
 def invalid_line(batch_id: str, error: LineError) -> str:
     """The error-file line of an input line that failed validation."""
     message = f"Line {error.number}: {error.message}"
-    return _line(batch_id, error.number, error.custom_id, None,
-                 {"code": error.code, "message": message})
+    return _line(
+        batch_id, error.number, error.custom_id, None, {"code": error.code, "message": message}
+    )
 
 
 def ended_line(batch_id: str, number: int, custom_id: str | None, code: str) -> str:
     """The error-file line of a request the batch's cancel or expiry stopped (or lost)."""
-    return _line(batch_id, number, custom_id, None,
-                 {"code": code, "message": ENDED_MESSAGES[code]})
+    return _line(batch_id, number, custom_id, None, {"code": code, "message": ENDED_MESSAGES[code]})
 
 
 def usage_of(completion: JSONDict) -> tuple[int, int, int, int]:
@@ -201,13 +229,17 @@ def usage_of(completion: JSONDict) -> tuple[int, int, int, int]:
     usage = completion.get("usage") or {}
     prompt_details = usage.get("prompt_tokens_details") or {}
     output_details = usage.get("completion_tokens_details") or {}
-    return (int(usage.get("prompt_tokens") or 0), int(prompt_details.get("cached_tokens") or 0),
-            int(usage.get("completion_tokens") or 0),
-            int(output_details.get("reasoning_tokens") or 0))
+    return (
+        int(usage.get("prompt_tokens") or 0),
+        int(prompt_details.get("cached_tokens") or 0),
+        int(usage.get("completion_tokens") or 0),
+        int(output_details.get("reasoning_tokens") or 0),
+    )
 
 
-def job_line(batch_id: str, number: int,
-             record: dict[str, str]) -> tuple[str, str, tuple[int, int, int, int]]:
+def job_line(
+    batch_id: str, number: int, record: dict[str, str]
+) -> tuple[str, str, tuple[int, int, int, int]]:
     """(OUTPUT or ERROR, the line, its token usage) for a line whose job completed or failed."""
     custom_id, job_id = record.get("custom_id"), record["id"]
     if record.get("status") == "completed":
@@ -218,8 +250,13 @@ def job_line(batch_id: str, number: int,
         return OUTPUT, _line(batch_id, number, custom_id, response, None), usage_of(completion)
     error = json.loads(record.get("error") or "{}")
     status = int(record.get("error_status") or failed_job_status(error.get("code")))
-    body = {"error": {"message": error.get("message") or "The request failed.",
-                      "type": error.get("type") or "upstream_error", "param": None,
-                      "code": error.get("code") or "upstream_error"}}
+    body = {
+        "error": {
+            "message": error.get("message") or "The request failed.",
+            "type": error.get("type") or "upstream_error",
+            "param": None,
+            "code": error.get("code") or "upstream_error",
+        }
+    }
     response = {"status_code": status, "request_id": job_id, "body": body}
     return ERROR, _line(batch_id, number, custom_id, response, None), (0, 0, 0, 0)

@@ -24,10 +24,18 @@ VALIDATING, IN_PROGRESS, FINALIZING = "validating", "in_progress", "finalizing"
 CANCELLING, COMPLETED, FAILED = "cancelling", "completed", "failed"
 CANCELLED, EXPIRED = "cancelled", "expired"
 ENDED = frozenset({COMPLETED, FAILED, CANCELLED, EXPIRED})
-STATUSES = [VALIDATING, FAILED, IN_PROGRESS, FINALIZING, COMPLETED, EXPIRED, CANCELLING,
-            CANCELLED]
-TIMESTAMPS = ("created_at", "in_progress_at", "expires_at", "finalizing_at", "completed_at",
-              "failed_at", "expired_at", "cancelling_at", "cancelled_at")
+STATUSES = [VALIDATING, FAILED, IN_PROGRESS, FINALIZING, COMPLETED, EXPIRED, CANCELLING, CANCELLED]
+TIMESTAMPS = (
+    "created_at",
+    "in_progress_at",
+    "expires_at",
+    "finalizing_at",
+    "completed_at",
+    "failed_at",
+    "expired_at",
+    "cancelling_at",
+    "cancelled_at",
+)
 BATCH_ID = re.compile(r"^batch_[A-Za-z0-9_-]{16,64}$")
 SCRIPTS = ("create", "cancel", "lease", "account", "validated", "feed", "advance", "finish")
 LIST_CHUNK = 200
@@ -43,16 +51,35 @@ def is_batch_id(value: str) -> bool:
     return bool(BATCH_ID.match(value))
 
 
-def new_record(*, batch_id: str, owner: str, endpoint: str, input_file_id: str,
-               metadata: dict[str, str] | None, output_expires_s: int) -> dict[str, str]:
+def new_record(
+    *,
+    batch_id: str,
+    owner: str,
+    endpoint: str,
+    input_file_id: str,
+    metadata: dict[str, str] | None,
+    output_expires_s: int,
+) -> dict[str, str]:
     """The hash fields of a new batch (its times are set by Redis when it is written)."""
     return {
-        "id": batch_id, "owner": owner, "status": VALIDATING, "endpoint": endpoint,
-        "input_file_id": input_file_id, "completion_window": "24h",
+        "id": batch_id,
+        "owner": owner,
+        "status": VALIDATING,
+        "endpoint": endpoint,
+        "input_file_id": input_file_id,
+        "completion_window": "24h",
         "metadata": json.dumps(metadata) if metadata is not None else "",
-        "output_expires_s": str(output_expires_s), "ending": "",
-        "total": "0", "completed": "0", "failed": "0", "invalid": "0", "skipped": "0",
-        "fed": "0", "feed_line": "1", "feed_offset": "0", "feed_done": "0",
+        "output_expires_s": str(output_expires_s),
+        "ending": "",
+        "total": "0",
+        "completed": "0",
+        "failed": "0",
+        "invalid": "0",
+        "skipped": "0",
+        "fed": "0",
+        "feed_line": "1",
+        "feed_offset": "0",
+        "feed_done": "0",
     }
 
 
@@ -80,7 +107,9 @@ def public_view(record: dict[str, str]) -> dict[str, Any]:
     """OpenAI's batch object, built from the batch's Redis hash."""
     errors = json.loads(record.get("errors") or "[]")
     view: dict[str, Any] = {
-        "id": record["id"], "object": "batch", "endpoint": record.get("endpoint", ""),
+        "id": record["id"],
+        "object": "batch",
+        "endpoint": record.get("endpoint", ""),
         "errors": {"object": "list", "data": errors} if errors else None,
         "input_file_id": record.get("input_file_id", ""),
         "completion_window": record.get("completion_window", "24h"),
@@ -88,9 +117,11 @@ def public_view(record: dict[str, str]) -> dict[str, Any]:
         "output_file_id": record.get("output_file_id") or None,
         "error_file_id": record.get("error_file_id") or None,
         **{name: _stamp(record, name) for name in TIMESTAMPS},
-        "request_counts": {"total": _int(record, "total"),
-                           "completed": _int(record, "completed"),
-                           "failed": _int(record, "failed")},
+        "request_counts": {
+            "total": _int(record, "total"),
+            "completed": _int(record, "completed"),
+            "failed": _int(record, "failed"),
+        },
         "usage": _usage(record),
         "metadata": json.loads(record["metadata"]) if record.get("metadata") else None,
     }
@@ -134,8 +165,7 @@ class BatchStore:
     def __init__(self, client: redis.Redis, ttl_s: int) -> None:
         self.redis = client
         self.ttl_s = ttl_s
-        self._scripts = {name: register(client, f"batch_{name}")
-                         for name in SCRIPTS}
+        self._scripts = {name: register(client, f"batch_{name}") for name in SCRIPTS}
 
     def _run(self, name: str, *args: str | int | float) -> Any:
         # Every key of the batches is in the `{g}` slot: any of them routes the call there.
@@ -149,8 +179,9 @@ class BatchStore:
     def create(self, record: dict[str, str], window_s: float) -> str | None:
         """Write a new batch; its Redis time of creation, or None when its file is gone."""
         fields = [item for pair in record.items() for item in pair]
-        answer = self._run("create", record["id"], record["owner"], record["input_file_id"],
-                           window_s, *fields)
+        answer = self._run(
+            "create", record["id"], record["owner"], record["input_file_id"], window_s, *fields
+        )
         return str(answer[1]) if answer[0] == "created" else None
 
     def cancel(self, batch_id: str) -> str:
@@ -168,8 +199,12 @@ class BatchStore:
             start = rank + 1
         found: list[dict[str, str]] = []
         while len(found) <= limit:
-            ids = [str(i) for i in cast(list[Any], self.redis.zrange(
-                key, start, start + LIST_CHUNK - 1, desc=True))]
+            ids = [
+                str(i)
+                for i in cast(
+                    list[Any], self.redis.zrange(key, start, start + LIST_CHUNK - 1, desc=True)
+                )
+            ]
             if not ids:
                 break
             start += len(ids)
@@ -189,32 +224,78 @@ class BatchStore:
         """Take or renew the batch's lease for `token`; whether it holds it."""
         return bool(self._run("lease", batch_id, token, int(lease_s * 1000)))
 
-    def account(self, batch_id: str, line: int, kind: str, text: str, outcome: str,
-                usage: Usage | None = None, skipped: bool = False) -> bool:
+    def account(
+        self,
+        batch_id: str,
+        line: int,
+        kind: str,
+        text: str,
+        outcome: str,
+        usage: Usage | None = None,
+        skipped: bool = False,
+    ) -> bool:
         """Record a line's result once; whether it was new."""
         u = usage or Usage()
-        return bool(self._run("account", batch_id, line, kind, text, outcome, u.input_tokens,
-                              u.cached_tokens, u.output_tokens, u.reasoning_tokens,
-                              "1" if skipped else "0"))
+        return bool(
+            self._run(
+                "account",
+                batch_id,
+                line,
+                kind,
+                text,
+                outcome,
+                u.input_tokens,
+                u.cached_tokens,
+                u.output_tokens,
+                u.reasoning_tokens,
+                "1" if skipped else "0",
+            )
+        )
 
-    def validated(self, batch_id: str, token: str, *, total: int, invalid: int,
-                  errors: list[dict[str, Any]], model: str) -> str:
+    def validated(
+        self,
+        batch_id: str,
+        token: str,
+        *,
+        total: int,
+        invalid: int,
+        errors: list[dict[str, Any]],
+        model: str,
+    ) -> str:
         """Record what validation found; the status now ('lost': not our lease)."""
-        return str(self._run("validated", batch_id, token, total, invalid, json.dumps(errors),
-                             model))
+        return str(
+            self._run("validated", batch_id, token, total, invalid, json.dumps(errors), model)
+        )
 
-    def fed(self, batch_id: str, token: str, *, old_line: int, new_line: int, offset: int,
-            lines: int, done: bool) -> bool:
+    def fed(
+        self,
+        batch_id: str,
+        token: str,
+        *,
+        old_line: int,
+        new_line: int,
+        offset: int,
+        lines: int,
+        done: bool,
+    ) -> bool:
         """Move the feeding cursor past the lines whose jobs exist now."""
-        return bool(self._run("feed", batch_id, token, old_line, new_line, offset, lines,
-                              "1" if done else "0"))
+        return bool(
+            self._run(
+                "feed", batch_id, token, old_line, new_line, offset, lines, "1" if done else "0"
+            )
+        )
 
     def advance(self, batch_id: str, token: str, op: str) -> str:
         """'expire' or 'finalize' a running batch when due; the status now."""
         return str(self._run("advance", batch_id, token, op))
 
-    def finish(self, batch_id: str, token: str, final: str,
-               files: list[tuple[str, str, int, int, str, int]]) -> str:
+    def finish(
+        self,
+        batch_id: str,
+        token: str,
+        final: str,
+        files: list[tuple[str, str, int, int, str, int]],
+    ) -> str:
         """End the batch as `final` with its files (field, id, bytes, lines, name, expires_s)."""
         flat = [str(item) for entry in files for item in entry]
         return str(self._run("finish", batch_id, token, final, self.ttl_s, *flat))

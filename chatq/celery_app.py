@@ -111,8 +111,9 @@ def _rabbitmq_conf(url: str) -> dict[str, Any]:
         # running and is dropped (the lease, not the broker, hands over a lost job).
         "worker_cancel_long_running_tasks_on_connection_loss": False,
         # The certificate and the host name checked against the system's CAs.
-        "broker_use_ssl": {"cert_reqs": ssl.CERT_REQUIRED,
-                           "server_hostname": parts.hostname} if tls else False,
+        "broker_use_ssl": {"cert_reqs": ssl.CERT_REQUIRED, "server_hostname": parts.hostname}
+        if tls
+        else False,
     }
 
 
@@ -120,20 +121,36 @@ def enqueue(app: Celery, job_id: str, priority: str, state: redis.Redis | None =
     """Send the run message for `job_id`, carrying nothing but the id. On RabbitMQ, once the
     broker confirms it, the job's record in `state` says so (see chatq/rabbit.py)."""
     if not is_amqp(app):
-        app.send_task(RUN_JOB_TASK, args=[job_id], task_id=job_id, queue=priority,
-                      routing_key=priority, retry=True)
+        app.send_task(
+            RUN_JOB_TASK,
+            args=[job_id],
+            task_id=job_id,
+            queue=priority,
+            routing_key=priority,
+            retry=True,
+        )
         return
     if state is None:
         raise ValueError("a job sent through RabbitMQ needs the job store's client")
-    app.send_task(RUN_JOB_TASK, args=[job_id], task_id=job_id, queue=rabbit.JOBS_QUEUE,
-                  routing_key=rabbit.JOBS_QUEUE, priority=rabbit.LANE_PRIORITY[priority],
-                  retry=True, confirm_timeout=rabbit.CONFIRM_TIMEOUT_S)
+    app.send_task(
+        RUN_JOB_TASK,
+        args=[job_id],
+        task_id=job_id,
+        queue=rabbit.JOBS_QUEUE,
+        routing_key=rabbit.JOBS_QUEUE,
+        priority=rabbit.LANE_PRIORITY[priority],
+        retry=True,
+        confirm_timeout=rabbit.CONFIRM_TIMEOUT_S,
+    )
     rabbit.SentMarks(state).mark(job_id)
 
 
 def enqueue_webhook(app: Celery, delivery_id: str, token: str) -> None:
     """Send the message of one attempt of a delivery: its id and dispatch token only."""
     app.send_task(
-        WEBHOOK_TASK, args=[delivery_id, token], queue=WEBHOOK_QUEUE,
-        routing_key=WEBHOOK_QUEUE, retry=True,
+        WEBHOOK_TASK,
+        args=[delivery_id, token],
+        queue=WEBHOOK_QUEUE,
+        routing_key=WEBHOOK_QUEUE,
+        retry=True,
     )

@@ -94,8 +94,9 @@ class Settings:
 
     def __repr__(self) -> str:
         """Every field, with keys masked and URL passwords hidden: safe to log or print."""
-        shown = ", ".join(f"{f.name}={_masked(f.name, getattr(self, f.name))!r}"
-                          for f in fields(self))
+        shown = ", ".join(
+            f"{f.name}={_masked(f.name, getattr(self, f.name))!r}" for f in fields(self)
+        )
         return f"Settings({shown})"
 
 
@@ -214,8 +215,10 @@ def _broker_url(env: Mapping[str, str]) -> str:
     if url and (not sep or scheme.lower() not in BROKER_SCHEMES):
         # Only a well-formed scheme is repeated: the rest of a URL may hold a password.
         shown = repr(scheme) if sep and scheme.isalnum() else "no scheme"
-        raise ConfigError(f"CHATQ_BROKER_URL must start with one of "
-                          f"{', '.join(s + '://' for s in BROKER_SCHEMES)}; got {shown}")
+        raise ConfigError(
+            f"CHATQ_BROKER_URL must start with one of "
+            f"{', '.join(s + '://' for s in BROKER_SCHEMES)}; got {shown}"
+        )
     return url
 
 
@@ -239,9 +242,7 @@ def load(env: Mapping[str, str] | None = None) -> Settings:
         broker_api_url=_text(e, "CHATQ_BROKER_API_URL", d.broker_api_url),
         bind=_text(e, "CHATQ_BIND", d.bind),
         web_workers=_int(e, "CHATQ_WEB_WORKERS", d.web_workers, 1),
-        web_worker_connections=_int(
-            e, "CHATQ_WEB_WORKER_CONNECTIONS", d.web_worker_connections, 1
-        ),
+        web_worker_connections=_int(e, "CHATQ_WEB_WORKER_CONNECTIONS", d.web_worker_connections, 1),
         worker_concurrency=_int(e, "CHATQ_WORKER_CONCURRENCY", d.worker_concurrency, 1),
         worker_metrics_bind=e.get("CHATQ_WORKER_METRICS_BIND", d.worker_metrics_bind).strip(),
         worker_pool=_choice(e, "CHATQ_WORKER_POOL", d.worker_pool, ("gevent", "threads")),
@@ -336,6 +337,8 @@ def _limit_settings(e: Mapping[str, str], d: Settings) -> dict[str, Any]:
         overrides = parse_key_limits(e.get("CHATQ_KEY_LIMITS", ""), default, names)
     except ValueError as exc:
         raise ConfigError(f"CHATQ_KEY_LIMITS: {exc}") from None
-    return {"key_limits": default, "key_limit_overrides": overrides,
-            "default_output_budget": _int(e, "CHATQ_DEFAULT_OUTPUT_BUDGET",
-                                          d.default_output_budget, 1)}
+    return {
+        "key_limits": default,
+        "key_limit_overrides": overrides,
+        "default_output_budget": _int(e, "CHATQ_DEFAULT_OUTPUT_BUDGET", d.default_output_budget, 1),
+    }

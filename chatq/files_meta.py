@@ -20,12 +20,26 @@ PURPOSE_OUTPUT = "batch_output"
 LIST_CHUNK = 200
 
 
-def new_meta(*, file_id: str, owner: str, size_bytes: int, lines: int, filename: str,
-             purpose: str, created_at: float, expires_at: float) -> dict[str, str]:
+def new_meta(
+    *,
+    file_id: str,
+    owner: str,
+    size_bytes: int,
+    lines: int,
+    filename: str,
+    purpose: str,
+    created_at: float,
+    expires_at: float,
+) -> dict[str, str]:
     """The hash fields of a file's metadata."""
     return {
-        "id": file_id, "owner": owner, "bytes": str(size_bytes), "lines": str(lines),
-        "filename": filename, "purpose": purpose, "created_at": repr(created_at),
+        "id": file_id,
+        "owner": owner,
+        "bytes": str(size_bytes),
+        "lines": str(lines),
+        "filename": filename,
+        "purpose": purpose,
+        "created_at": repr(created_at),
         "expires_at": repr(expires_at),
     }
 
@@ -83,26 +97,37 @@ class FileIndex:
             return None
         return meta
 
-    def page(self, owner: str, *, after: str, limit: int, newest_first: bool, purpose: str,
-             now: float) -> Page:
+    def page(
+        self, owner: str, *, after: str, limit: int, newest_first: bool, purpose: str, now: float
+    ) -> Page:
         """Up to `limit` live files of `owner` after the file `after` ('' for the first)."""
         key = keys.files_of(owner)
         start = 0
         if after:
-            rank = cast(int | None, self.redis.zrevrank(key, after) if newest_first
-                        else self.redis.zrank(key, after))
+            rank = cast(
+                int | None,
+                self.redis.zrevrank(key, after) if newest_first else self.redis.zrank(key, after),
+            )
             if rank is None:  # an id this list never had, or deleted since: nothing follows
                 return Page([], False)
             start = rank + 1
         found: list[dict[str, str]] = []
         while len(found) <= limit:
-            ids = [str(i) for i in cast(list[Any], self.redis.zrange(
-                key, start, start + LIST_CHUNK - 1, desc=newest_first))]
+            ids = [
+                str(i)
+                for i in cast(
+                    list[Any],
+                    self.redis.zrange(key, start, start + LIST_CHUNK - 1, desc=newest_first),
+                )
+            ]
             if not ids:
                 break
             start += len(ids)
-            found += [m for m in self._metas(ids) if is_live(m, now)
-                      and (not purpose or m.get("purpose") == purpose)]
+            found += [
+                m
+                for m in self._metas(ids)
+                if is_live(m, now) and (not purpose or m.get("purpose") == purpose)
+            ]
         return Page(found[:limit], len(found) > limit)
 
     def _metas(self, ids: list[str]) -> list[dict[str, str]]:

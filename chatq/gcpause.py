@@ -14,8 +14,10 @@ from typing import Any
 from prometheus_client import Histogram
 
 GC_PAUSE = Histogram(
-    "chatq_gc_pause_seconds", "Time the garbage collector stopped this process",
-    ["generation"], buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1),
+    "chatq_gc_pause_seconds",
+    "Time the garbage collector stopped this process",
+    ["generation"],
+    buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1),
 )
 _started = 0.0
 # Pauses timed but not yet observed. The callback runs inside whatever code allocated, which

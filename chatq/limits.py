@@ -73,8 +73,16 @@ class Window:
     def parse(cls, answer: list[Any], limits: KeyLimits) -> Window:
         """From the answer of limits_admit.lua."""
         verdict, wait_ms, rq, rq_ms, tk, tk_ms, *rest = answer
-        return cls(str(verdict), int(wait_ms) / 1000, limits, int(rq), int(rq_ms) / 1000,
-                   int(tk), int(tk_ms) / 1000, *(int(n) for n in rest))
+        return cls(
+            str(verdict),
+            int(wait_ms) / 1000,
+            limits,
+            int(rq),
+            int(rq_ms) / 1000,
+            int(tk),
+            int(tk_ms) / 1000,
+            *(int(n) for n in rest),
+        )
 
 
 class Limits:
@@ -101,13 +109,24 @@ class Limits:
         choices = n if isinstance(n, int) and not isinstance(n, bool) and n > 1 else 1
         return prompt_tokens + output * choices
 
-    def _args(self, mode: str, owner: str, job_id: str, cost: int,
-              prompt_tokens: int) -> dict[str, Any]:
+    def _args(
+        self, mode: str, owner: str, job_id: str, cost: int, prompt_tokens: int
+    ) -> dict[str, Any]:
         lim = self.of(owner)
-        return {"keys": [state_key(owner), held_key(owner)],
-                "args": [mode, job_id, cost, prompt_tokens, lim.requests_per_minute,
-                         lim.tokens_per_minute, lim.tokens_per_day, lim.tokens_per_month,
-                         KEEP_S]}
+        return {
+            "keys": [state_key(owner), held_key(owner)],
+            "args": [
+                mode,
+                job_id,
+                cost,
+                prompt_tokens,
+                lim.requests_per_minute,
+                lim.tokens_per_minute,
+                lim.tokens_per_day,
+                lim.tokens_per_month,
+                KEEP_S,
+            ],
+        }
 
     def admit(self, owner: str, job_id: str, cost: int, prompt_tokens: int) -> Window:
         """Charge one request of `cost` tokens for `job_id` to `owner`, unless over a limit
@@ -120,15 +139,21 @@ class Limits:
         pipe = self.redis.pipeline(transaction=False)
         for owner in owners:
             self._admit(**self._args("peek", owner, "", 0, 0), client=pipe)
-        return [Window.parse(answer, self.of(owner))
-                for owner, answer in zip(owners, pipe.execute(), strict=True)]
+        return [
+            Window.parse(answer, self.of(owner))
+            for owner, answer in zip(owners, pipe.execute(), strict=True)
+        ]
 
     def settle(self, owner: str, job_id: str, how: str, tokens: int = 0) -> int | None:
         """Replace what `job_id` held by what it used ('exact' `tokens`; 'prompt': its prompt
         count plus `tokens`; 'keep': what it held); the tokens it is charged in the end, or
         None when it held nothing (settled before, or never charged)."""
-        used = int(self._settle(keys=[state_key(owner), held_key(owner)],
-                                args=[job_id, how, tokens, self.of(owner).tokens_per_minute]))
+        used = int(
+            self._settle(
+                keys=[state_key(owner), held_key(owner)],
+                args=[job_id, how, tokens, self.of(owner).tokens_per_minute],
+            )
+        )
         return None if used < 0 else used
 
     def holder(self, job_id: str, owners: list[str]) -> str | None:

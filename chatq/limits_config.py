@@ -26,8 +26,14 @@ class KeyLimits:
     @property
     def any(self) -> bool:
         """Whether anything is limited."""
-        return any((self.requests_per_minute, self.tokens_per_minute, self.tokens_per_day,
-                    self.tokens_per_month))
+        return any(
+            (
+                self.requests_per_minute,
+                self.tokens_per_minute,
+                self.tokens_per_day,
+                self.tokens_per_month,
+            )
+        )
 
 
 NO_LIMITS = KeyLimits()
@@ -54,8 +60,9 @@ def _one(entry: str, default: KeyLimits) -> KeyLimits:
     return limits
 
 
-def parse_key_limits(raw: str, default: KeyLimits,
-                     names: set[str]) -> tuple[tuple[str, KeyLimits], ...]:
+def parse_key_limits(
+    raw: str, default: KeyLimits, names: set[str]
+) -> tuple[tuple[str, KeyLimits], ...]:
     """`alice=tpm:40000,rpm:60 bob=day:0` into (key name, limits) pairs; what an entry does
     not name is `default`. A name that is not one of `names` (the keys) is an error."""
     pairs: list[tuple[str, KeyLimits]] = []

@@ -8,5 +8,21 @@ from __future__ import annotations
 
 # The seed's buckets (0.1 0.5 1 2 5) with finer ones below 0.1 and longer ones above.
 LATENCY_BUCKETS_S = (
-    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120, 300,
+    0.001,
+    0.0025,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1,
+    2,
+    5,
+    10,
+    30,
+    60,
+    120,
+    300,
 )

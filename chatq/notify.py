@@ -169,8 +169,9 @@ class Listener:
         ended = threading.Event()
         for name, channels in by_node.items():
             node = cluster.get_node(node_name=name).redis_connection
-            threading.Thread(target=self._node_listener, args=(node, channels, ended),
-                             daemon=True).start()
+            threading.Thread(
+                target=self._node_listener, args=(node, channels, ended), daemon=True
+            ).start()
         while not self._stopping.is_set() and not ended.wait(1.0):
             pass
         if not self._stopping.is_set():

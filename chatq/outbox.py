@@ -31,8 +31,11 @@ class Ended:
 
 
 def _entries(rows: Any) -> list[Ended]:
-    return [Ended(str(entry_id), fields.get("id", ""), fields.get("status", ""))
-            for entry_id, fields in rows or [] if fields]
+    return [
+        Ended(str(entry_id), fields.get("id", ""), fields.get("status", ""))
+        for entry_id, fields in rows or []
+        if fields
+    ]
 
 
 def _streams(rows: Any) -> list[Ended]:
@@ -68,17 +71,29 @@ class Outbox:
         self._group()
         pipe = self.redis.pipeline(transaction=False)
         for shard in keys.SHARDS:
-            pipe.xautoclaim(keys.outbox(shard), GROUP, self.consumer, self.claim_idle_ms,
-                            count=count)
+            pipe.xautoclaim(
+                keys.outbox(shard), GROUP, self.consumer, self.claim_idle_ms, count=count
+            )
         stale = [entry for claimed in pipe.execute() for entry in _entries(claimed[1])]
         if stale:
             return stale
         if not self.cluster:  # one blocking read over every shard's stream
-            return _streams(self.redis.xreadgroup(
-                GROUP, self.consumer, {keys.outbox(shard): ">" for shard in keys.SHARDS},
-                count=count, block=int(block_s * 1000)))
-        found = [entry for shard in keys.SHARDS for entry in _streams(self.redis.xreadgroup(
-            GROUP, self.consumer, {keys.outbox(shard): ">"}, count=count))]
+            return _streams(
+                self.redis.xreadgroup(
+                    GROUP,
+                    self.consumer,
+                    {keys.outbox(shard): ">" for shard in keys.SHARDS},
+                    count=count,
+                    block=int(block_s * 1000),
+                )
+            )
+        found = [
+            entry
+            for shard in keys.SHARDS
+            for entry in _streams(
+                self.redis.xreadgroup(GROUP, self.consumer, {keys.outbox(shard): ">"}, count=count)
+            )
+        ]
         if not found:
             time.sleep(block_s)
         return found

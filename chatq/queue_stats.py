@@ -94,9 +94,15 @@ class BatchLines:
 
     def body(self) -> dict[str, object]:
         """The `batches` part of GET /v1/queue."""
-        return {"active": self.active,
-                "lines": {"total": self.total, "waiting_in_file": self.waiting_in_file,
-                          "fed": self.fed, "done": self.done}}
+        return {
+            "active": self.active,
+            "lines": {
+                "total": self.total,
+                "waiting_in_file": self.waiting_in_file,
+                "fed": self.fed,
+                "done": self.done,
+            },
+        }
 
 
 def batch_lines(client: redis.Redis) -> BatchLines:
@@ -106,9 +112,13 @@ def batch_lines(client: redis.Redis) -> BatchLines:
     for batch_id in ids:
         pipe.hgetall(keys.batch(batch_id))
     found = [batches.progress(r) for r in pipe.execute() if r]
-    return BatchLines(len(found), sum(p.total for p in found),
-                      sum(p.waiting_in_file for p in found), sum(p.fed for p in found),
-                      sum(p.done for p in found))
+    return BatchLines(
+        len(found),
+        sum(p.total for p in found),
+        sum(p.waiting_in_file for p in found),
+        sum(p.fed for p in found),
+        sum(p.done for p in found),
+    )
 
 
 @dataclass(frozen=True)
@@ -130,8 +140,10 @@ class Snapshot:
         """The body of GET /v1/queue."""
         live = self.workers
         return {
-            "queues": {q: {"depth": self.depths[q],
-                           "oldest_age_s": _rounded(self.oldest_age_s[q])} for q in QUEUES},
+            "queues": {
+                q: {"depth": self.depths[q], "oldest_age_s": _rounded(self.oldest_age_s[q])}
+                for q in QUEUES
+            },
             "in_progress": live.busy,
             "workers": {"count": live.count, "slots": live.slots, "busy": live.busy},
             "arrival_rate_per_s": round(self.rates.arrival_rate_per_s, 3),
@@ -156,5 +168,10 @@ def snapshot(client: redis.Redis, broker: Broker | None = None) -> Snapshot:
     live workers, and the window's rates."""
     broker = broker or RedisBroker(client)
     now = redis_time(client)
-    return Snapshot(broker.depths(), broker.oldest_ages_s(now), workers(client, now),
-                    window(client, now), batch_lines(client))
+    return Snapshot(
+        broker.depths(),
+        broker.oldest_ages_s(now),
+        workers(client, now),
+        window(client, now),
+        batch_lines(client),
+    )

@@ -54,8 +54,12 @@ def is_amqp(url: str) -> bool:
 
 def jobs_queue() -> Queue:
     """The durable priority queue of both lanes (declared alike by every process)."""
-    return Queue(JOBS_QUEUE, Exchange(JOBS_QUEUE), routing_key=JOBS_QUEUE,
-                 queue_arguments={"x-max-priority": MAX_PRIORITY})
+    return Queue(
+        JOBS_QUEUE,
+        Exchange(JOBS_QUEUE),
+        routing_key=JOBS_QUEUE,
+        queue_arguments={"x-max-priority": MAX_PRIORITY},
+    )
 
 
 @dataclass(frozen=True)
@@ -92,8 +96,10 @@ def management_api(broker_url: str, api_url: str = "") -> ManagementApi:
     netloc = _host(api) + (f":{api.port}" if api.port else "")
     base = urllib.parse.urlunsplit((api.scheme, netloc, api.path.rstrip("/"), "", ""))
     if api.username:
-        user, password = urllib.parse.unquote(api.username), urllib.parse.unquote(
-            api.password or "")
+        user, password = (
+            urllib.parse.unquote(api.username),
+            urllib.parse.unquote(api.password or ""),
+        )
     return ManagementApi(base, vhost, user, password)
 
 
@@ -101,16 +107,23 @@ def lane_depths(api: ManagementApi, session: requests.Session) -> dict[str, int]
     """Ready messages of each lane, as of the broker's last statistics (a few seconds old:
     measured here, up to about 5 s); reserved ones are not counted."""
     try:
-        answer = session.get(api.queue_url(JOBS_QUEUE), auth=(api.user, api.password),
-                             params={"columns": "backing_queue_status.priority_lengths"},
-                             timeout=API_TIMEOUT_S)
+        answer = session.get(
+            api.queue_url(JOBS_QUEUE),
+            auth=(api.user, api.password),
+            params={"columns": "backing_queue_status.priority_lengths"},
+            timeout=API_TIMEOUT_S,
+        )
     except requests.RequestException as exc:
         raise BrokerUnavailable(f"RabbitMQ's management API: {type(exc).__name__}") from None
     if answer.status_code == 404:
         return dict.fromkeys(LANE_PRIORITY, 0)  # not declared yet: nothing waits in it
     if answer.status_code != 200:
-        log.warning("RabbitMQ's management API answered %d for the queue %r (the user needs "
-                    "the `monitoring` tag)", answer.status_code, JOBS_QUEUE)
+        log.warning(
+            "RabbitMQ's management API answered %d for the queue %r (the user needs "
+            "the `monitoring` tag)",
+            answer.status_code,
+            JOBS_QUEUE,
+        )
         raise BrokerUnavailable(f"RabbitMQ's management API answered {answer.status_code}")
     # A queue without statistics yet (its first seconds) answers an empty list.
     body: Any = answer.json()
@@ -165,5 +178,8 @@ class SentMarks:
         pipe = self.redis.pipeline(transaction=False)
         for job_id in job_ids:
             pipe.hmget(keys.job(job_id), SENT_FIELD, "takeovers")
-        return [job_id for job_id, (sent, takeovers) in zip(job_ids, pipe.execute(), strict=True)
-                if sent is None or sent != (takeovers or "0")]
+        return [
+            job_id
+            for job_id, (sent, takeovers) in zip(job_ids, pipe.execute(), strict=True)
+            if sent is None or sent != (takeovers or "0")
+        ]

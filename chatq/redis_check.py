@@ -95,8 +95,12 @@ def _unreachable(exc: Exception) -> None:
     hint = ""
     if "CERTIFICATE_VERIFY_FAILED" in str(exc) or "certificate verify failed" in str(exc):
         hint = "; its TLS certificate is not trusted: set CHATQ_REDIS_CA_FILE to its CA"
-    log.warning("could not check Redis's maxmemory-policy and persistence: %s: %s%s",
-                type(exc).__name__, str(exc).rstrip("."), hint)
+    log.warning(
+        "could not check Redis's maxmemory-policy and persistence: %s: %s%s",
+        type(exc).__name__,
+        str(exc).rstrip("."),
+        hint,
+    )
 
 
 def check_at_start(client: redis.Redis, require_safe: bool) -> Safety | None:
@@ -113,8 +117,9 @@ def check_at_start(client: redis.Redis, require_safe: bool) -> Safety | None:
         return safety
     problems = "; ".join(safety.problems())
     if require_safe:
-        log.error("refusing to start (CHATQ_REDIS_REQUIRE_SAFE=1): Redis may lose jobs: %s",
-                  problems)
+        log.error(
+            "refusing to start (CHATQ_REDIS_REQUIRE_SAFE=1): Redis may lose jobs: %s", problems
+        )
         raise UnsafeRedis(problems)
     log.warning("REDIS MAY LOSE JOBS: %s", problems)
     return safety

@@ -61,9 +61,12 @@ def is_cluster_url(url: str, ca_file: str = "") -> bool:
     node answers `cluster_enabled:1` (a node that does not answer is taken for a plain one)."""
     if url.lower().startswith(CLUSTER_SCHEMES):
         return True
-    probe = redis.Redis.from_url(url, socket_timeout=CONNECT_TIMEOUT_S,
-                                 socket_connect_timeout=CONNECT_TIMEOUT_S,
-                                 **tls_options(url, ca_file))
+    probe = redis.Redis.from_url(
+        url,
+        socket_timeout=CONNECT_TIMEOUT_S,
+        socket_connect_timeout=CONNECT_TIMEOUT_S,
+        **tls_options(url, ca_file),
+    )
     try:
         return int(probe.info("cluster").get("cluster_enabled", 0)) == 1
     except redis.RedisError:
@@ -79,9 +82,13 @@ def connect_state(settings: Any, max_connections: int = 1000) -> redis.Redis:
         return connect(url, max_connections, ca_file)
     plain = url.replace("+cluster://", "://", 1)
     cluster = RedisCluster.from_url(
-        plain, decode_responses=True, max_connections=max_connections,
-        socket_timeout=SOCKET_TIMEOUT_S, socket_connect_timeout=CONNECT_TIMEOUT_S,
-        socket_keepalive=True, **tls_options(plain, ca_file),
+        plain,
+        decode_responses=True,
+        max_connections=max_connections,
+        socket_timeout=SOCKET_TIMEOUT_S,
+        socket_connect_timeout=CONNECT_TIMEOUT_S,
+        socket_keepalive=True,
+        **tls_options(plain, ca_file),
     )
     return cast(redis.Redis, cluster)
 

@@ -32,8 +32,12 @@ from chatq.response_view import (
 from chatq.responses import JSONDict, message_id
 from chatq.store import Event
 
-FINAL_EVENT = {jobs.COMPLETED: "response.completed", INCOMPLETE: "response.incomplete",
-               jobs.CANCELLED: "response.incomplete", jobs.FAILED: "response.failed"}
+FINAL_EVENT = {
+    jobs.COMPLETED: "response.completed",
+    INCOMPLETE: "response.incomplete",
+    jobs.CANCELLED: "response.incomplete",
+    jobs.FAILED: "response.failed",
+}
 _STATUS_EVENT = {jobs.QUEUED: "response.queued", jobs.IN_PROGRESS: "response.in_progress"}
 
 
@@ -79,9 +83,10 @@ class EventMaker:
         self.output_index += 1
         self.open, self.text = True, ""
         item = message_item(self.item_id, "in_progress", [])
-        return [self._emit("response.output_item.added", output_index=self.output_index,
-                           item=item),
-                self._emit("response.content_part.added", **self._where(), part=text_part(""))]
+        return [
+            self._emit("response.output_item.added", output_index=self.output_index, item=item),
+            self._emit("response.content_part.added", **self._where(), part=text_part("")),
+        ]
 
     def _close(self, item: JSONDict) -> list[JSONDict]:
         self.open = False
@@ -95,8 +100,9 @@ class EventMaker:
         out = [] if self.open else self._open()
         if piece:
             self.text += piece
-            out.append(self._emit("response.output_text.delta", **self._where(), delta=piece,
-                                  logprobs=[]))
+            out.append(
+                self._emit("response.output_text.delta", **self._where(), delta=piece, logprobs=[])
+            )
         return out
 
     def feed(self, event: Event) -> list[JSONDict]:
@@ -118,6 +124,7 @@ class EventMaker:
         response = render(final, self.item_id)
         if self.open:
             items = response["output"] or [
-                message_item(self.item_id, item_status(status), [text_part(self.text)])]
+                message_item(self.item_id, item_status(status), [text_part(self.text)])
+            ]
             out += self._close(items[0])
         return [*out, self._emit(FINAL_EVENT[status], response=response)]

@@ -18,8 +18,12 @@ STATUSES = ("queued", "in_progress", "completed", "failed", "cancelled", INCOMPL
 # A message item's status, by the response's.
 ITEM_STATUS = {jobs.COMPLETED: "completed", jobs.IN_PROGRESS: "in_progress"}
 # OpenAI's ResponseErrorCode is a closed list: a failed job's own code goes in the message.
-_ERROR_CODE_BY_STATUS = {429: "rate_limit_exceeded", 400: "invalid_prompt", 413: "invalid_prompt",
-                         422: "invalid_prompt"}
+_ERROR_CODE_BY_STATUS = {
+    429: "rate_limit_exceeded",
+    400: "invalid_prompt",
+    413: "invalid_prompt",
+    422: "invalid_prompt",
+}
 
 
 def _json(raw: str | None) -> Any:
@@ -44,8 +48,13 @@ def text_part(text: str) -> JSONDict:
 
 def message_item(item_id: str, status: str, parts: list[JSONDict]) -> JSONDict:
     """An assistant output message."""
-    return {"id": item_id, "type": "message", "status": status, "role": "assistant",
-            "content": parts}
+    return {
+        "id": item_id,
+        "type": "message",
+        "status": status,
+        "role": "assistant",
+        "content": parts,
+    }
 
 
 def item_status(response_status: str) -> str:
@@ -84,7 +93,8 @@ def usage_of(record: dict[str, str]) -> JSONDict | None:
         "input_tokens_details": {"cached_tokens": int(prompt_details.get("cached_tokens") or 0)},
         "output_tokens": output_tokens,
         "output_tokens_details": {
-            "reasoning_tokens": int(completion_details.get("reasoning_tokens") or 0)},
+            "reasoning_tokens": int(completion_details.get("reasoning_tokens") or 0)
+        },
         "total_tokens": int(usage.get("total_tokens") or input_tokens + output_tokens),
     }
 
@@ -96,8 +106,11 @@ def error_of(record: dict[str, str]) -> JSONDict | None:
     error = _json(record.get("error")) or {}
     own = str(error.get("code") or "upstream_error")
     status = int(record.get("error_status") or 0)
-    code = "invalid_prompt" if own == "context_length_exceeded" else \
-        _ERROR_CODE_BY_STATUS.get(status, "server_error")
+    code = (
+        "invalid_prompt"
+        if own == "context_length_exceeded"
+        else _ERROR_CODE_BY_STATUS.get(status, "server_error")
+    )
     return {"code": code, "message": f"{own}: {error.get('message') or 'the job failed'}"}
 
 

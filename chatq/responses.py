@@ -28,17 +28,34 @@ INPUT_ROLES = ("user", "assistant", "system", "developer")  # tuples: a dict is 
 TEXT_PARTS = ("input_text", "output_text")
 # Parameters that change nothing in a text-only response when they hold these values.
 NO_OP_VALUES: dict[str, tuple[Any, ...]] = {
-    "tools": ([],), "include": ([],), "tool_choice": ("auto", "none"),
-    "parallel_tool_calls": (True, False), "reasoning": ({},),
+    "tools": ([],),
+    "include": ([],),
+    "tool_choice": ("auto", "none"),
+    "parallel_tool_calls": (True, False),
+    "reasoning": ({},),
     "stream_options": ({}, {"include_obfuscation": False}),
 }
 # Passed to the upstream under the same name, as strings.
 PASSED_STRINGS = ("user", "safety_identifier", "prompt_cache_key", "service_tier")
-HANDLED = frozenset({
-    "model", "input", "instructions", "max_output_tokens", "temperature", "top_p", "metadata",
-    "store", "stream", "background", "previous_response_id", "truncation", "text",
-    *PASSED_STRINGS, *NO_OP_VALUES,
-})
+HANDLED = frozenset(
+    {
+        "model",
+        "input",
+        "instructions",
+        "max_output_tokens",
+        "temperature",
+        "top_p",
+        "metadata",
+        "store",
+        "stream",
+        "background",
+        "previous_response_id",
+        "truncation",
+        "text",
+        *PASSED_STRINGS,
+        *NO_OP_VALUES,
+    }
+)
 
 
 def response_id(job_id: str) -> str:
@@ -64,8 +81,11 @@ def invalid(message: str, param: str, code: str = "invalid_request") -> ApiError
 
 def unsupported(param: str, why: str = "") -> ApiError:
     """A 400 for a parameter the text subset does not honour."""
-    return invalid(f"`{param}` is not supported by chatq's Responses API (text only){why}.",
-                   param, "unsupported_parameter")
+    return invalid(
+        f"`{param}` is not supported by chatq's Responses API (text only){why}.",
+        param,
+        "unsupported_parameter",
+    )
 
 
 @dataclass(frozen=True)
@@ -82,8 +102,9 @@ class Translated:
 
 def _typed(body: JSONDict, name: str, types: tuple[type, ...], what: str) -> Any:
     value = body.get(name)
-    if value is not None and ((isinstance(value, bool) and bool not in types)
-                              or not isinstance(value, types)):
+    if value is not None and (
+        (isinstance(value, bool) and bool not in types) or not isinstance(value, types)
+    ):
         raise invalid(f"`{name}` must be {what}.", name)
     return value
 
@@ -135,8 +156,7 @@ def _message(item: Any, param: str) -> JSONDict:
         raise unsupported(param, f": a `{str(kind)[:40]}` item; only message items are")
     role = item.get("role")
     if role not in INPUT_ROLES:
-        raise invalid(f"`{param}.role` must be one of {', '.join(INPUT_ROLES)}.",
-                      f"{param}.role")
+        raise invalid(f"`{param}.role` must be one of {', '.join(INPUT_ROLES)}.", f"{param}.role")
     if "content" not in item:
         raise invalid(f"`{param}.content` is required.", f"{param}.content", "missing_field")
     return {"role": role, "content": _content(item["content"], f"{param}.content")}
@@ -156,13 +176,24 @@ def input_messages(value: Any) -> list[JSONDict]:
 def _metadata(value: Any) -> dict[str, str] | None:
     if value is None:
         return None
-    ok = isinstance(value, dict) and len(value) <= MAX_METADATA_KEYS and all(
-        isinstance(k, str) and len(k) <= MAX_METADATA_KEY_CHARS
-        and isinstance(v, str) and len(v) <= MAX_METADATA_VALUE_CHARS for k, v in value.items())
+    ok = (
+        isinstance(value, dict)
+        and len(value) <= MAX_METADATA_KEYS
+        and all(
+            isinstance(k, str)
+            and len(k) <= MAX_METADATA_KEY_CHARS
+            and isinstance(v, str)
+            and len(v) <= MAX_METADATA_VALUE_CHARS
+            for k, v in value.items()
+        )
+    )
     if not ok:
-        raise invalid(f"`metadata` must be an object of at most {MAX_METADATA_KEYS} string "
-                      f"values, keys up to {MAX_METADATA_KEY_CHARS} characters, values up to "
-                      f"{MAX_METADATA_VALUE_CHARS}.", "metadata")
+        raise invalid(
+            f"`metadata` must be an object of at most {MAX_METADATA_KEYS} string "
+            f"values, keys up to {MAX_METADATA_KEY_CHARS} characters, values up to "
+            f"{MAX_METADATA_VALUE_CHARS}.",
+            "metadata",
+        )
     return dict(value)
 
 
@@ -171,11 +202,15 @@ def _max_output_tokens(body: JSONDict, cap: int) -> int | None:
     if value is None:
         return None
     if value < MIN_OUTPUT_TOKENS:
-        raise invalid(f"`max_output_tokens` must be at least {MIN_OUTPUT_TOKENS}, got {value}.",
-                      "max_output_tokens")
+        raise invalid(
+            f"`max_output_tokens` must be at least {MIN_OUTPUT_TOKENS}, got {value}.",
+            "max_output_tokens",
+        )
     if cap > 0 and value > cap:
-        raise invalid(f"`max_output_tokens` is {value}, over the {cap} this server allows.",
-                      "max_output_tokens")
+        raise invalid(
+            f"`max_output_tokens` is {value}, over the {cap} this server allows.",
+            "max_output_tokens",
+        )
     return int(value)
 
 
@@ -194,13 +229,13 @@ def _response_format(text: Any) -> JSONDict | None:
     if fmt is None or (isinstance(fmt, dict) and fmt.get("type") == "text"):
         return None
     if not isinstance(fmt, dict) or fmt.get("type") not in ("json_object", "json_schema"):
-        raise invalid("`text.format.type` must be text, json_object or json_schema.",
-                      "text.format")
+        raise invalid("`text.format.type` must be text, json_object or json_schema.", "text.format")
     if fmt["type"] == "json_object":
         return {"type": "json_object"}
     if not isinstance(fmt.get("name"), str) or not isinstance(fmt.get("schema"), dict):
-        raise invalid("`text.format` of type json_schema needs a `name` and a `schema`.",
-                      "text.format")
+        raise invalid(
+            "`text.format` of type json_schema needs a `name` and a `schema`.", "text.format"
+        )
     schema = {k: fmt[k] for k in ("name", "schema", "description", "strict") if k in fmt}
     return {"type": "json_schema", "json_schema": schema}
 
@@ -210,8 +245,9 @@ def _flags(body: JSONDict) -> tuple[bool, bool, bool]:
     background = _typed(body, "background", (bool,), "true or false") or False
     store = _typed(body, "store", (bool,), "true or false")
     if background and store is False:
-        raise invalid("`background` needs `store`: a background response is fetched later.",
-                      "store")
+        raise invalid(
+            "`background` needs `store`: a background response is fetched later.", "store"
+        )
     return stream, background, store is not False
 
 
@@ -222,8 +258,9 @@ def _truncate(body: JSONDict) -> bool | None:
     return None if value is None else value == "auto"
 
 
-def _chat_request(body: JSONDict, settings: Settings, history: list[JSONDict],
-                  max_tokens: int | None) -> JSONDict:
+def _chat_request(
+    body: JSONDict, settings: Settings, history: list[JSONDict], max_tokens: int | None
+) -> JSONDict:
     model = _typed(body, "model", (str,), "a string")
     if model == "":
         raise invalid("`model` must not be empty.", "model")
@@ -247,8 +284,9 @@ def _chat_request(body: JSONDict, settings: Settings, history: list[JSONDict],
     return request
 
 
-def translate(body: JSONDict, settings: Settings,
-              history: list[JSONDict] | None = None) -> Translated:
+def translate(
+    body: JSONDict, settings: Settings, history: list[JSONDict] | None = None
+) -> Translated:
     """The chat job for a Responses request; `history` is the conversation of its
     `previous_response_id` (see `conversation`). Raises a 400 ApiError naming the parameter."""
     _check_params(body)
@@ -258,11 +296,16 @@ def translate(body: JSONDict, settings: Settings,
     request = _chat_request(body, settings, history or [], max_tokens)
     previous = _typed(body, "previous_response_id", (str,), "a string")
     shown = {
-        "instructions": body.get("instructions"), "metadata": _metadata(body.get("metadata")),
-        "previous_response_id": previous, "max_output_tokens": max_tokens,
-        "temperature": request.get("temperature"), "top_p": request.get("top_p"),
-        "background": background or None, "store": None if store else False,
-        "truncation": body.get("truncation"), "text": body.get("text"),
+        "instructions": body.get("instructions"),
+        "metadata": _metadata(body.get("metadata")),
+        "previous_response_id": previous,
+        "max_output_tokens": max_tokens,
+        "temperature": request.get("temperature"),
+        "top_p": request.get("top_p"),
+        "background": background or None,
+        "store": None if store else False,
+        "truncation": body.get("truncation"),
+        "text": body.get("text"),
     }
     compact = {k: v for k, v in shown.items() if v is not None}
     fields = {"api": API, "response": json.dumps(compact, separators=(",", ":"))}

@@ -41,9 +41,15 @@ def lua_source(name: str, sharded: bool = False) -> str:
     """The script `name`, behind the key prefixes, the status words and the shared helpers;
     `sharded`: for a Redis Cluster (sharded pub/sub)."""
     words = {
-        "P": keys.PREFIX, "G": keys.GLOBAL, "SHARDS": keys.SHARDS, "QUEUED": jobs.QUEUED,
-        "IN_PROGRESS": jobs.IN_PROGRESS, "COMPLETED": jobs.COMPLETED, "FAILED": jobs.FAILED,
-        "CANCELLED": jobs.CANCELLED, "SHARDED": sharded,
+        "P": keys.PREFIX,
+        "G": keys.GLOBAL,
+        "SHARDS": keys.SHARDS,
+        "QUEUED": jobs.QUEUED,
+        "IN_PROGRESS": jobs.IN_PROGRESS,
+        "COMPLETED": jobs.COMPLETED,
+        "FAILED": jobs.FAILED,
+        "CANCELLED": jobs.CANCELLED,
+        "SHARDED": sharded,
     }
     header = "".join(f"local {name} = {json.dumps(value)}\n" for name, value in words.items())
     prelude = (LUA_DIR / "prelude.lua").read_text()
@@ -172,8 +178,16 @@ class Store:
         self.cluster = is_cluster(client)
         self._scripts = {
             name: register(client, name)
-            for name in ("create", "claim", "attempt", "append", "finish", "cancel", "sweep",
-                         "heartbeat")
+            for name in (
+                "create",
+                "claim",
+                "attempt",
+                "append",
+                "finish",
+                "cancel",
+                "sweep",
+                "heartbeat",
+            )
         }
 
     def _run(self, name: str, anchor: str, *args: str | int | float) -> Any:
@@ -221,8 +235,16 @@ class Store:
         text = fields.pop("output_text", "")
         job_id = record["id"]
         kind, value, created_at = self._run(
-            "create", keys.job(job_id), job_id, self.job_ttl_s, lease_s, flight,
-            self.max_followers, "cached" if cached else "queue", text, *_flat(fields),
+            "create",
+            keys.job(job_id),
+            job_id,
+            self.job_ttl_s,
+            lease_s,
+            flight,
+            self.max_followers,
+            "cached" if cached else "queue",
+            text,
+            *_flat(fields),
         )
         return Created(CreateKind(kind), value, created_at)
 
@@ -247,8 +269,16 @@ class Store:
         per shard on a Cluster); for each piece, whether its run still held its job."""
         ours = [False] * len(pieces)
         for group in self._by_shard([p.job_id for p in pieces]):
-            args = [a for i in group for a in (pieces[i].job_id, pieces[i].run_id,
-                                                pieces[i].offset_bytes, pieces[i].text)]
+            args = [
+                a
+                for i in group
+                for a in (
+                    pieces[i].job_id,
+                    pieces[i].run_id,
+                    pieces[i].offset_bytes,
+                    pieces[i].text,
+                )
+            ]
             answer = self._run("append", keys.job(pieces[group[0]].job_id), *args)
             for i, ok in zip(group, answer, strict=True):
                 ours[i] = bool(ok)
@@ -265,13 +295,23 @@ class Store:
         finish_reason: str = "",
     ) -> bool:
         """in_progress -> `status` with `fields`, followers alike; False if not ours."""
-        return bool(self._run("finish", keys.job(job_id), job_id, run_id, status,
-                              finish_reason, tail, self.job_ttl_s, *_flat(fields)))
+        return bool(
+            self._run(
+                "finish",
+                keys.job(job_id),
+                job_id,
+                run_id,
+                status,
+                finish_reason,
+                tail,
+                self.job_ttl_s,
+                *_flat(fields),
+            )
+        )
 
     def cancel(self, *, job_id: str, lease_s: float) -> Cancel:
         """Cancel a job that has not ended; its followers are detached to run on their own."""
-        status, *detached = self._run("cancel", keys.job(job_id), job_id, lease_s,
-                                      self.job_ttl_s)
+        status, *detached = self._run("cancel", keys.job(job_id), job_id, lease_s, self.job_ttl_s)
         return Cancel(status, tuple(detached))
 
     def sweep(
@@ -281,11 +321,21 @@ class Store:
         groups = [[c] for c in keys.SHARDS] if self.cluster else [list(keys.SHARDS)]
         swept: list[Swept] = []
         for shards in groups:
-            answer = self._run("sweep", keys.leases(shards[0]), limit, lease_s, resend_s,
-                               max_takeovers, self.job_ttl_s, json.dumps(WORKER_LOST), *shards)
-            swept += [Swept(answer[i], SweepOutcome(answer[i + 1]),
-                            answer[i + 2] or jobs.PRIORITIES[0])
-                      for i in range(0, len(answer), 3)]
+            answer = self._run(
+                "sweep",
+                keys.leases(shards[0]),
+                limit,
+                lease_s,
+                resend_s,
+                max_takeovers,
+                self.job_ttl_s,
+                json.dumps(WORKER_LOST),
+                *shards,
+            )
+            swept += [
+                Swept(answer[i], SweepOutcome(answer[i + 1]), answer[i + 2] or jobs.PRIORITIES[0])
+                for i in range(0, len(answer), 3)
+            ]
         return swept
 
     def heartbeat(
@@ -296,8 +346,9 @@ class Store:
         now = ""
         for group in self._by_shard([job_id for job_id, _ in runs]) or [[]]:
             anchor = keys.job(runs[group[0]][0]) if group else keys.leases(keys.SHARDS[0])
-            now, *answer = self._run("heartbeat", anchor, lease_s,
-                                     *[x for i in group for x in runs[i]])
+            now, *answer = self._run(
+                "heartbeat", anchor, lease_s, *[x for i in group for x in runs[i]]
+            )
             for i, state in zip(group, answer, strict=True):
                 states[i] = LeaseState(state)
         self.redis.hset(keys.workers(), worker, f"{slots} {len(runs)} {now}")

@@ -70,8 +70,9 @@ def _whole(value: Any) -> Any:
 
 def _whole_numbers(body: dict[str, Any]) -> dict[str, Any]:
     """`1.0` where a whole number is wanted is `1`: JSON Schema counts it an integer too."""
-    whole: dict[str, Any] = {name: _whole(value) for name, value in body.items()
-                             if FIELD_TYPES.get(name) == (int,)}
+    whole: dict[str, Any] = {
+        name: _whole(value) for name, value in body.items() if FIELD_TYPES.get(name) == (int,)
+    }
     bias = body.get("logit_bias")
     if isinstance(bias, dict):
         whole["logit_bias"] = {token: _whole(value) for token, value in bias.items()}
@@ -92,8 +93,10 @@ def _check_types(body: dict[str, Any]) -> None:
             kinds = " or ".join(t.__name__ for t in types)
             raise _invalid(f"`{name}` must be of type {kinds}.", name)
         item_type = ITEM_TYPES.get(name)
-        if isinstance(value, list) and item_type and not all(
-            isinstance(item, item_type) for item in value
+        if (
+            isinstance(value, list)
+            and item_type
+            and not all(isinstance(item, item_type) for item in value)
         ):
             raise _invalid(f"`{name}` must be a list of {item_type.__name__}.", name)
 
@@ -115,8 +118,11 @@ RANGES: dict[str, tuple[float, float]] = {
 LOGIT_BIAS_RANGE = (-100, 100)
 MAX_STOP_SEQUENCES = 4
 # The fields that multiply the operator's bill, each with the setting that caps it.
-CAPPED = {"n": "max_n", "max_tokens": "max_output_tokens",
-          "max_completion_tokens": "max_output_tokens"}
+CAPPED = {
+    "n": "max_n",
+    "max_tokens": "max_output_tokens",
+    "max_completion_tokens": "max_output_tokens",
+}
 
 
 def _bounds_text(low: float, high: float) -> str:
@@ -133,8 +139,11 @@ def _check_ranges(body: dict[str, Any]) -> None:
     for token, value in bias.items():
         wrong_type = isinstance(value, bool) or not isinstance(value, int)
         if wrong_type or not LOGIT_BIAS_RANGE[0] <= value <= LOGIT_BIAS_RANGE[1]:
-            raise _invalid(f"`logit_bias` values must be whole numbers between -100 and 100; "
-                           f"token {token[:20]!r} has {str(value)[:20]}.", "logit_bias")
+            raise _invalid(
+                f"`logit_bias` values must be whole numbers between -100 and 100; "
+                f"token {token[:20]!r} has {str(value)[:20]}.",
+                "logit_bias",
+            )
     stop = body.get("stop")
     if isinstance(stop, list) and not 1 <= len(stop) <= MAX_STOP_SEQUENCES:
         raise _invalid(f"`stop` must list 1 to {MAX_STOP_SEQUENCES} sequences.", "stop")

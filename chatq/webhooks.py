@@ -15,8 +15,12 @@ from chatq import jobs
 from chatq.webhooks_config import SECRET_PREFIX
 
 JOB_EVENTS = ("job.completed", "job.failed", "job.cancelled")
-RESPONSE_EVENTS = ("response.completed", "response.failed", "response.cancelled",
-                   "response.incomplete")
+RESPONSE_EVENTS = (
+    "response.completed",
+    "response.failed",
+    "response.cancelled",
+    "response.incomplete",
+)
 EVENT_TYPES = JOB_EVENTS + RESPONSE_EVENTS
 SECRET_BYTES = 32
 # The spec's schedule: the delay before each attempt after the first (10 in all).
@@ -39,16 +43,22 @@ class Event:
 
     def body(self) -> str:
         """The thin payload, exactly the bytes that are signed and sent."""
-        payload = {"id": self.id, "object": "event", "type": self.type,
-                   "created_at": self.created_at, "data": {"id": self.subject_id}}
+        payload = {
+            "id": self.id,
+            "object": "event",
+            "type": self.type,
+            "created_at": self.created_at,
+            "data": {"id": self.subject_id},
+        }
         return json.dumps(payload, separators=(",", ":"))
 
     @classmethod
     def parse(cls, body: str) -> Event:
         """The event whose payload is `body`."""
         payload = json.loads(body)
-        return cls(payload["id"], payload["type"], int(payload["created_at"]),
-                   payload["data"]["id"])
+        return cls(
+            payload["id"], payload["type"], int(payload["created_at"]), payload["data"]["id"]
+        )
 
 
 def event_type(record: dict[str, str], status: str) -> str:

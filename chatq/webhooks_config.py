@@ -64,7 +64,7 @@ def secret_problem(secret: str) -> str | None:
     if not secret.startswith(SECRET_PREFIX):
         return f"a secret starts with {SECRET_PREFIX}"
     try:
-        raw = base64.b64decode(secret[len(SECRET_PREFIX):], validate=True)
+        raw = base64.b64decode(secret[len(SECRET_PREFIX) :], validate=True)
     except (binascii.Error, ValueError):
         return f"a secret is {SECRET_PREFIX} and base64"
     if not MIN_SECRET_BYTES <= len(raw) <= MAX_SECRET_BYTES:

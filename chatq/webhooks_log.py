@@ -39,9 +39,14 @@ class Attempt:
 
     def as_json(self) -> str:
         """The attempt as the log keeps it."""
-        return json.dumps({"attempted_at": round(self.attempted_at, 3),
-                           "outcome": self.outcome, "status_code": self.status_code,
-                           "duration_s": round(self.duration_s, 3)})
+        return json.dumps(
+            {
+                "attempted_at": round(self.attempted_at, 3),
+                "outcome": self.outcome,
+                "status_code": self.status_code,
+                "duration_s": round(self.duration_s, 3),
+            }
+        )
 
 
 @dataclass(frozen=True)
@@ -65,7 +70,8 @@ def public_view(record: dict[str, str]) -> dict[str, Any]:
         "event": json.loads(record.get("body") or "{}"),
         "status": record.get("status", PENDING),
         "attempts": json.loads(record.get("attempts") or "[]"),
-        "next_attempt_at": _time(record.get("next_at")) if record.get("status") == PENDING
+        "next_attempt_at": _time(record.get("next_at"))
+        if record.get("status") == PENDING
         else None,
         "created_at": _time(record.get("created_at")),
         "replay_of": record.get("replay_of") or None,
@@ -79,9 +85,10 @@ class Deliveries:
         self.redis = client
         self.log_ttl_s = log_ttl_s
         self.hold_s = hold_s
-        self._scripts = {name: register(client, name)
-                         for name in ("webhook_add", "webhook_take", "webhook_begin",
-                                      "webhook_finish")}
+        self._scripts = {
+            name: register(client, name)
+            for name in ("webhook_add", "webhook_take", "webhook_begin", "webhook_finish")
+        }
 
     def _run(self, name: str, *args: str | int | float) -> Any:
         # Every key of the webhooks is in the `{g}` slot: any of them routes the call there.
@@ -89,12 +96,19 @@ class Deliveries:
 
     def add(self, delivery_id: str, endpoint_id: str, event: Event, replay_of: str = "") -> str:
         """Record a delivery due now; its dispatch token, or '' if it existed already."""
-        fields = {"event": event.id, "type": event.type, "body": event.body(),
-                  "replay_of": replay_of}
+        fields = {
+            "event": event.id,
+            "type": event.type,
+            "body": event.body(),
+            "replay_of": replay_of,
+        }
         flat = [item for pair in fields.items() for item in pair]
         token = secrets.token_hex(8)
-        return str(self._run("webhook_add", delivery_id, endpoint_id, self.log_ttl_s, token,
-                             self.hold_s, *flat))
+        return str(
+            self._run(
+                "webhook_add", delivery_id, endpoint_id, self.log_ttl_s, token, self.hold_s, *flat
+            )
+        )
 
     def take(self, limit: int = 100) -> list[tuple[str, str]]:
         """(delivery id, token) of the deliveries due now, each held for a worker."""
@@ -109,20 +123,33 @@ class Deliveries:
         now_s, *flat = answer
         return Started(dict(zip(flat[::2], flat[1::2], strict=True)), float(now_s))
 
-    def finish(self, delivery_id: str, token: str, attempt: Attempt,
-               disable: tuple[str, str] = ("", "")) -> bool:
+    def finish(
+        self, delivery_id: str, token: str, attempt: Attempt, disable: tuple[str, str] = ("", "")
+    ) -> bool:
         """Record `attempt`; `disable` is (endpoint id, reason JSON) to disable one."""
-        return bool(self._run("webhook_finish", delivery_id, token, attempt.status,
-                              attempt.as_json(), attempt.delay_s, self.log_ttl_s, *disable))
+        return bool(
+            self._run(
+                "webhook_finish",
+                delivery_id,
+                token,
+                attempt.status,
+                attempt.as_json(),
+                attempt.delay_s,
+                self.log_ttl_s,
+                *disable,
+            )
+        )
 
     def get(self, delivery_id: str) -> dict[str, str] | None:
         """The delivery's record, or None."""
         record: dict[str, str] = self.redis.hgetall(  # type: ignore[assignment]
-            keys.webhook_delivery(delivery_id))
+            keys.webhook_delivery(delivery_id)
+        )
         return record or None
 
-    def page(self, endpoint_id: str, limit: int, after: str | None) -> tuple[list[dict[str, str]],
-                                                                             bool]:
+    def page(
+        self, endpoint_id: str, limit: int, after: str | None
+    ) -> tuple[list[dict[str, str]], bool]:
         """An endpoint's deliveries, newest first, after the delivery `after`; and whether
         more follow."""
         log = keys.webhook_deliveries(endpoint_id)

@@ -71,13 +71,16 @@ class _Guard:
             targets = _allowed_addresses(host, self.port)
             if not targets:
                 raise DestinationRefused(
-                    conn, f"{host} resolves to no address webhooks may reach (loopback, "
-                          "private, link-local or reserved); see CHATQ_WEBHOOK_ALLOW_PRIVATE")
+                    conn,
+                    f"{host} resolves to no address webhooks may reach (loopback, "
+                    "private, link-local or reserved); see CHATQ_WEBHOOK_ALLOW_PRIVATE",
+                )
         last: OSError | None = None
         for target in targets:
             try:
-                return create_connection(target, self.timeout, self.source_address,
-                                         self.socket_options)
+                return create_connection(
+                    target, self.timeout, self.source_address, self.socket_options
+                )
             except OSError as exc:
                 last = exc
         raise NewConnectionError(conn, f"cannot connect to {host}: {last}")

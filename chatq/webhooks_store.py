@@ -44,12 +44,17 @@ class Endpoint:
     def public(self, with_secret: bool = False) -> dict[str, Any]:
         """The endpoint as the API shows it; its secret only when `with_secret`."""
         view: dict[str, Any] = {
-            "id": self.id, "object": "webhook_endpoint", "url": self.url, "name": self.name,
-            "event_types": list(self.event_types), "source": self.source,
+            "id": self.id,
+            "object": "webhook_endpoint",
+            "url": self.url,
+            "name": self.name,
+            "event_types": list(self.event_types),
+            "source": self.source,
             "status": "disabled" if self.disabled else "enabled",
             "disabled_reason": (self.disabled or {}).get("reason"),
             "signing_secret_hint": secret_hint(self.secrets[0][0]) if self.secrets else None,
-            "created_at": self.created_at, "updated_at": self.updated_at,
+            "created_at": self.created_at,
+            "updated_at": self.updated_at,
         }
         if with_secret:
             view["signing_secret"] = self.secrets[0][0]
@@ -57,16 +62,26 @@ class Endpoint:
 
 
 def _from_config(config: WebhookConfig) -> Endpoint:
-    return Endpoint(config.endpoint_id, config.owner, config.url, CONFIG,
-                    secrets=tuple((s, 0.0) for s in config.secrets))
+    return Endpoint(
+        config.endpoint_id,
+        config.owner,
+        config.url,
+        CONFIG,
+        secrets=tuple((s, 0.0) for s in config.secrets),
+    )
 
 
 def _from_hash(raw: dict[str, str]) -> Endpoint:
     return Endpoint(
-        raw["id"], raw["owner"], raw["url"], API, raw.get("name", ""),
+        raw["id"],
+        raw["owner"],
+        raw["url"],
+        API,
+        raw.get("name", ""),
         tuple(json.loads(raw.get("event_types") or "[]")),
         tuple((s, float(until)) for s, until in json.loads(raw.get("secrets") or "[]")),
-        int(raw.get("created_at") or 0), int(raw.get("updated_at") or 0),
+        int(raw.get("created_at") or 0),
+        int(raw.get("updated_at") or 0),
     )
 
 
@@ -97,7 +112,8 @@ class Endpoints:
         if endpoint is None:
             return None
         reason: str | None = self.redis.hget(  # type: ignore[assignment]
-            keys.webhooks_disabled(), endpoint_id)
+            keys.webhooks_disabled(), endpoint_id
+        )
         return self._disabled(endpoint, {endpoint_id: reason} if reason else {})
 
     def owned(self, owner: str, endpoint_id: str) -> Endpoint | None:
@@ -126,24 +142,36 @@ class Endpoints:
     def create(self, owner: str, url: str, name: str, event_types: tuple[str, ...]) -> Endpoint:
         """A new endpoint of `owner` with a fresh secret."""
         now = int(time.time())
-        endpoint = Endpoint(new_endpoint_id(), owner, url, API, name, event_types,
-                            ((new_secret(), 0.0),), now, now)
+        endpoint = Endpoint(
+            new_endpoint_id(), owner, url, API, name, event_types, ((new_secret(), 0.0),), now, now
+        )
         self._write(endpoint)
         self.redis.sadd(keys.webhooks_of(owner), endpoint.id)
         return endpoint
 
     def _write(self, e: Endpoint) -> None:
-        self.redis.hset(keys.webhook(e.id), mapping={
-            "id": e.id, "owner": e.owner, "url": e.url, "name": e.name,
-            "event_types": json.dumps(list(e.event_types)), "secrets": json.dumps(e.secrets),
-            "created_at": str(e.created_at), "updated_at": str(e.updated_at),
-        })
+        self.redis.hset(
+            keys.webhook(e.id),
+            mapping={
+                "id": e.id,
+                "owner": e.owner,
+                "url": e.url,
+                "name": e.name,
+                "event_types": json.dumps(list(e.event_types)),
+                "secrets": json.dumps(e.secrets),
+                "created_at": str(e.created_at),
+                "updated_at": str(e.updated_at),
+            },
+        )
 
     def rotate(self, endpoint: Endpoint, keep_old: bool) -> Endpoint:
         """A new secret; the old ones keep signing for a day when `keep_old`."""
         now = time.time()
-        kept = tuple((s, min(until or now + ROTATION_OVERLAP_S, now + ROTATION_OVERLAP_S))
-                     for s, until in endpoint.secrets if keep_old and (not until or until > now))
+        kept = tuple(
+            (s, min(until or now + ROTATION_OVERLAP_S, now + ROTATION_OVERLAP_S))
+            for s, until in endpoint.secrets
+            if keep_old and (not until or until > now)
+        )
         rotated = replace(endpoint, secrets=((new_secret(), 0.0), *kept), updated_at=int(now))
         self._write(rotated)
         return rotated

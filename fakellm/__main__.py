@@ -16,8 +16,10 @@ from fakellm.server import serve
 
 def knobs_help() -> str:
     """The knobs, one entry each with its meaning, default and an example, for --help."""
-    lines = ["knobs, per request, in the model name: `fake` or `fake:knob=value,knob=value,...`",
-             ""]
+    lines = [
+        "knobs, per request, in the model name: `fake` or `fake:knob=value,knob=value,...`",
+        "",
+    ]
     for name, (meaning, default, example) in KNOB_HELP.items():
         text = [*textwrap.wrap(meaning, 70), f"default: {default}; example: {example}"]
         labels = [name] + [""] * (len(text) - 1)
@@ -27,7 +29,9 @@ def knobs_help() -> str:
 
 def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
-        prog="fakellm", description=__doc__, epilog=knobs_help(),
+        prog="fakellm",
+        description=__doc__,
+        epilog=knobs_help(),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on")

@@ -117,12 +117,17 @@ async def _complete(
 
 def _finish_reason(chat: ChatRequest, words: list[str]) -> str:
     """`length` for an answer cut at `max_tokens` (see `_cut_to_max_tokens`), else `stop`."""
-    return "length" if chat.max_tokens is not None and len(words) == chat.max_tokens \
-        and chat.max_tokens < len(reply_words(chat.messages, chat.knobs.tokens)) else "stop"
+    return (
+        "length"
+        if chat.max_tokens is not None
+        and len(words) == chat.max_tokens
+        and chat.max_tokens < len(reply_words(chat.messages, chat.knobs.tokens))
+        else "stop"
+    )
 
 
 def _cut_to_max_tokens(chat: ChatRequest, words: list[str]) -> list[str]:
-    return words if chat.max_tokens is None else words[:chat.max_tokens]
+    return words if chat.max_tokens is None else words[: chat.max_tokens]
 
 
 def _tail(chat: ChatRequest, events: StreamEvents, words: list[str]) -> list[bytes]:

@@ -98,20 +98,34 @@ _KNOBS: dict[str, tuple[str, Callable[[str], Any]]] = {
 KNOB_HELP: dict[str, tuple[str, str, str]] = {
     "ttft": ("seconds before the first token", "0", "fake:ttft=0.5"),
     "tps": ("tokens per second after the first (0: all at once)", "0", "fake:tps=20,tokens=40"),
-    "tokens": ("number of tokens (words) to answer, derived from the request",
-               "echo of the last user message", "fake:tokens=100"),
-    "status": ("answer this HTTP status (400-599) with an OpenAI error body instead",
-               "none (succeed)", "fake:status=503"),
-    "fail_first": ("fail only the first N attempts of this same request, then succeed "
-                   "(with status, hang, drop_after or garbage)", "every attempt",
-                   "fake:status=503,fail_first=2"),
-    "retry_after": ("seconds to send in Retry-After with `status`", "none",
-                    "fake:status=429,retry_after=1"),
+    "tokens": (
+        "number of tokens (words) to answer, derived from the request",
+        "echo of the last user message",
+        "fake:tokens=100",
+    ),
+    "status": (
+        "answer this HTTP status (400-599) with an OpenAI error body instead",
+        "none (succeed)",
+        "fake:status=503",
+    ),
+    "fail_first": (
+        "fail only the first N attempts of this same request, then succeed "
+        "(with status, hang, drop_after or garbage)",
+        "every attempt",
+        "fake:status=503,fail_first=2",
+    ),
+    "retry_after": (
+        "seconds to send in Retry-After with `status`",
+        "none",
+        "fake:status=429,retry_after=1",
+    ),
     "hang": ("1: accept the request and never answer", "0", "fake:hang=1"),
-    "drop_after": ("cut the connection after this many streamed tokens", "never",
-                   "fake:drop_after=3,tokens=10"),
-    "garbage": ("1: answer 200 with a body that is not valid JSON or SSE", "0",
-                "fake:garbage=1"),
+    "drop_after": (
+        "cut the connection after this many streamed tokens",
+        "never",
+        "fake:drop_after=3,tokens=10",
+    ),
+    "garbage": ("1: answer 200 with a body that is not valid JSON or SSE", "0", "fake:garbage=1"),
 }
 
 

@@ -42,8 +42,9 @@ def usage(prompt_tokens: int, completion_tokens: int) -> dict[str, int]:
     }
 
 
-def completion_body(reply: Reply, content: str, token_usage: dict[str, int],
-                    finish_reason: str = "stop") -> bytes:
+def completion_body(
+    reply: Reply, content: str, token_usage: dict[str, int], finish_reason: str = "stop"
+) -> bytes:
     """Serialise a non-streamed `chat.completion`."""
     message = {"role": "assistant", "content": content, "refusal": None}
     choice = {"index": 0, "message": message, "logprobs": None, "finish_reason": finish_reason}

@@ -113,5 +113,6 @@ def parse_request(raw: bytes) -> ChatRequest:
     knobs = _knobs(body["model"])
     messages = _messages(body.get("messages"))
     stream, include_usage = _streaming(body)
-    return ChatRequest(body, body["model"], knobs, messages, stream, include_usage,
-                       _max_tokens(body))
+    return ChatRequest(
+        body, body["model"], knobs, messages, stream, include_usage, _max_tokens(body)
+    )

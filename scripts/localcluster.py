@@ -19,8 +19,9 @@ def sharded_pubsub_supported() -> bool:
     """Whether the redis-server here has sharded pub/sub (Redis 7)."""
     import subprocess
 
-    version = subprocess.run([redis_server_binary(), "--version"], capture_output=True,
-                             text=True).stdout
+    version = subprocess.run(
+        [redis_server_binary(), "--version"], capture_output=True, text=True
+    ).stdout
     number = version.split("v=", 1)[-1].split(" ", 1)[0]
     return int(number.split(".")[0] or 0) >= 7
 
@@ -28,9 +29,18 @@ def sharded_pubsub_supported() -> bool:
 def _node() -> LocalRedis:
     # The cluster bus gets a free port of its own (by default it is the port + 10000).
     bus_port = free_port()
-    args = ("--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
-            "--cluster-node-timeout", "1000", "--appendonly", "yes",
-            "--cluster-port", str(bus_port))
+    args = (
+        "--cluster-enabled",
+        "yes",
+        "--cluster-config-file",
+        "nodes.conf",
+        "--cluster-node-timeout",
+        "1000",
+        "--appendonly",
+        "yes",
+        "--cluster-port",
+        str(bus_port),
+    )
     return LocalRedis(extra_args=args)
 
 
@@ -61,16 +71,16 @@ class LocalCluster:
             node.start()
         clients = [redis.Redis(port=n.port, decode_responses=True) for n in self.nodes]
         share = SLOTS // len(self.primaries)
-        for i, client in enumerate(clients[:len(self.primaries)]):
+        for i, client in enumerate(clients[: len(self.primaries)]):
             last = SLOTS - 1 if i == len(self.primaries) - 1 else (i + 1) * share - 1
             client.execute_command("CLUSTER", "ADDSLOTSRANGE", i * share, last)
         for node in self.nodes[1:]:
-            clients[0].execute_command("CLUSTER", "MEET", "127.0.0.1", node.port,
-                                       _bus_port(node))
+            clients[0].execute_command("CLUSTER", "MEET", "127.0.0.1", node.port, _bus_port(node))
         self._follow(clients, timeout_s)
         deadline = time.monotonic() + timeout_s
-        while not all(c.execute_command("CLUSTER", "INFO").find("cluster_state:ok") >= 0
-                      for c in clients):
+        while not all(
+            c.execute_command("CLUSTER", "INFO").find("cluster_state:ok") >= 0 for c in clients
+        ):
             if time.monotonic() > deadline:
                 raise RuntimeError("the Redis Cluster did not become ready")
             time.sleep(0.1)

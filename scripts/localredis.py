@@ -63,7 +63,10 @@ class LocalRedis:
     """A redis-server process on a free loopback port, its data in a temporary folder."""
 
     def __init__(
-        self, port: int | None = None, appendonly: bool = False, die_with_parent: bool = True,
+        self,
+        port: int | None = None,
+        appendonly: bool = False,
+        die_with_parent: bool = True,
         extra_args: tuple[str, ...] = (),
     ) -> None:
         self.port = port or free_port()
@@ -81,14 +84,28 @@ class LocalRedis:
     def start(self, timeout_s: float = 10.0) -> LocalRedis:
         """Start the server and wait until it answers."""
         args = [
-            redis_server_binary(), "--port", str(self.port), "--bind", "127.0.0.1",
-            "--dir", self.dir, "--save", "", "--maxmemory-policy", "noeviction",
-            "--appendonly", "yes" if self.appendonly else "no", *self.extra_args,
+            redis_server_binary(),
+            "--port",
+            str(self.port),
+            "--bind",
+            "127.0.0.1",
+            "--dir",
+            self.dir,
+            "--save",
+            "",
+            "--maxmemory-policy",
+            "noeviction",
+            "--appendonly",
+            "yes" if self.appendonly else "no",
+            *self.extra_args,
         ]
         log = open(os.path.join(self.dir, "redis.log"), "ab")  # noqa: SIM115
         # Its own session: a Ctrl-C meant for `make up` must not stop Redis before the rest.
         self.process = subprocess.Popen(
-            args, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+            args,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
             preexec_fn=_die_with_parent if self.die_with_parent else None,
         )
         deadline = time.monotonic() + timeout_s

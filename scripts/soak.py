@@ -65,8 +65,10 @@ class Stack:
 
     def gc_buckets(self) -> dict[str, Any]:
         """Each process's GC pause buckets now: the web's (all its processes), each worker's."""
-        return {"web": gcpauses.read(self.url + "/metrics"),
-                "workers": [gcpauses.read(url) for url in self.worker_metrics]}
+        return {
+            "web": gcpauses.read(self.url + "/metrics"),
+            "workers": [gcpauses.read(url) for url in self.worker_metrics],
+        }
 
     def cpu_pids(self) -> dict[str, list[int]]:
         """The processes whose CPU time is recorded, by role."""
@@ -74,9 +76,13 @@ class Stack:
         web = [self.web.pid]  # the gunicorn master, and its workers below
         with contextlib.suppress(psutil.NoSuchProcess):
             web += [c.pid for c in psutil.Process(self.web.pid).children()]
-        return {"web": web, "workers": [w.pid for w in self.workers],
-                "redis": [self.server.process.pid], "fakellm": [self.fakellm.pid],
-                "load_generator": [os.getpid()]}
+        return {
+            "web": web,
+            "workers": [w.pid for w in self.workers],
+            "redis": [self.server.process.pid],
+            "fakellm": [self.fakellm.pid],
+            "load_generator": [os.getpid()],
+        }
 
 
 def _rss(pid: int) -> tuple[int, int]:
@@ -103,12 +109,16 @@ def _cpu_s(pids: list[int]) -> float:
 
 def _redis_memory(client: redis.Redis) -> dict[str, int]:
     info = client.info("memory")
-    return {"used_memory": int(info["used_memory"]), "used_memory_rss":
-            int(info["used_memory_rss"]), "keys": int(client.dbsize())}
+    return {
+        "used_memory": int(info["used_memory"]),
+        "used_memory_rss": int(info["used_memory_rss"]),
+        "keys": int(client.dbsize()),
+    }
 
 
-def _sample(t0: float, stack: Stack, client: redis.Redis, load: Load,
-            interval: Interval) -> dict[str, Any]:
+def _sample(
+    t0: float, stack: Stack, client: redis.Redis, load: Load, interval: Interval
+) -> dict[str, Any]:
     web_master, web_serving = _rss(stack.web.pid)
     return {
         "t_s": round(time.monotonic() - t0, 1),
@@ -132,8 +142,15 @@ def _sample(t0: float, stack: Stack, client: redis.Redis, load: Load,
     }
 
 
-async def _sampler(t0: float, every_s: float, stack: Stack, client: redis.Redis, load: Load,
-                   samples: list[dict[str, Any]], stop: asyncio.Event) -> None:
+async def _sampler(
+    t0: float,
+    every_s: float,
+    stack: Stack,
+    client: redis.Redis,
+    load: Load,
+    samples: list[dict[str, Any]],
+    stop: asyncio.Event,
+) -> None:
     while not stop.is_set():
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stop.wait(), every_s)
@@ -143,12 +160,15 @@ async def _sampler(t0: float, every_s: float, stack: Stack, client: redis.Redis,
 
 
 def _progress(s: dict[str, Any]) -> None:
-    print(f"[{s['t_s']:7.1f}s] submitted {s['submitted']:7d} completed {s['completed']:7d} "
-          f"waiting {s['in_flight']:5d} errors {s['errors']:4d} | web {s['web_rss'] / MiB:6.1f} "
-          f"MiB workers {'/'.join(f'{r / MiB:.1f}' for r in s['worker_rss'])} MiB redis "
-          f"{s['redis']['used_memory'] / MiB:6.1f} MiB | submit p99 {s['submit_p99_ms']} ms "
-          f"e2e p99 {s['e2e_p99_s'] and round(s['e2e_p99_s'], 2)} s "
-          f"wake p99 {s['wake_p99_ms']} ms", flush=True)
+    print(
+        f"[{s['t_s']:7.1f}s] submitted {s['submitted']:7d} completed {s['completed']:7d} "
+        f"waiting {s['in_flight']:5d} errors {s['errors']:4d} | web {s['web_rss'] / MiB:6.1f} "
+        f"MiB workers {'/'.join(f'{r / MiB:.1f}' for r in s['worker_rss'])} MiB redis "
+        f"{s['redis']['used_memory'] / MiB:6.1f} MiB | submit p99 {s['submit_p99_ms']} ms "
+        f"e2e p99 {s['e2e_p99_s'] and round(s['e2e_p99_s'], 2)} s "
+        f"wake p99 {s['wake_p99_ms']} ms",
+        flush=True,
+    )
 
 
 # --- the run -----------------------------------------------------------------------------
@@ -158,17 +178,29 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--minutes", type=float, default=30.0, help="load duration (default 30)")
     p.add_argument("--rate", type=float, default=100.0, help="jobs per second (default 100)")
-    p.add_argument("--waiters", type=int, default=1000,
-                   help="long-polls parked at once; each job lasts waiters/rate s (default 1000)")
+    p.add_argument(
+        "--waiters",
+        type=int,
+        default=1000,
+        help="long-polls parked at once; each job lasts waiters/rate s (default 1000)",
+    )
     p.add_argument("--workers", type=int, default=2, help="worker processes (default 2)")
     p.add_argument("--ttl", type=int, default=120, help="CHATQ_JOB_TTL in s (default 120)")
-    p.add_argument("--warmup-fraction", type=float, default=0.2,
-                   help="share of the load ignored by the verdicts (default 0.2)")
+    p.add_argument(
+        "--warmup-fraction",
+        type=float,
+        default=0.2,
+        help="share of the load ignored by the verdicts (default 0.2)",
+    )
     p.add_argument("--sample-seconds", type=float, default=5.0, help="sampling interval")
-    p.add_argument("--out", type=Path, default=None,
-                   help="JSON file (default .run/soak/soak-<time>.json)")
-    p.add_argument("--preset", choices=sorted(PRESETS),
-                   help="gc: --minutes 10 --rate 50 (over those two options)")
+    p.add_argument(
+        "--out", type=Path, default=None, help="JSON file (default .run/soak/soak-<time>.json)"
+    )
+    p.add_argument(
+        "--preset",
+        choices=sorted(PRESETS),
+        help="gc: --minutes 10 --rate 50 (over those two options)",
+    )
     args = p.parse_args(argv)
     for name, value in PRESETS.get(args.preset or "", {}).items():
         setattr(args, name, value)
@@ -193,9 +225,14 @@ def _start(args: argparse.Namespace, job_s: float) -> Stack:
     fakellm, upstream = start_fakellm()
     slots = math.ceil(args.rate * job_s * 1.3 / args.workers) + 20
     # WARNING: one INFO line per request and per job transition would be GiBs in 30 min.
-    env = base_env(server.url, upstream, CHATQ_JOB_TTL=str(args.ttl),
-                   CHATQ_WORKER_CONCURRENCY=str(slots), CHATQ_LOG_LEVEL="WARNING",
-                   CHATQ_MAX_QUEUE_DEPTH="0")
+    env = base_env(
+        server.url,
+        upstream,
+        CHATQ_JOB_TTL=str(args.ttl),
+        CHATQ_WORKER_CONCURRENCY=str(slots),
+        CHATQ_LOG_LEVEL="WARNING",
+        CHATQ_MAX_QUEUE_DEPTH="0",
+    )
     workers = [_start_worker(env, client) for _ in range(args.workers)]
     web, url = start_web(env)
     return Stack(server, fakellm, web, [w for w, _ in workers], url, [m for _, m in workers])
@@ -225,12 +262,16 @@ async def _measure(args: argparse.Namespace, stack: Stack) -> dict[str, Any]:
     load = Load()
     await asyncio.sleep(2)
     baseline = _redis_memory(client)
-    print(f"soak: {args.rate:g} jobs/s for {args.minutes:g} min, jobs of {job_s:g} s "
-          f"(~{args.waiters} waiters), {len(stack.workers)} workers; Redis baseline "
-          f"{baseline['used_memory'] / MiB:.1f} MiB", flush=True)
+    print(
+        f"soak: {args.rate:g} jobs/s for {args.minutes:g} min, jobs of {job_s:g} s "
+        f"(~{args.waiters} waiters), {len(stack.workers)} workers; Redis baseline "
+        f"{baseline['used_memory'] / MiB:.1f} MiB",
+        flush=True,
+    )
     stop, t0 = asyncio.Event(), time.monotonic()
-    sampler = asyncio.create_task(_sampler(t0, args.sample_seconds, stack, client, load,
-                                           samples, stop))
+    sampler = asyncio.create_task(
+        _sampler(t0, args.sample_seconds, stack, client, load, samples, stop)
+    )
     model = f"fake:ttft={job_s:g},tokens=20"
     gc_before = await asyncio.to_thread(stack.gc_buckets)
     await drive(stack.url, args.rate, load_s, model, max(2 * args.waiters, 100), load)
@@ -240,16 +281,24 @@ async def _measure(args: argparse.Namespace, stack: Stack) -> dict[str, Any]:
     print(f"load done; waiting {args.ttl + 30} s for the job TTL to pass", flush=True)
     drained = await _drain(client, args.ttl + 30, t0, drain)
     summary = verdicts(samples, load_s, load_s * args.warmup_fraction, baseline, drained, load)
-    summary.update(rates(samples, load_s * args.warmup_fraction, load_s),
-                   gc_pause_longest=gc_longest(gc_before, gc_after),
-                   commit=meta.describe("python -m scripts.soak")["commit"])
-    return {"config": {**vars(args), "out": str(args.out), "job_s": job_s, "url": stack.url},
-            "baseline": baseline, "samples": samples, "drain": drain, "summary": summary,
-            "alive": {"web": stack.web.alive(), "workers": [w.alive() for w in stack.workers]}}
+    summary.update(
+        rates(samples, load_s * args.warmup_fraction, load_s),
+        gc_pause_longest=gc_longest(gc_before, gc_after),
+        commit=meta.describe("python -m scripts.soak")["commit"],
+    )
+    return {
+        "config": {**vars(args), "out": str(args.out), "job_s": job_s, "url": stack.url},
+        "baseline": baseline,
+        "samples": samples,
+        "drain": drain,
+        "summary": summary,
+        "alive": {"web": stack.web.alive(), "workers": [w.alive() for w in stack.workers]},
+    }
 
 
-async def _drain(client: redis.Redis, seconds: float, t0: float,
-                 drain: list[dict[str, Any]]) -> dict[str, int]:
+async def _drain(
+    client: redis.Redis, seconds: float, t0: float, drain: list[dict[str, Any]]
+) -> dict[str, int]:
     end = time.monotonic() + seconds
     memory = _redis_memory(client)
     while time.monotonic() < end:
@@ -277,4 +326,3 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
-

@@ -55,8 +55,7 @@ def ms(value: float | None) -> float | None:
     return None if value is None else round(value * 1000, 1)
 
 
-async def _one_job(http: aiohttp.ClientSession, url: str, body: dict[str, Any],
-                   load: Load) -> None:
+async def _one_job(http: aiohttp.ClientSession, url: str, body: dict[str, Any], load: Load) -> None:
     """Submit a job, then long-poll it until it ends, as a simple client would."""
     headers = {"Authorization": f"Bearer {ALICE_KEY}"}
     load.in_flight += 1
@@ -71,8 +70,9 @@ async def _one_job(http: aiohttp.ClientSession, url: str, body: dict[str, Any],
         for _ in range(1000):
             if job.get("status") in ("completed", "failed", "cancelled"):
                 break
-            async with http.get(f"{url}/v1/jobs/{job['id']}", headers=headers,
-                                params={"wait": str(POLL_WAIT_S)}) as r:
+            async with http.get(
+                f"{url}/v1/jobs/{job['id']}", headers=headers, params={"wait": str(POLL_WAIT_S)}
+            ) as r:
                 job = await r.json(content_type=None)
                 if r.status not in (200, 202):
                     load.errors[f"poll {r.status}"] += 1
@@ -91,8 +91,9 @@ async def _one_job(http: aiohttp.ClientSession, url: str, body: dict[str, Any],
         load.in_flight -= 1
 
 
-async def drive(url: str, rate: float, seconds: float, model: str, max_in_flight: int,
-                 load: Load) -> None:
+async def drive(
+    url: str, rate: float, seconds: float, model: str, max_in_flight: int, load: Load
+) -> None:
     """Start jobs at a steady `rate` (open loop) for `seconds`."""
     connector = aiohttp.TCPConnector(limit=max_in_flight + 100)
     timeout = aiohttp.ClientTimeout(total=POLL_WAIT_S + 60)

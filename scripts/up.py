@@ -70,8 +70,13 @@ def _pump(child: Child, stream: IO[bytes]) -> None:
 def spawn(name: str, args: list[str], env: dict[str, str], ready_text: str = "") -> Child:
     """Start `python -m ARGS` in its own session, so that a terminal's Ctrl-C reaches us only."""
     process = subprocess.Popen(
-        [sys.executable, "-m", *args], cwd=ROOT, env=env, stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
+        [sys.executable, "-m", *args],
+        cwd=ROOT,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
     )
     child = Child(name, process, ready_text)
     assert process.stdout is not None
@@ -161,8 +166,11 @@ class Stack:
             code = child.process.poll()
             if code is not None:
                 pid = child.process.pid
-                how = f"was killed by {signal.Signals(-code).name}" if code < 0 else (
-                    f"exited with code {code}")
+                how = (
+                    f"was killed by {signal.Signals(-code).name}"
+                    if code < 0
+                    else (f"exited with code {code}")
+                )
                 raise UpError(f"{child.name} (pid {pid}) {how}")
 
     def start_redis(self) -> None:

@@ -21,12 +21,16 @@ ENDED = {"completed", "failed", "cancelled", "expired"}
 CHAT = "/v1/chat/completions"
 
 
-def request_line(custom_id: str | None, content: str, model: str = "fake",
-                 **fields: Any) -> dict[str, Any]:
+def request_line(
+    custom_id: str | None, content: str, model: str = "fake", **fields: Any
+) -> dict[str, Any]:
     """One input line, as OpenAI's docs show it; `fields` override its keys."""
-    line: dict[str, Any] = {"custom_id": custom_id, "method": "POST", "url": CHAT,
-                            "body": {"model": model,
-                                     "messages": [{"role": "user", "content": content}]}}
+    line: dict[str, Any] = {
+        "custom_id": custom_id,
+        "method": "POST",
+        "url": CHAT,
+        "body": {"model": model, "messages": [{"role": "user", "content": content}]},
+    }
     if custom_id is None:
         del line["custom_id"]
     return {**line, **fields}
@@ -103,12 +107,12 @@ def session(key: str = ALICE_KEY) -> requests.Session:
 def upload(url: str, data: bytes, key: str = ALICE_KEY, **fields: str) -> requests.Response:
     """POST /v1/files with `data` as the file and purpose batch (unless `fields` say)."""
     form = {"purpose": "batch", **fields}
-    return session(key).post(f"{url}/v1/files", files={"file": ("input.jsonl", data)},
-                             data=form, timeout=60)
+    return session(key).post(
+        f"{url}/v1/files", files={"file": ("input.jsonl", data)}, data=form, timeout=60
+    )
 
 
-def create_batch(url: str, file_id: str, key: str = ALICE_KEY,
-                 **fields: Any) -> requests.Response:
+def create_batch(url: str, file_id: str, key: str = ALICE_KEY, **fields: Any) -> requests.Response:
     """POST /v1/batches on `file_id` for /v1/chat/completions in 24h; `fields` override."""
     body = {"input_file_id": file_id, "endpoint": CHAT, "completion_window": "24h", **fields}
     return session(key).post(f"{url}/v1/batches", json=body, timeout=30)

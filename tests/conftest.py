@@ -75,14 +75,16 @@ class Stack:
         s.headers["Authorization"] = f"Bearer {key}"
         return s
 
-    def submit(self, content: str = "hello", model: str = "fake", key: str = ALICE_KEY,
-               **params: Any) -> requests.Response:
+    def submit(
+        self, content: str = "hello", model: str = "fake", key: str = ALICE_KEY, **params: Any
+    ) -> requests.Response:
         """POST /v1/jobs with one user message."""
         body = {"model": model, "messages": [{"role": "user", "content": content}]}
         return self.session(key).post(f"{self.url}/v1/jobs", json=body, params=params, timeout=70)
 
-    def get(self, job_id: str, key: str = ALICE_KEY, suffix: str = "",
-            **params: Any) -> requests.Response:
+    def get(
+        self, job_id: str, key: str = ALICE_KEY, suffix: str = "", **params: Any
+    ) -> requests.Response:
         """GET /v1/jobs/{id}{suffix}."""
         url = f"{self.url}/v1/jobs/{job_id}{suffix}"
         return self.session(key).get(url, params=params, timeout=70)
@@ -124,8 +126,9 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         shutil.rmtree(LOG_DIR, ignore_errors=True)
 
 
-def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter,
-                            config: pytest.Config) -> None:
+def pytest_terminal_summary(
+    terminalreporter: pytest.TerminalReporter, config: pytest.Config
+) -> None:
     """Say which keys leaked where, and the seed that replays this test order."""
     leaks = config.stash.get(LEAKS, [])
     if leaks:
@@ -135,7 +138,8 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter,
     seed = _random_order_seed(config)
     if seed is not None:
         terminalreporter.write_line(
-            f"random order: --random-order-seed={seed} (replay with `make test SEED={seed}`)")
+            f"random order: --random-order-seed={seed} (replay with `make test SEED={seed}`)"
+        )
 
 
 def _random_order_seed(config: pytest.Config) -> str | None:

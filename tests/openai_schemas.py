@@ -116,8 +116,10 @@ def _strict(node: Any, part: bool = False) -> Any:
         return [_strict(item) for item in node]
     if not isinstance(node, dict):
         return node
-    strict = {key: [_strict(item, part=True) for item in value] if key == "allOf"
-              else _strict(value) for key, value in node.items()}
+    strict = {
+        key: [_strict(item, part=True) for item in value] if key == "allOf" else _strict(value)
+        for key, value in node.items()
+    }
     if "allOf" in strict:
         strict.setdefault("unevaluatedProperties", False)
     elif "properties" in strict and "additionalProperties" not in strict and not part:

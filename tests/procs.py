@@ -20,8 +20,9 @@ ROOT = Path(__file__).resolve().parents[1]
 # One folder per test session, so that the secrets check reads only its own logs. A program a
 # test runs (the bench smoke test's `python -m bench`) inherits it, so its processes' logs are
 # checked too.
-LOG_DIR = Path(os.environ.setdefault(
-    "CHATQ_TEST_LOG_DIR", str(ROOT / ".run" / "test-logs" / str(os.getpid()))))
+LOG_DIR = Path(
+    os.environ.setdefault("CHATQ_TEST_LOG_DIR", str(ROOT / ".run" / "test-logs" / str(os.getpid())))
+)
 
 
 def wait_until(check: Callable[[], Any], timeout_s: float, what: str, every_s: float = 0.05) -> Any:
@@ -62,8 +63,13 @@ class Proc:
         """Start it."""
         log = open(self.log_path, "ab")  # noqa: SIM115
         self.process = subprocess.Popen(
-            self.args, cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT,
-            start_new_session=True, preexec_fn=_die_with_parent,
+            self.args,
+            cwd=ROOT,
+            env=self.env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            preexec_fn=_die_with_parent,
         )
         return self
 

@@ -39,9 +39,11 @@ def _server_script() -> str:
     for path in (os.environ.get("CHATQ_TEST_RABBITMQ_SERVER", ""), *SERVER_SCRIPTS):
         if path and os.access(path, os.X_OK):
             return path
-    pytest.fail("rabbitmq-server is not installed: the RabbitMQ tests start a node of their "
-                "own from Debian's `rabbitmq-server` package (TEST_DEB_PACKAGES)",
-                pytrace=False)
+    pytest.fail(
+        "rabbitmq-server is not installed: the RabbitMQ tests start a node of their "
+        "own from Debian's `rabbitmq-server` package (TEST_DEB_PACKAGES)",
+        pytrace=False,
+    )
 
 
 class RabbitNode:
@@ -56,7 +58,8 @@ class RabbitNode:
         (self.dir / "env.conf").write_text("")
         (self.dir / "rabbitmq.conf").write_text(
             f"listeners.tcp.1 = 127.0.0.1:{self.amqp_port}\n"
-            f"management.tcp.ip = 127.0.0.1\nmanagement.tcp.port = {self.api_port}\n")
+            f"management.tcp.ip = 127.0.0.1\nmanagement.tcp.port = {self.api_port}\n"
+        )
 
     @property
     def api(self) -> str:
@@ -65,8 +68,10 @@ class RabbitNode:
 
     def url(self, vhost: str, user: str = USER, password: str = PASSWORD) -> str:
         """The AMQP URL of `vhost` on this node."""
-        return (f"amqp://{user}:{password}@127.0.0.1:{self.amqp_port}/"
-                f"{urllib.parse.quote(vhost, safe='')}")
+        return (
+            f"amqp://{user}:{password}@127.0.0.1:{self.amqp_port}/"
+            f"{urllib.parse.quote(vhost, safe='')}"
+        )
 
     def _env(self) -> dict[str, str]:
         base = {k: v for k, v in os.environ.items() if not k.startswith(("RABBITMQ_", "ERL_"))}
@@ -92,8 +97,13 @@ class RabbitNode:
         LOG_DIR.mkdir(parents=True, exist_ok=True)
         log = open(LOG_DIR / f"rabbitmq-{self.amqp_port}.log", "ab")  # noqa: SIM115
         self.process = subprocess.Popen(
-            [_server_script()], cwd=self.dir, env=self._env(), stdout=log,
-            stderr=subprocess.STDOUT, start_new_session=True)
+            [_server_script()],
+            cwd=self.dir,
+            env=self._env(),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
         wait_until(self._ready, 60, f"RabbitMQ node {self.name}", every_s=0.2)
         return self
 
@@ -122,8 +132,9 @@ class RabbitNode:
         shutil.rmtree(self.dir, ignore_errors=True)
 
     def _call(self, method: str, path: str, **kwargs: object) -> requests.Response:
-        answer = requests.request(method, f"{self.api}/api/{path}", auth=(USER, PASSWORD),
-                                  timeout=10, **kwargs)  # type: ignore[arg-type]
+        answer = requests.request(
+            method, f"{self.api}/api/{path}", auth=(USER, PASSWORD), timeout=10, **kwargs
+        )  # type: ignore[arg-type]
         answer.raise_for_status()
         return answer
 
@@ -137,8 +148,11 @@ class RabbitNode:
     def allow(self, vhost: str, user: str) -> None:
         """Let `user` configure, write and read everything in `vhost`."""
         quoted = urllib.parse.quote(vhost, safe="")
-        self._call("PUT", f"permissions/{quoted}/{user}",
-                   json={"configure": ".*", "write": ".*", "read": ".*"})
+        self._call(
+            "PUT",
+            f"permissions/{quoted}/{user}",
+            json={"configure": ".*", "write": ".*", "read": ".*"},
+        )
 
     def add_user(self, vhost: str) -> tuple[str, str]:
         """A user of `vhost` alone with the `monitoring` tag, as README.md advises: (name,
@@ -161,7 +175,6 @@ class RabbitNode:
         path = f"queues/{urllib.parse.quote(vhost, safe='')}/{name}"
         loaded: dict[str, object] = self._call("GET", path).json()
         return loaded
-
 
 
 @dataclass
@@ -216,8 +229,10 @@ def rabbit_stacks(node: RabbitNode) -> Iterator[StackFactory]:
         fake, fake_url = start_fakellm()
         vhost = node.add_vhost()
         user, password = node.add_user(vhost)
-        broker = {"CHATQ_BROKER_URL": node.url(vhost, user, password),
-                  "CHATQ_BROKER_API_URL": node.api}
+        broker = {
+            "CHATQ_BROKER_URL": node.url(vhost, user, password),
+            "CHATQ_BROKER_API_URL": node.api,
+        }
         stack = start_stack(server.url, fake_url, workers=workers, **{**broker, **env})
         made = RabbitStack(stack, node, vhost, fake_url.removesuffix("/v1"), user, password)
         built.append((made, server, fake))

@@ -15,8 +15,14 @@ from typing import Any
 
 
 def _chunk(choices: Any, **extra: Any) -> dict[str, Any]:
-    return {"id": "chatcmpl-shapes", "object": "chat.completion.chunk", "created": 1700000000,
-            "model": "shapes", "choices": choices, **extra}
+    return {
+        "id": "chatcmpl-shapes",
+        "object": "chat.completion.chunk",
+        "created": 1700000000,
+        "model": "shapes",
+        "choices": choices,
+        **extra,
+    }
 
 
 def _choice(delta: Any, **extra: Any) -> dict[str, Any]:
@@ -48,8 +54,13 @@ def _bad_choice(**fields: Any) -> bytes:
 
 
 def _tool_call(**fields: Any) -> dict[str, Any]:
-    return {"index": 0, "id": "call_1", "type": "function",
-            "function": {"name": "lookup", "arguments": ""}, **fields}
+    return {
+        "index": 0,
+        "id": "call_1",
+        "type": "function",
+        "function": {"name": "lookup", "arguments": ""},
+        **fields,
+    }
 
 
 STREAMS: dict[str, bytes] = {
@@ -66,20 +77,25 @@ STREAMS: dict[str, bytes] = {
     "refusal_number": _bad_delta({"refusal": 1}),
     "tool_call_function_string": _bad_delta({"tool_calls": [_tool_call(function="lookup")]}),
     "tool_call_arguments_object": _bad_delta(
-        {"tool_calls": [_tool_call(function={"name": "lookup", "arguments": {"q": 1}})]}),
+        {"tool_calls": [_tool_call(function={"name": "lookup", "arguments": {"q": 1}})]}
+    ),
     "tool_call_index_null": _bad_delta({"tool_calls": [_tool_call(index=None)]}),
     "logprobs_string": _bad_choice(logprobs="high"),
-    "logprobs_content_object": _bad_choice(logprobs={"content": {"token": "x"},
-                                                     "refusal": None}),
+    "logprobs_content_object": _bad_choice(logprobs={"content": {"token": "x"}, "refusal": None}),
     "finish_reason_number": _stream(ROLE, _chunk([_choice({}, finish_reason=1)])),
     "usage_list": _stream(ROLE, TEXT, STOP, _chunk([], usage=[1, 2])),
-    "usage_tokens_string": _stream(ROLE, TEXT, STOP, _chunk([], usage={
-        "prompt_tokens": "many", "completion_tokens": 1, "total_tokens": 2})),
+    "usage_tokens_string": _stream(
+        ROLE,
+        TEXT,
+        STOP,
+        _chunk([], usage={"prompt_tokens": "many", "completion_tokens": 1, "total_tokens": 2}),
+    ),
     "chunk_array": _stream(ROLE, "[1, 2]"),
     "not_json": _stream(ROLE, '{"choices": [<html>'),
     "not_utf8": _stream(ROLE, b'{"choices": "\xff\xfe"}'),
-    "json_body": json.dumps({"id": "chatcmpl-shapes", "object": "chat.completion",
-                             "choices": []}).encode(),
+    "json_body": json.dumps(
+        {"id": "chatcmpl-shapes", "object": "chat.completion", "choices": []}
+    ).encode(),
     "html_page": b"<html><body>Service temporarily unavailable</body></html>",
     # Text already streamed (and written to the job) before the bad chunk.
     "after_text": _stream(ROLE, TEXT, _chunk([_choice({"content": ["late"]})]), STOP),
@@ -103,8 +119,11 @@ class ShapesUpstream:
                 name = str(request.get("model", "")).removeprefix("shape:")
                 upstream.count(name)
                 if name not in STREAMS:
-                    self._send(404, "application/json",
-                               b'{"error": {"message": "unknown shape", "type": "x"}}')
+                    self._send(
+                        404,
+                        "application/json",
+                        b'{"error": {"message": "unknown shape", "type": "x"}}',
+                    )
                     return
                 self._send(200, "text/event-stream", STREAMS[name])
 

@@ -31,8 +31,14 @@ OK_MESSAGES = [{"role": "user", "content": "x"}]
 def _app(redis_url: str) -> Flask:
     root = logging.getLogger()
     level = root.level
-    app = create_app(Settings(redis_url=redis_url, api_keys=(("alice", KEY),),
-                              default_model="fake", max_body_bytes=MAX_BODY_BYTES))
+    app = create_app(
+        Settings(
+            redis_url=redis_url,
+            api_keys=(("alice", KEY),),
+            default_model="fake",
+            max_body_bytes=MAX_BODY_BYTES,
+        )
+    )
     root.setLevel(level)  # create_app sets up logging for a server process, not for pytest
     return app
 
@@ -60,9 +66,15 @@ def _body(**fields: Any) -> dict[str, Any]:
 
 
 BAD_BODIES: list[tuple[str, bytes]] = [
-    ("empty", b""), ("not json", b"not json"), ("cut", b'{"messages": ['),
-    ("bad utf-8", b'\xff\xfe{"messages": []}'), ("array", b"[1, 2]"), ("number", b"3"),
-    ("string", b'"hi"'), ("NaN", b'{"messages": NaN}'), ("Infinity", b'{"t": Infinity}'),
+    ("empty", b""),
+    ("not json", b"not json"),
+    ("cut", b'{"messages": ['),
+    ("bad utf-8", b'\xff\xfe{"messages": []}'),
+    ("array", b"[1, 2]"),
+    ("number", b"3"),
+    ("string", b'"hi"'),
+    ("NaN", b'{"messages": NaN}'),
+    ("Infinity", b'{"t": Infinity}'),
     ("deep", b"[" * (MAX_BODY_BYTES - 1)),
 ]
 
@@ -90,12 +102,21 @@ BAD_FIELDS: list[tuple[dict[str, Any], str, str]] = [
     ({"messages": [{"role": 1, "content": "hi"}]}, "invalid_request", "messages[0].role"),
     ({"messages": [{"role": "user"}]}, "missing_field", "messages[0].content"),
     ({"messages": [{"role": "user", "content": 5}]}, "invalid_request", "messages[0].content"),
-    ({"messages": [{"role": "user", "content": ["text"]}]}, "invalid_request",
-     "messages[0].content"),
-    ({"messages": [{"role": "assistant", "tool_calls": "x"}]}, "invalid_request",
-     "messages[0].tool_calls"),
-    ({"messages": [{"role": "assistant", "tool_calls": [1]}]}, "invalid_request",
-     "messages[0].tool_calls"),
+    (
+        {"messages": [{"role": "user", "content": ["text"]}]},
+        "invalid_request",
+        "messages[0].content",
+    ),
+    (
+        {"messages": [{"role": "assistant", "tool_calls": "x"}]},
+        "invalid_request",
+        "messages[0].tool_calls",
+    ),
+    (
+        {"messages": [{"role": "assistant", "tool_calls": [1]}]},
+        "invalid_request",
+        "messages[0].tool_calls",
+    ),
     (_body(model=3), "invalid_request", "model"),
     (_body(model=""), "invalid_request", "model"),
     (_body(temperature="hot"), "invalid_request", "temperature"),
@@ -123,11 +144,14 @@ def test_a_missing_or_mistyped_field_is_400_naming_it(
     assert _error(client.post(path, json=body, headers=AUTH), 400, code)["param"] == param
 
 
-@pytest.mark.parametrize("body,param", [
-    (_body(stream=True), "stream"),
-    (_body(stream="yes"), "stream"),
-    (_body(stream_options=[]), "stream_options"),
-])
+@pytest.mark.parametrize(
+    "body,param",
+    [
+        (_body(stream=True), "stream"),
+        (_body(stream="yes"), "stream"),
+        (_body(stream_options=[]), "stream_options"),
+    ],
+)
 def test_stream_fields_on_the_jobs_endpoint(
     client: FlaskClient, body: dict[str, Any], param: str
 ) -> None:
@@ -140,12 +164,18 @@ def test_stream_must_be_a_boolean_on_the_openai_front_door(client: FlaskClient) 
     assert _error(r, 400, "invalid_request")["param"] == "stream"
 
 
-@pytest.mark.parametrize("wait", ["-1", "abc", "nan", "inf", "-inf", "1e999", "", "1_0",
-                                  "0x10", "1,5", " ", "1e"])
-@pytest.mark.parametrize("method,path", [
-    ("post", "/v1/jobs"), ("get", f"/v1/jobs/{JOB}"), ("get", f"/v1/jobs/{JOB}/result"),
-    ("get", f"/v1/jobs/{JOB}/events"),
-])
+@pytest.mark.parametrize(
+    "wait", ["-1", "abc", "nan", "inf", "-inf", "1e999", "", "1_0", "0x10", "1,5", " ", "1e"]
+)
+@pytest.mark.parametrize(
+    "method,path",
+    [
+        ("post", "/v1/jobs"),
+        ("get", f"/v1/jobs/{JOB}"),
+        ("get", f"/v1/jobs/{JOB}/result"),
+        ("get", f"/v1/jobs/{JOB}/events"),
+    ],
+)
 def test_a_bad_wait_is_400_invalid_wait(
     client: FlaskClient, wait: str, method: str, path: str
 ) -> None:
@@ -173,17 +203,28 @@ def test_a_bad_context_overflow_policy_is_400(client: FlaskClient) -> None:
 
 def test_a_cursor_this_api_never_gave_is_400(client: FlaskClient) -> None:
     for accept in ("application/json", "text/event-stream"):
-        r = client.get(f"/v1/jobs/{JOB}/events", query_string={"cursor": "zz"},
-                       headers={**AUTH, "Accept": accept})
+        r = client.get(
+            f"/v1/jobs/{JOB}/events",
+            query_string={"cursor": "zz"},
+            headers={**AUTH, "Accept": accept},
+        )
         assert _error(r, 400, "invalid_cursor")["param"] == "cursor"
 
 
-@pytest.mark.parametrize("auth", [None, "Bearer nope", f"Basic {KEY}", "Bearer ", KEY,
-                                  f"Bearer {KEY}x"])
-@pytest.mark.parametrize("method,path", [
-    ("post", "/v1/jobs"), ("get", f"/v1/jobs/{JOB}"), ("post", f"/v1/jobs/{JOB}/cancel"),
-    ("post", "/v1/chat/completions"), ("get", "/v1/models"), ("get", "/v1/queue"),
-])
+@pytest.mark.parametrize(
+    "auth", [None, "Bearer nope", f"Basic {KEY}", "Bearer ", KEY, f"Bearer {KEY}x"]
+)
+@pytest.mark.parametrize(
+    "method,path",
+    [
+        ("post", "/v1/jobs"),
+        ("get", f"/v1/jobs/{JOB}"),
+        ("post", f"/v1/jobs/{JOB}/cancel"),
+        ("post", "/v1/chat/completions"),
+        ("get", "/v1/models"),
+        ("get", "/v1/queue"),
+    ],
+)
 def test_no_key_or_an_unknown_key_is_401(
     client: FlaskClient, auth: str | None, method: str, path: str
 ) -> None:
@@ -192,8 +233,10 @@ def test_no_key_or_an_unknown_key_is_401(
     assert _error(r, 401, "invalid_api_key")["param"] is None
 
 
-@pytest.mark.parametrize("job_id", ["x", "job_", "job_short", "job_" + "a" * 500,
-                                    "job_" + "a" * 31 + "!", "JOB_" + "a" * 32])
+@pytest.mark.parametrize(
+    "job_id",
+    ["x", "job_", "job_short", "job_" + "a" * 500, "job_" + "a" * 31 + "!", "JOB_" + "a" * 32],
+)
 @pytest.mark.parametrize("suffix", ["", "/result", "/events"])
 def test_a_malformed_job_id_is_404_without_asking_redis(
     client: FlaskClient, job_id: str, suffix: str
@@ -217,11 +260,17 @@ def test_an_unknown_path_is_404(client: FlaskClient) -> None:
         _error(client.get(path, headers=AUTH), 404, "not_found")
 
 
-@pytest.mark.parametrize("method,path,allowed", [
-    ("delete", "/v1/jobs", "POST"), ("get", "/v1/jobs", "POST"),
-    ("put", f"/v1/jobs/{JOB}", "GET"), ("get", f"/v1/jobs/{JOB}/cancel", "POST"),
-    ("get", "/v1/chat/completions", "POST"), ("post", "/v1/models", "GET"),
-])
+@pytest.mark.parametrize(
+    "method,path,allowed",
+    [
+        ("delete", "/v1/jobs", "POST"),
+        ("get", "/v1/jobs", "POST"),
+        ("put", f"/v1/jobs/{JOB}", "GET"),
+        ("get", f"/v1/jobs/{JOB}/cancel", "POST"),
+        ("get", "/v1/chat/completions", "POST"),
+        ("post", "/v1/models", "GET"),
+    ],
+)
 def test_a_wrong_method_is_405_with_allow(
     client: FlaskClient, method: str, path: str, allowed: str
 ) -> None:
@@ -251,8 +300,13 @@ def test_a_whole_number_written_with_a_fraction_counts_as_an_integer() -> None:
     """JSON Schema (and so the OpenAPI document) counts 3.0 an integer: so does the server."""
     from chatq.validate import chat_request
 
-    body = {"messages": [{"role": "user", "content": "hi"}], "n": 2.0, "seed": -929.0,
-            "max_tokens": 16.0, "logit_bias": {"50256": -100.0}}
+    body = {
+        "messages": [{"role": "user", "content": "hi"}],
+        "n": 2.0,
+        "seed": -929.0,
+        "max_tokens": 16.0,
+        "logit_bias": {"50256": -100.0},
+    }
     request = chat_request(body, Settings())
     assert (request["n"], request["seed"], request["max_tokens"]) == (2, -929, 16)
     assert request["logit_bias"] == {"50256": -100} and request["messages"] == body["messages"]

@@ -32,8 +32,9 @@ N = 8
 @pytest.fixture
 def ctx(tmp_path: Path) -> Iterator[WorkerContext]:
     server = LocalRedis().start()
-    settings = Settings(redis_url=server.url, files_dir=str(tmp_path), batch_max_queued=100,
-                        lease_s=10.0)
+    settings = Settings(
+        redis_url=server.url, files_dir=str(tmp_path), batch_max_queued=100, lease_s=10.0
+    )
     context = _build(settings, make_celery(settings))
     yield context
     context.store.redis.close()
@@ -48,13 +49,27 @@ def _batch(ctx: WorkerContext, token: str) -> Turn:
     upload.write(jsonl([request_line(f"x{i}", f"line {i}") for i in range(N)]))
     size = upload.commit()
     now = time.time()
-    FileIndex(ctx.store.redis).add(new_meta(
-        file_id=file_id, owner="alice", size_bytes=size, lines=N, filename="in.jsonl",
-        purpose="batch", created_at=now, expires_at=now + 3600))
+    FileIndex(ctx.store.redis).add(
+        new_meta(
+            file_id=file_id,
+            owner="alice",
+            size_bytes=size,
+            lines=N,
+            filename="in.jsonl",
+            purpose="batch",
+            created_at=now,
+            expires_at=now + 3600,
+        )
+    )
     store = BatchStore(ctx.store.redis, 3600)
-    record = batches.new_record(batch_id=batches.new_batch_id(), owner="alice",
-                                endpoint=CHAT, input_file_id=file_id,
-                                metadata=None, output_expires_s=3600)
+    record = batches.new_record(
+        batch_id=batches.new_batch_id(),
+        owner="alice",
+        endpoint=CHAT,
+        input_file_id=file_id,
+        metadata=None,
+        output_expires_s=3600,
+    )
     assert store.create(record, 3600.0)
     assert store.lease(record["id"], token, 10.0)
     turn = Turn(ctx, store, storage, token, store.get(record["id"]) or {})
@@ -71,9 +86,7 @@ def _take_over(turn: Turn, token: str) -> Turn:
     return Turn(turn.ctx, turn.batches, turn.storage, token, turn.reload())
 
 
-def test_a_feeder_that_died_before_moving_its_cursor_makes_no_job_twice(
-    ctx: WorkerContext
-) -> None:
+def test_a_feeder_that_died_before_moving_its_cursor_makes_no_job_twice(ctx: WorkerContext) -> None:
     first = _batch(ctx, "dies")
     with first.storage.open(first.record["input_file_id"]) as handle:
         for number, raw, _ in islice(lines_from(handle, 0, 1), 3):
@@ -90,8 +103,9 @@ def test_a_feeder_that_died_before_moving_its_cursor_makes_no_job_twice(
 def _end(ctx: WorkerContext, job_id: str) -> None:
     assert ctx.store.claim(job_id=job_id, run_id="r", lease_s=10.0).claimed
     result = '{"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":5}}'
-    assert ctx.store.finish(job_id=job_id, run_id="r", status=jobs.COMPLETED,
-                            fields={"result": result})
+    assert ctx.store.finish(
+        job_id=job_id, run_id="r", status=jobs.COMPLETED, fields={"result": result}
+    )
 
 
 def test_a_line_s_end_reported_again_and_again_is_accounted_once(ctx: WorkerContext) -> None:
@@ -113,9 +127,7 @@ def test_a_line_s_end_reported_again_and_again_is_accounted_once(ctx: WorkerCont
     assert client.hlen(keys.batch_results(turn.batch_id)) == N
 
 
-def test_the_janitor_deletes_expired_files_but_not_one_a_batch_reads(
-    ctx: WorkerContext
-) -> None:
+def test_the_janitor_deletes_expired_files_but_not_one_a_batch_reads(ctx: WorkerContext) -> None:
     from worker.batches import BatchLoop
 
     turn = _batch(ctx, "w")  # its input file is read by an unfinished batch
@@ -126,14 +138,25 @@ def test_the_janitor_deletes_expired_files_but_not_one_a_batch_reads(
     upload.write(b"{}\n")
     upload.commit()
     past = time.time() - 10
-    files.add(new_meta(file_id=spare, owner="alice", size_bytes=3, lines=1, filename="x",
-                       purpose="batch", created_at=past - 60, expires_at=past))
+    files.add(
+        new_meta(
+            file_id=spare,
+            owner="alice",
+            size_bytes=3,
+            lines=1,
+            filename="x",
+            purpose="batch",
+            created_at=past - 60,
+            expires_at=past,
+        )
+    )
     in_use = turn.record["input_file_id"]
     ctx.store.redis.hset(keys.file_meta(in_use), "expires_at", repr(past))
     ctx.store.redis.zadd(keys.files_expiry(), {in_use: past})
     BatchLoop(ctx).sweep_files()
-    assert files.get(spare, "alice", 0) is None and not (Path(ctx.settings.files_dir) /
-                                                           spare).exists()
+    assert (
+        files.get(spare, "alice", 0) is None and not (Path(ctx.settings.files_dir) / spare).exists()
+    )
     assert ctx.store.redis.exists(keys.file_meta(in_use))
     assert (Path(ctx.settings.files_dir) / in_use).exists()
     assert ctx.store.redis.zscore(keys.files_expiry(), in_use) > time.time()
@@ -148,14 +171,17 @@ def test_a_line_too_long_to_hold_is_read_past_as_an_error(tmp_path: Path) -> Non
     with path.open("rb") as handle:
         found = list(lines_from(handle, 0, 1))
     assert [(n, raw) for n, raw, _ in found] == [
-        (1, b'{"a": 1}\n'), (2, LINE_TOO_LONG), (4, b'{"b": 2}')]
+        (1, b'{"a": 1}\n'),
+        (2, LINE_TOO_LONG),
+        (4, b'{"b": 2}'),
+    ]
     assert found[1][2] == 9 + len(long_line) and found[2][2] == path.stat().st_size
     error = parse_line(LINE_TOO_LONG, 2, CHAT, Settings())
     assert not isinstance(error, batch_lines.Line) and error.code == "line_too_long"
 
 
 def test_a_fed_line_whose_job_is_gone_is_an_error_so_the_batch_still_ends(
-    ctx: WorkerContext
+    ctx: WorkerContext,
 ) -> None:
     turn = _batch(ctx, "w")
     feed(turn)

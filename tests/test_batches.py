@@ -42,8 +42,9 @@ SLOTS = 4
 @pytest.fixture(scope="module")
 def batch_stack() -> Iterator[tuple[Stack, str]]:
     """One worker of 4 slots; at most 4 batch lines queued."""
-    with own_stack(CHATQ_BATCH_MAX_QUEUED=str(MAX_QUEUED),
-                   CHATQ_WORKER_CONCURRENCY=str(SLOTS)) as found:
+    with own_stack(
+        CHATQ_BATCH_MAX_QUEUED=str(MAX_QUEUED), CHATQ_WORKER_CONCURRENCY=str(SLOTS)
+    ) as found:
         yield found
 
 
@@ -51,22 +52,25 @@ def _custom_ids(lines: list[Any]) -> Counter[str]:
     return Counter(line.custom_id for line in lines)
 
 
-def test_the_sdk_round_trip_reads_back_in_openai_s_format(
-    batch_stack: tuple[Stack, str]
-) -> None:
+def test_the_sdk_round_trip_reads_back_in_openai_s_format(batch_stack: tuple[Stack, str]) -> None:
     stack, _ = batch_stack
     client = OpenAI(base_url=stack.url + "/v1", api_key=ALICE_KEY, max_retries=0)
     lines = [request_line(f"r{i}", f"say {i} please") for i in range(12)]
     uploaded = client.files.create(file=("prompts.jsonl", jsonl(lines)), purpose="batch")
     assert uploaded.purpose == "batch" and uploaded.bytes == len(jsonl(lines))
-    batch = client.batches.create(input_file_id=uploaded.id, endpoint=CHAT,
-                                  completion_window="24h", metadata={"run": "sdk"})
+    batch = client.batches.create(
+        input_file_id=uploaded.id, endpoint=CHAT, completion_window="24h", metadata={"run": "sdk"}
+    )
     assert batch.status == "validating" and batch.metadata == {"run": "sdk"}
     while batch.status not in ("completed", "failed", "cancelled", "expired"):
         batch = client.batches.retrieve(batch.id, extra_query={"wait": 20})
     assert batch.status == "completed", batch
-    assert (batch.request_counts and batch.request_counts.total == 12
-            and batch.request_counts.completed == 12 and batch.request_counts.failed == 0)
+    assert (
+        batch.request_counts
+        and batch.request_counts.total == 12
+        and batch.request_counts.completed == 12
+        and batch.request_counts.failed == 0
+    )
     assert batch.error_file_id is None and batch.output_file_id
     assert batch.in_progress_at and batch.finalizing_at and batch.completed_at
     assert batch.usage and batch.usage.input_tokens > 0 and batch.usage.output_tokens > 0
@@ -118,35 +122,49 @@ def test_invalid_lines_are_errors_and_the_valid_ones_run(batch_stack: tuple[Stac
     assert batch["status"] == "completed"
     assert batch["request_counts"] == {"total": 8, "completed": 2, "failed": 6}
     found = [(e["line"], e["code"], e["param"]) for e in batch["errors"]["data"]]
-    assert found == [(2, "invalid_json_line", None),
-                     (3, "missing_required_parameter", "custom_id"),
-                     (4, "duplicate_custom_id", "custom_id"), (5, "url_mismatch", "url"),
-                     (6, "invalid_method", "method"), (7, "missing_field", "body.messages")]
-    output, errors = content(stack.url, batch["output_file_id"]), content(
-        stack.url, batch["error_file_id"])
+    assert found == [
+        (2, "invalid_json_line", None),
+        (3, "missing_required_parameter", "custom_id"),
+        (4, "duplicate_custom_id", "custom_id"),
+        (5, "url_mismatch", "url"),
+        (6, "invalid_method", "method"),
+        (7, "missing_field", "body.messages"),
+    ]
+    output, errors = (
+        content(stack.url, batch["output_file_id"]),
+        content(stack.url, batch["error_file_id"]),
+    )
     assert _custom_ids(output) == Counter({"a": 1, "b": 1})
     assert [(e.custom_id, e.error.code if e.error else "") for e in errors] == [
-        (None, "invalid_json_line"), (None, "missing_required_parameter"),
-        ("a", "duplicate_custom_id"), ("c", "url_mismatch"), ("d", "invalid_method"),
-        ("e", "missing_field")]
-    assert all(e.response is None and re.match(r"Line \d+: ", e.error.message)
-               for e in errors if e.error)
+        (None, "invalid_json_line"),
+        (None, "missing_required_parameter"),
+        ("a", "duplicate_custom_id"),
+        ("c", "url_mismatch"),
+        ("d", "invalid_method"),
+        ("e", "missing_field"),
+    ]
+    assert all(
+        e.response is None and re.match(r"Line \d+: ", e.error.message) for e in errors if e.error
+    )
     assert upstream_calls(upstream) - before == 2
 
 
-@pytest.mark.parametrize("lines,code", [
-    (["{", request_line(None, "x")], "invalid_json_line"),
-    ([], "empty_file"),
-])
-def test_a_batch_with_no_valid_line_fails(batch_stack: tuple[Stack, str],
-                                          lines: list[Any], code: str) -> None:
+@pytest.mark.parametrize(
+    "lines,code",
+    [
+        (["{", request_line(None, "x")], "invalid_json_line"),
+        ([], "empty_file"),
+    ],
+)
+def test_a_batch_with_no_valid_line_fails(
+    batch_stack: tuple[Stack, str], lines: list[Any], code: str
+) -> None:
     stack, _ = batch_stack
     batch = wait_ended(stack.url, run_batch(stack.url, lines)["id"])
     assert batch["status"] == "failed" and batch["failed_at"] is not None
     assert batch["output_file_id"] is None
     assert batch["errors"]["data"][0]["code"] == code
-    assert batch["request_counts"] == {"total": len(lines), "completed": 0,
-                                       "failed": len(lines)}
+    assert batch["request_counts"] == {"total": len(lines), "completed": 0, "failed": len(lines)}
 
 
 def _each_line_once(url: str, batch: dict[str, Any], n: int) -> tuple[list[Any], list[Any]]:
@@ -158,13 +176,14 @@ def _each_line_once(url: str, batch: dict[str, Any], n: int) -> tuple[list[Any],
 
 
 def test_cancel_stops_feeding_cancels_queued_lines_and_keeps_the_done_ones(
-    batch_stack: tuple[Stack, str]
+    batch_stack: tuple[Stack, str],
 ) -> None:
     stack, upstream = batch_stack
     before = upstream_calls(upstream)
     n = 30
-    lines = [request_line(f"x{i}", f"line {i}", "fake" if i < 5 else "fake:ttft=1")
-             for i in range(n)]
+    lines = [
+        request_line(f"x{i}", f"line {i}", "fake" if i < 5 else "fake:ttft=1") for i in range(n)
+    ]
     batch = run_batch(stack.url, lines)
     wait_for(stack.url, batch["id"], lambda b: b["request_counts"]["completed"] >= 5)
     cancelled = session().post(f"{stack.url}/v1/batches/{batch['id']}/cancel", timeout=10)
@@ -182,7 +201,7 @@ def test_cancel_stops_feeding_cancels_queued_lines_and_keeps_the_done_ones(
 
 
 def test_a_batch_expires_at_its_window_s_end_with_partial_output(
-    batch_stack: tuple[Stack, str]
+    batch_stack: tuple[Stack, str],
 ) -> None:
     stack, upstream = batch_stack
     short, url = start_web({**stack.env, "CHATQ_BATCH_WINDOW": "6"})
@@ -190,8 +209,7 @@ def test_a_batch_expires_at_its_window_s_end_with_partial_output(
         n = 20
         # Three quick lines, then lines that would stream for 100 s.
         slow = "fake:tps=1,tokens=100"
-        lines = [request_line(f"x{i}", f"line {i}", "fake" if i < 3 else slow)
-                 for i in range(n)]
+        lines = [request_line(f"x{i}", f"line {i}", "fake" if i < 3 else slow) for i in range(n)]
         before = upstream_calls(upstream)
         batch = run_batch(url, lines)
         assert batch["expires_at"] - batch["created_at"] in (5, 6, 7)
@@ -213,19 +231,27 @@ def test_files_and_batches_are_their_owner_s_only(batch_stack: tuple[Stack, str]
     file_id = upload(stack.url, jsonl([request_line("q", "mine")])).json()["id"]
     batch = run_batch(stack.url, [request_line("q", "mine")])
     bob = session(BOB_KEY)
-    for path in (f"/v1/files/{file_id}", f"/v1/files/{file_id}/content",
-                 f"/v1/batches/{batch['id']}"):
+    for path in (
+        f"/v1/files/{file_id}",
+        f"/v1/files/{file_id}/content",
+        f"/v1/batches/{batch['id']}",
+    ):
         r = bob.get(stack.url + path, timeout=10)
         assert r.status_code == 404 and r.json()["error"]["code"] in (
-            "file_not_found", "batch_not_found"), path
+            "file_not_found",
+            "batch_not_found",
+        ), path
     assert bob.delete(f"{stack.url}/v1/files/{file_id}", timeout=10).status_code == 404
-    assert bob.post(f"{stack.url}/v1/batches/{batch['id']}/cancel",
-                    timeout=10).status_code == 404
-    r = bob.post(f"{stack.url}/v1/batches", json={
-        "input_file_id": file_id, "endpoint": CHAT, "completion_window": "24h"}, timeout=10)
+    assert bob.post(f"{stack.url}/v1/batches/{batch['id']}/cancel", timeout=10).status_code == 404
+    r = bob.post(
+        f"{stack.url}/v1/batches",
+        json={"input_file_id": file_id, "endpoint": CHAT, "completion_window": "24h"},
+        timeout=10,
+    )
     assert r.status_code == 404 and r.json()["error"]["param"] == "input_file_id"
-    assert file_id not in {f["id"] for f in bob.get(f"{stack.url}/v1/files",
-                                                    timeout=10).json()["data"]}
+    assert file_id not in {
+        f["id"] for f in bob.get(f"{stack.url}/v1/files", timeout=10).json()["data"]
+    }
     assert bob.get(f"{stack.url}/v1/batches", timeout=10).json()["data"] == []
     wait_ended(stack.url, batch["id"])
 
@@ -247,11 +273,13 @@ def _started_at(stack: Stack, job_id: str) -> float:
 
 def test_lines_are_fed_at_a_bounded_rate_behind_the_interactive_lane() -> None:
     """One slot, at most 3 lines queued, a queue cap of 5 that 10 lines would pass."""
-    with own_stack(CHATQ_BATCH_MAX_QUEUED="3", CHATQ_WORKER_CONCURRENCY="1",
-                   CHATQ_MAX_QUEUE_DEPTH="5") as (stack, _):
+    with own_stack(
+        CHATQ_BATCH_MAX_QUEUED="3", CHATQ_WORKER_CONCURRENCY="1", CHATQ_MAX_QUEUE_DEPTH="5"
+    ) as (stack, _):
         n = 10
-        batch = run_batch(stack.url, [request_line(f"x{i}", f"l{i}", "fake:ttft=0.5")
-                                      for i in range(n)])
+        batch = run_batch(
+            stack.url, [request_line(f"x{i}", f"l{i}", "fake:ttft=0.5") for i in range(n)]
+        )
         queue_url = f"{stack.url}/v1/queue"
 
         def queued_behind_a_running_line(_: Any) -> bool:
@@ -273,8 +301,7 @@ def test_lines_are_fed_at_a_bounded_rate_behind_the_interactive_lane() -> None:
         ended = wait_ended(stack.url, batch["id"])
         assert ended["request_counts"]["completed"] == n
         output = content(stack.url, ended["output_file_id"])
-        starts = [_started_at(stack, line.response.request_id) for line in output
-                  if line.response]
+        starts = [_started_at(stack, line.response.request_id) for line in output if line.response]
         # The interactive job went before every line queued when it came, but the one a
         # freed slot may have taken as it was being sent.
         overtaken = [t for t in starts if job["created_at"] < t < job["started_at"]]
@@ -283,19 +310,26 @@ def test_lines_are_fed_at_a_bounded_rate_behind_the_interactive_lane() -> None:
         bind = worker.env["CHATQ_WORKER_METRICS_BIND"]
         counted = requests.get(f"http://{bind}/metrics", timeout=10).text
         assert re.search(rf"^chatq_batch_lines_fed_total {n}\.0$", counted, re.M)
-        assert re.search(rf'^chatq_batch_lines_done_total{{outcome="completed"}} {n}\.0$',
-                         counted, re.M)
+        assert re.search(
+            rf'^chatq_batch_lines_done_total{{outcome="completed"}} {n}\.0$', counted, re.M
+        )
         idle = session().get(queue_url, timeout=10).json()["batches"]
-        assert idle == {"active": 0, "lines": {"total": 0, "waiting_in_file": 0, "fed": 0,
-                                               "done": 0}}
+        assert idle == {
+            "active": 0,
+            "lines": {"total": 0, "waiting_in_file": 0, "fed": 0, "done": 0},
+        }
 
 
 def test_a_line_s_upstream_error_is_an_error_line_with_its_status(
-    batch_stack: tuple[Stack, str]
+    batch_stack: tuple[Stack, str],
 ) -> None:
     stack, _ = batch_stack
-    batch = wait_ended(stack.url, run_batch(stack.url, [
-        request_line("ok", "fine"), request_line("bad", "no", "fake:status=400")])["id"])
+    batch = wait_ended(
+        stack.url,
+        run_batch(
+            stack.url, [request_line("ok", "fine"), request_line("bad", "no", "fake:status=400")]
+        )["id"],
+    )
     assert batch["status"] == "completed"
     assert batch["request_counts"] == {"total": 2, "completed": 1, "failed": 1}
     [error] = content(stack.url, batch["error_file_id"])
@@ -306,25 +340,31 @@ def test_a_line_s_upstream_error_is_an_error_line_with_its_status(
 
 
 def test_a_chunked_upload_over_the_body_limit_is_streamed_whole(
-    batch_stack: tuple[Stack, str]
+    batch_stack: tuple[Stack, str],
 ) -> None:
     stack, _ = batch_stack
     data = jsonl([request_line(f"c{i}", "w" * 1000) for i in range(2500)])
     assert len(data) > 2 * Settings().max_body_bytes  # the stack's CHATQ_MAX_BODY_BYTES
     boundary = "chunky"
-    head = (f"--{boundary}\r\nContent-Disposition: form-data; name=\"purpose\"\r\n\r\nbatch\r\n"
-            f"--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; "
-            f"filename=\"big.jsonl\"\r\n\r\n").encode()
+    head = (
+        f'--{boundary}\r\nContent-Disposition: form-data; name="purpose"\r\n\r\nbatch\r\n'
+        f'--{boundary}\r\nContent-Disposition: form-data; name="file"; '
+        f'filename="big.jsonl"\r\n\r\n'
+    ).encode()
     tail = f"\r\n--{boundary}--\r\n".encode()
 
     def body() -> Iterator[bytes]:  # no Content-Length: sent chunked
         yield head
         for start in range(0, len(data), 100_000):
-            yield data[start:start + 100_000]
+            yield data[start : start + 100_000]
         yield tail
 
-    r = session().post(f"{stack.url}/v1/files", data=body(), timeout=60, headers={
-        "Content-Type": f"multipart/form-data; boundary={boundary}"})
+    r = session().post(
+        f"{stack.url}/v1/files",
+        data=body(),
+        timeout=60,
+        headers={"Content-Type": f"multipart/form-data; boundary={boundary}"},
+    )
     assert r.status_code == 200, r.text
     assert r.json()["bytes"] == len(data)
     got = session().get(f"{stack.url}/v1/files/{r.json()['id']}/content", timeout=60)

@@ -47,9 +47,10 @@ def _lines(n: int, model: str) -> list[dict[str, Any] | str]:
 
 
 def test_a_worker_killed_while_it_feeds_and_runs_lines_loses_none_and_repeats_none() -> None:
-    with own_stack(workers=2, CHATQ_LEASE="2", CHATQ_BATCH_MAX_QUEUED="10",
-                   CHATQ_WORKER_CONCURRENCY=str(SLOTS)) as (stack, upstream):
-        n = 40
+    with own_stack(
+        workers=2, CHATQ_LEASE="2", CHATQ_BATCH_MAX_QUEUED="10", CHATQ_WORKER_CONCURRENCY=str(SLOTS)
+    ) as (stack, upstream):
+        n = 60
         before = upstream_calls(upstream)
         batch = run_batch(stack.url, _lines(n, "fake:ttft=0.6"))
         wait_for(stack.url, batch["id"], _completed_at_least(6))
@@ -57,14 +58,22 @@ def test_a_worker_killed_while_it_feeds_and_runs_lines_loses_none_and_repeats_no
         assert holder, "no worker holds the batch"
         host, pid, _ = holder.split(":")
         feeder = next(p for p in stack.procs if p.name == "worker" and p.pid == int(pid))
-        # The worker that feeds the batch also runs some of its lines (its heartbeat says).
-        wait_until(lambda: int(stack.redis.hget(keys.workers(), f"{host}:{pid}").split()[1]),
-                   10, "the feeder running lines")
+        # The worker that feeds the batch also runs lines: killed right after a fresh heartbeat
+        # says all its slots are busy, it dies holding lines (each takes 0.6 s or more).
+        first = stack.redis.hget(keys.workers(), f"{host}:{pid}").split()[2]
+
+        def fresh_and_full() -> bool:
+            _, busy, at = stack.redis.hget(keys.workers(), f"{host}:{pid}").split()
+            return at != first and int(busy) == SLOTS
+
+        wait_until(fresh_and_full, 10, "the feeder running a line in each slot")
         feeder.kill()
         ended = wait_ended(stack.url, batch["id"], timeout_s=120)
         _assert_each_line_once(stack.url, ended, n)
-        jobs = [stack.redis.hgetall(keys.job(batch_lines.line_job_id(batch["id"], i)))
-                for i in range(1, n + 1)]
+        jobs = [
+            stack.redis.hgetall(keys.job(batch_lines.line_job_id(batch["id"], i)))
+            for i in range(1, n + 1)
+        ]
         assert {job["status"] for job in jobs} == {"completed"}
         # A line is claimed once, or again after its worker died holding it: only those can
         # have been sent twice, and each completed once (one output line).
@@ -78,21 +87,27 @@ def _half_upload(url: str) -> socket.socket:
     """An upload that sends its headers and the start of a 10 MB file, then nothing."""
     host, port = url.removeprefix("http://").split(":")
     boundary = "cut-short"
-    head = (f"--{boundary}\r\nContent-Disposition: form-data; name=\"purpose\"\r\n\r\nbatch\r\n"
-            f"--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; "
-            f"filename=\"big.jsonl\"\r\n\r\n").encode()
+    head = (
+        f'--{boundary}\r\nContent-Disposition: form-data; name="purpose"\r\n\r\nbatch\r\n'
+        f'--{boundary}\r\nContent-Disposition: form-data; name="file"; '
+        f'filename="big.jsonl"\r\n\r\n'
+    ).encode()
     sock = socket.create_connection((host, int(port)))
-    sock.sendall(f"POST /v1/files HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer "
-                 f"{ALICE_KEY}\r\nContent-Type: multipart/form-data; boundary={boundary}\r\n"
-                 f"Content-Length: {len(head) + 10_000_000}\r\n\r\n".encode()
-                 + head + b"x" * 200_000)
+    sock.sendall(
+        f"POST /v1/files HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer "
+        f"{ALICE_KEY}\r\nContent-Type: multipart/form-data; boundary={boundary}\r\n"
+        f"Content-Length: {len(head) + 10_000_000}\r\n\r\n".encode()
+        + head
+        + b"x" * 200_000
+    )
     return sock
 
 
 def test_webs_killed_mid_batch_and_mid_upload_change_nothing(tmp_path: Path) -> None:
     files_dir = tmp_path / "files"
-    with own_stack(CHATQ_BATCH_MAX_QUEUED="4", CHATQ_WORKER_CONCURRENCY="4",
-                   CHATQ_FILES_DIR=str(files_dir)) as (stack, upstream):
+    with own_stack(
+        CHATQ_BATCH_MAX_QUEUED="4", CHATQ_WORKER_CONCURRENCY="4", CHATQ_FILES_DIR=str(files_dir)
+    ) as (stack, upstream):
         first = stack.procs[-1]
         second, second_url = start_web(stack.env)
         third, third_url = start_web(stack.env)

@@ -34,10 +34,17 @@ def client(files_dir: Path) -> Iterator[FlaskClient]:
     server = LocalRedis().start()
     root = logging.getLogger()
     level = root.level
-    app = create_app(Settings(redis_url=server.url, api_keys=(("alice", KEY),),
-                              default_model="fake", max_body_bytes=1024,
-                              files_dir=str(files_dir), files_max_bytes=MAX_FILE_BYTES,
-                              files_max_lines=MAX_LINES))
+    app = create_app(
+        Settings(
+            redis_url=server.url,
+            api_keys=(("alice", KEY),),
+            default_model="fake",
+            max_body_bytes=1024,
+            files_dir=str(files_dir),
+            files_max_bytes=MAX_FILE_BYTES,
+            files_max_lines=MAX_LINES,
+        )
+    )
     root.setLevel(level)
     yield app.test_client()
     server.stop()
@@ -78,18 +85,27 @@ def test_an_upload_larger_than_any_other_body_is_streamed_to_the_storage(
     assert got.headers["Content-Length"] == str(len(data))
 
 
-@pytest.mark.parametrize("fields,code,param", [
-    ({"purpose": None}, "missing_field", "purpose"),
-    ({"purpose": "fine-tune"}, "invalid_request", "purpose"),
-    ({"file": None}, "missing_field", "file"),
-    ({"file": "text, not a file"}, "invalid_request", "file"),
-    ({"colour": "blue"}, "invalid_request", "colour"),
-    ({"expires_after[anchor]": "now", "expires_after[seconds]": "3600"}, "invalid_request",
-     "expires_after.anchor"),
-    ({"expires_after[anchor]": "created_at", "expires_after[seconds]": "60"},
-     "invalid_request", "expires_after.seconds"),
-    ({"expires_after[seconds]": "soon"}, "invalid_request", "expires_after.seconds"),
-])
+@pytest.mark.parametrize(
+    "fields,code,param",
+    [
+        ({"purpose": None}, "missing_field", "purpose"),
+        ({"purpose": "fine-tune"}, "invalid_request", "purpose"),
+        ({"file": None}, "missing_field", "file"),
+        ({"file": "text, not a file"}, "invalid_request", "file"),
+        ({"colour": "blue"}, "invalid_request", "colour"),
+        (
+            {"expires_after[anchor]": "now", "expires_after[seconds]": "3600"},
+            "invalid_request",
+            "expires_after.anchor",
+        ),
+        (
+            {"expires_after[anchor]": "created_at", "expires_after[seconds]": "60"},
+            "invalid_request",
+            "expires_after.seconds",
+        ),
+        ({"expires_after[seconds]": "soon"}, "invalid_request", "expires_after.seconds"),
+    ],
+)
 def test_a_bad_upload_form_is_400_naming_the_field(
     client: FlaskClient, fields: dict[str, Any], code: str, param: str
 ) -> None:
@@ -99,8 +115,12 @@ def test_a_bad_upload_form_is_400_naming_the_field(
 def test_an_upload_that_is_not_multipart_is_400(client: FlaskClient) -> None:
     r = client.post("/v1/files", data=GOOD, headers=AUTH, content_type="application/jsonl")
     _error(r, 400, "invalid_request")
-    r = client.post("/v1/files", data=b"--x\r\nnonsense", headers=AUTH,
-                    content_type="multipart/form-data; boundary=x")
+    r = client.post(
+        "/v1/files",
+        data=b"--x\r\nnonsense",
+        headers=AUTH,
+        content_type="multipart/form-data; boundary=x",
+    )
     _error(r, 400, "invalid_request")
 
 
@@ -114,14 +134,18 @@ def test_a_file_over_the_limits_is_refused_and_nothing_of_it_is_kept(
     assert {p.name for p in files_dir.rglob("*")} == before
 
 
-@pytest.mark.parametrize("fields,expires_s", [
-    ({"expires_after[anchor]": "created_at", "expires_after[seconds]": "7200"}, 7200),
-    ({"expires_after[seconds]": "3600"}, 3600),  # created_at is the only anchor there is
-    ({"expires_after[anchor]": "created_at"}, Settings().files_ttl_s),
-    ({}, Settings().files_ttl_s),
-])
-def test_a_file_can_say_when_it_expires(client: FlaskClient, fields: dict[str, str],
-                                        expires_s: int) -> None:
+@pytest.mark.parametrize(
+    "fields,expires_s",
+    [
+        ({"expires_after[anchor]": "created_at", "expires_after[seconds]": "7200"}, 7200),
+        ({"expires_after[seconds]": "3600"}, 3600),  # created_at is the only anchor there is
+        ({"expires_after[anchor]": "created_at"}, Settings().files_ttl_s),
+        ({}, Settings().files_ttl_s),
+    ],
+)
+def test_a_file_can_say_when_it_expires(
+    client: FlaskClient, fields: dict[str, str], expires_s: int
+) -> None:
     r = _upload(client, GOOD, **fields)
     assert r.status_code == 200
     body = r.get_json()
@@ -132,74 +156,114 @@ def _file_id(client: FlaskClient) -> str:
     return str(_upload(client, GOOD).get_json()["id"])
 
 
-@pytest.mark.parametrize("change,code,param", [
-    ({"input_file_id": None}, "missing_field", "input_file_id"),
-    ({"input_file_id": 7}, "invalid_request", "input_file_id"),
-    ({"endpoint": "/v1/embeddings"}, "invalid_request", "endpoint"),
-    ({"endpoint": None}, "missing_field", "endpoint"),
-    ({"completion_window": "48h"}, "invalid_request", "completion_window"),
-    ({"metadata": {"k": 1}}, "invalid_request", "metadata"),
-    ({"metadata": {f"k{i}": "v" for i in range(17)}}, "invalid_request", "metadata"),
-    ({"metadata": "tag"}, "invalid_request", "metadata"),
-    ({"output_expires_after": {"anchor": "created_at", "seconds": 10}}, "invalid_request",
-     "output_expires_after.seconds"),
-    ({"output_expires_after": {"anchor": "created_at", "seconds": 3600, "x": 1}},
-     "invalid_request", "output_expires_after.x"),
-    ({"priority": "high"}, "invalid_request", "priority"),
-    ({"input_file_id": "file-" + "n" * 30}, "file_not_found", "input_file_id"),
-    ({"input_file_id": "../etc/passwd"}, "file_not_found", "input_file_id"),
-])
+@pytest.mark.parametrize(
+    "change,code,param",
+    [
+        ({"input_file_id": None}, "missing_field", "input_file_id"),
+        ({"input_file_id": 7}, "invalid_request", "input_file_id"),
+        ({"endpoint": "/v1/embeddings"}, "invalid_request", "endpoint"),
+        ({"endpoint": None}, "missing_field", "endpoint"),
+        ({"completion_window": "48h"}, "invalid_request", "completion_window"),
+        ({"metadata": {"k": 1}}, "invalid_request", "metadata"),
+        ({"metadata": {f"k{i}": "v" for i in range(17)}}, "invalid_request", "metadata"),
+        ({"metadata": "tag"}, "invalid_request", "metadata"),
+        (
+            {"output_expires_after": {"anchor": "created_at", "seconds": 10}},
+            "invalid_request",
+            "output_expires_after.seconds",
+        ),
+        (
+            {"output_expires_after": {"anchor": "created_at", "seconds": 3600, "x": 1}},
+            "invalid_request",
+            "output_expires_after.x",
+        ),
+        ({"priority": "high"}, "invalid_request", "priority"),
+        ({"input_file_id": "file-" + "n" * 30}, "file_not_found", "input_file_id"),
+        ({"input_file_id": "../etc/passwd"}, "file_not_found", "input_file_id"),
+    ],
+)
 def test_a_bad_batch_request_is_400_or_404_naming_the_field(
     client: FlaskClient, change: dict[str, Any], code: str, param: str
 ) -> None:
-    body = {"input_file_id": _file_id(client), "endpoint": CHAT, "completion_window": "24h",
-            **change}
+    body = {
+        "input_file_id": _file_id(client),
+        "endpoint": CHAT,
+        "completion_window": "24h",
+        **change,
+    }
     body = {k: v for k, v in body.items() if v is not None}
     r = client.post("/v1/batches", json=body, headers=AUTH)
     _error(r, 404 if code == "file_not_found" else 400, code, param)
 
 
-@pytest.mark.parametrize("method,path,query,status,code,param", [
-    ("get", "/v1/batches", {"limit": "0"}, 400, "invalid_request", "limit"),
-    ("get", "/v1/batches", {"limit": "101"}, 400, "invalid_request", "limit"),
-    ("get", "/v1/files", {"limit": "x"}, 400, "invalid_request", "limit"),
-    ("get", "/v1/files", {"order": "up"}, 400, "invalid_request", "order"),
-    ("get", "/v1/batches/batch_" + "a" * 32, {"wait": "soon"}, 400, "invalid_wait", "wait"),
-    ("get", "/v1/batches/batch_" + "a" * 32, {}, 404, "batch_not_found", "id"),
-    ("get", "/v1/batches/nope", {}, 404, "batch_not_found", "id"),
-    ("post", "/v1/batches/batch_" + "a" * 32 + "/cancel", {}, 404, "batch_not_found", "id"),
-    ("get", "/v1/files/file-" + "a" * 32, {}, 404, "file_not_found", "id"),
-    ("get", "/v1/files/../../etc/content", {}, 404, "not_found", None),
-    ("delete", "/v1/files/file-" + "a" * 32, {}, 404, "file_not_found", "id"),
-])
-def test_bad_reads_get_openai_errors(client: FlaskClient, method: str, path: str,
-                                     query: dict[str, str], status: int, code: str,
-                                     param: str | None) -> None:
+@pytest.mark.parametrize(
+    "method,path,query,status,code,param",
+    [
+        ("get", "/v1/batches", {"limit": "0"}, 400, "invalid_request", "limit"),
+        ("get", "/v1/batches", {"limit": "101"}, 400, "invalid_request", "limit"),
+        ("get", "/v1/files", {"limit": "x"}, 400, "invalid_request", "limit"),
+        ("get", "/v1/files", {"order": "up"}, 400, "invalid_request", "order"),
+        ("get", "/v1/batches/batch_" + "a" * 32, {"wait": "soon"}, 400, "invalid_wait", "wait"),
+        ("get", "/v1/batches/batch_" + "a" * 32, {}, 404, "batch_not_found", "id"),
+        ("get", "/v1/batches/nope", {}, 404, "batch_not_found", "id"),
+        ("post", "/v1/batches/batch_" + "a" * 32 + "/cancel", {}, 404, "batch_not_found", "id"),
+        ("get", "/v1/files/file-" + "a" * 32, {}, 404, "file_not_found", "id"),
+        ("get", "/v1/files/../../etc/content", {}, 404, "not_found", None),
+        ("delete", "/v1/files/file-" + "a" * 32, {}, 404, "file_not_found", "id"),
+    ],
+)
+def test_bad_reads_get_openai_errors(
+    client: FlaskClient,
+    method: str,
+    path: str,
+    query: dict[str, str],
+    status: int,
+    code: str,
+    param: str | None,
+) -> None:
     r = getattr(client, method)(path, query_string=query, headers=AUTH)
     _error(r, status, code, param)
 
 
-@pytest.mark.parametrize("method,path", [
-    ("post", "/v1/files"), ("get", "/v1/files"), ("get", "/v1/files/file-" + "a" * 32),
-    ("get", "/v1/files/file-" + "a" * 32 + "/content"),
-    ("delete", "/v1/files/file-" + "a" * 32), ("post", "/v1/batches"), ("get", "/v1/batches"),
-    ("get", "/v1/batches/batch_" + "a" * 32),
-    ("post", "/v1/batches/batch_" + "a" * 32 + "/cancel"),
-])
+@pytest.mark.parametrize(
+    "method,path",
+    [
+        ("post", "/v1/files"),
+        ("get", "/v1/files"),
+        ("get", "/v1/files/file-" + "a" * 32),
+        ("get", "/v1/files/file-" + "a" * 32 + "/content"),
+        ("delete", "/v1/files/file-" + "a" * 32),
+        ("post", "/v1/batches"),
+        ("get", "/v1/batches"),
+        ("get", "/v1/batches/batch_" + "a" * 32),
+        ("post", "/v1/batches/batch_" + "a" * 32 + "/cancel"),
+    ],
+)
 def test_no_key_is_401(client: FlaskClient, method: str, path: str) -> None:
     _error(getattr(client, method)(path, data=b"x"), 401, "invalid_api_key", None)
 
 
 def test_batches_list_newest_first_a_page_at_a_time(client: FlaskClient) -> None:
     file_id = _file_id(client)
-    made = [client.post("/v1/batches", headers=AUTH, json={
-        "input_file_id": file_id, "endpoint": CHAT, "completion_window": "24h",
-        "metadata": {"n": str(i)}}).get_json()["id"] for i in range(5)]
+    made = [
+        client.post(
+            "/v1/batches",
+            headers=AUTH,
+            json={
+                "input_file_id": file_id,
+                "endpoint": CHAT,
+                "completion_window": "24h",
+                "metadata": {"n": str(i)},
+            },
+        ).get_json()["id"]
+        for i in range(5)
+    ]
     seen: list[str] = []
     after = ""
     while True:
-        page = client.get("/v1/batches", query_string={"limit": 2, "after": after},
-                          headers=AUTH).get_json()
+        page = client.get(
+            "/v1/batches", query_string={"limit": 2, "after": after}, headers=AUTH
+        ).get_json()
         seen += [b["id"] for b in page["data"]]
         if not page["has_more"]:
             break

@@ -29,8 +29,12 @@ ENDED = ("completed", "failed", "cancelled", "expired")
 
 def _line(custom_id: str, **body: Any) -> dict[str, Any]:
     """One input line of a /v1/responses batch."""
-    return {"custom_id": custom_id, "method": "POST", "url": RESPONSES,
-            "body": {"model": "fake", **body}}
+    return {
+        "custom_id": custom_id,
+        "method": "POST",
+        "url": RESPONSES,
+        "body": {"model": "fake", **body},
+    }
 
 
 def _by_custom_id(lines: list[Any]) -> dict[str, Any]:
@@ -43,22 +47,30 @@ def test_a_responses_batch_runs_response_jobs_and_writes_response_objects(stack:
     client = OpenAI(base_url=stack.url + "/v1", api_key=ALICE_KEY, max_retries=0, timeout=60)
     lines = [
         _line("plain", input="say hello please"),
-        _line("styled", input=[{"role": "user", "content": [
-            {"type": "input_text", "text": "two parts"}]}],
-            instructions="Be brief.", metadata={"topic": "greeting"}, temperature=0.5),
+        _line(
+            "styled",
+            input=[{"role": "user", "content": [{"type": "input_text", "text": "two parts"}]}],
+            instructions="Be brief.",
+            metadata={"topic": "greeting"},
+            temperature=0.5,
+        ),
         _line("cut", model="fake:tokens=40", input="long answer", max_output_tokens=16),
         _line("refused", model="fake:status=400", input="the upstream says no"),
     ]
     uploaded = client.files.create(file=("responses.jsonl", jsonl(lines)), purpose="batch")
-    batch = client.batches.create(input_file_id=uploaded.id, endpoint=RESPONSES,
-                                  completion_window="24h")
+    batch = client.batches.create(
+        input_file_id=uploaded.id, endpoint=RESPONSES, completion_window="24h"
+    )
     assert batch.endpoint == RESPONSES
     while batch.status not in ENDED:
         batch = client.batches.retrieve(batch.id, extra_query={"wait": 20})
     assert batch.status == "completed", batch
     assert batch.request_counts is not None
-    assert (batch.request_counts.total, batch.request_counts.completed,
-            batch.request_counts.failed) == (4, 3, 1)
+    assert (
+        batch.request_counts.total,
+        batch.request_counts.completed,
+        batch.request_counts.failed,
+    ) == (4, 3, 1)
     assert batch.output_file_id and batch.error_file_id
     output = _by_custom_id(parse_output(client.files.content(batch.output_file_id).text))
     assert set(output) == {"plain", "styled", "cut"}
@@ -68,7 +80,10 @@ def test_a_responses_batch_runs_response_jobs_and_writes_response_objects(stack:
     assert bodies["plain"]["output_text"] == "say hello please"
     styled = bodies["styled"]
     assert (styled["instructions"], styled["metadata"], styled["temperature"]) == (
-        "Be brief.", {"topic": "greeting"}, 0.5)
+        "Be brief.",
+        {"topic": "greeting"},
+        0.5,
+    )
     assert styled["output_text"] == "two parts"
     cut = bodies["cut"]
     assert cut["status"] == "incomplete" and cut["max_output_tokens"] == 16
@@ -78,8 +93,7 @@ def test_a_responses_batch_runs_response_jobs_and_writes_response_objects(stack:
     # The batch's usage is the sum of its lines' (the failed line used none).
     assert batch.usage is not None
     assert batch.usage.input_tokens == sum(b["usage"]["input_tokens"] for b in bodies.values())
-    assert batch.usage.output_tokens == sum(b["usage"]["output_tokens"]
-                                            for b in bodies.values())
+    assert batch.usage.output_tokens == sum(b["usage"]["output_tokens"] for b in bodies.values())
     assert batch.usage.output_tokens == 3 + 2 + 16
 
     (refused,) = parse_output(client.files.content(batch.error_file_id).text)
@@ -118,13 +132,16 @@ REFUSED = [
 BATCH_ONLY = [
     ({"input": "x", "stream": True}, "body.stream", "invalid_request"),
     ({"input": "x", "truncation": "auto"}, "body.truncation", "unsupported_parameter"),
-    ({"input": "x", "previous_response_id": "resp_" + "A" * 32}, "body.previous_response_id",
-     "unsupported_parameter"),
+    (
+        {"input": "x", "previous_response_id": "resp_" + "A" * 32},
+        "body.previous_response_id",
+        "unsupported_parameter",
+    ),
 ]
 
 
 def test_a_line_the_responses_api_refuses_is_an_error_line_naming_the_same_parameter(
-    stack: Stack
+    stack: Stack,
 ) -> None:
     s = session()
     direct = []
@@ -141,8 +158,9 @@ def test_a_line_the_responses_api_refuses_is_an_error_line_naming_the_same_param
     assert batch["request_counts"] == {"total": n, "completed": 1, "failed": n - 1}
     found = [(e["line"], e["code"], e["param"]) for e in batch["errors"]["data"]]
     expected = [(i + 1, e["code"], f"body.{e['param']}") for i, e in enumerate(direct)]
-    expected += [(len(REFUSED) + i + 1, code, param)
-                 for i, (_, param, code) in enumerate(BATCH_ONLY)]
+    expected += [
+        (len(REFUSED) + i + 1, code, param) for i, (_, param, code) in enumerate(BATCH_ONLY)
+    ]
     expected.append((n - 1, "url_mismatch", "url"))
     assert found == expected
     errors = _by_custom_id(content(stack.url, batch["error_file_id"]))
@@ -157,11 +175,21 @@ def test_the_openapi_document_and_the_create_check_name_both_endpoints(stack: St
     document = requests.get(f"{stack.url}/openapi.json", timeout=10).json()
     endpoint = document["components"]["schemas"]["BatchCreateRequest"]["properties"]["endpoint"]
     assert endpoint["enum"] == ["/v1/chat/completions", RESPONSES]
-    uploaded = session().post(f"{stack.url}/v1/files", data={"purpose": "batch"},
-                              files={"file": ("in.jsonl", jsonl([_line("a", input="x")]))},
-                              timeout=30).json()
-    body = {"input_file_id": uploaded["id"], "endpoint": "/v1/embeddings",
-            "completion_window": "24h"}
+    uploaded = (
+        session()
+        .post(
+            f"{stack.url}/v1/files",
+            data={"purpose": "batch"},
+            files={"file": ("in.jsonl", jsonl([_line("a", input="x")]))},
+            timeout=30,
+        )
+        .json()
+    )
+    body = {
+        "input_file_id": uploaded["id"],
+        "endpoint": "/v1/embeddings",
+        "completion_window": "24h",
+    }
     r = session().post(f"{stack.url}/v1/batches", json=body, timeout=30)
     assert r.status_code == 400 and r.json()["error"]["param"] == "endpoint"
     assert RESPONSES in r.json()["error"]["message"]

@@ -28,40 +28,74 @@ ROOT = Path(__file__).resolve().parents[1]
 
 # For each section, paths that must hold a number after a quick run.
 NUMBERS: dict[str, list[tuple[Any, ...]]] = {
-    "compare": [("systems", s, "levels", 0, "latency", "p50_ms") for s in (
-        "short_poll_1s", "flask_celery_gthread64", "flask_celery_sync4", "chatq_longpoll")]
+    "compare": [
+        ("systems", s, "levels", 0, "latency", "p50_ms")
+        for s in ("short_poll_1s", "flask_celery_gthread64", "flask_celery_sync4", "chatq_longpoll")
+    ]
     + [("long_job", "chatq", "requests_per_job"), ("long_job", "short_poll", "requests_per_job")],
-    "waiters": [("levels", 0, "wake", "p99_ms"), ("levels", 0, "rss_parked_mib"),
-                ("burst", "wakes_per_s")],
+    "waiters": [
+        ("levels", 0, "wake", "p99_ms"),
+        ("levels", 0, "rss_parked_mib"),
+        ("burst", "wakes_per_s"),
+    ],
     "gthread": [("levels", 0, "wake", "p50_ms"), ("max_parked",)],
     "waitermem": [("kib_per_waiter",), ("rss_kib_per_waiter",), ("top_sites", 0, "bytes")],
-    "throughput": [("instant", "jobs_per_s"), ("streaming_1s", "jobs_per_s"),
-                   ("streaming_1s", "in_flight", "mean"), ("bare_celery", 0, "jobs_per_s"),
-                   ("instant", "cpu", "web", "cpu_s"), ("instant", "cpu", "worker", "cpu_s"),
-                   ("bare_celery_same_pool", "cpu_ms_per_task"), ("instant_vs_bare_pct",),
-                   ("instant", "cpu_ms_per_job", "chatq (web + worker + redis)"),
-                   ("cpu_per_job_vs_bare_task",)],
-    "prefetch": [("variants", 0, "running_with_backlog"),
-                 ("variants", 0, "reserved_beyond_slots_max")],
-    "gateway": [("points", 0, "overhead", "chatq", "p50_ms"),
-                ("points", 0, "direct", "latency", "p99_ms"),
-                ("sequential", "chatq", "latency", "p50_ms"),
-                ("sequential", "overhead", "chatq", "p99_ms")],
-    "rediscalls": [("per_job", "commands"), ("per_job", "commands_sent"),
-                   ("per_job", "round_trips"), ("per_job", "script_calls")],
+    "throughput": [
+        ("instant", "jobs_per_s"),
+        ("streaming_1s", "jobs_per_s"),
+        ("streaming_1s", "in_flight", "mean"),
+        ("bare_celery", 0, "jobs_per_s"),
+        ("instant", "cpu", "web", "cpu_s"),
+        ("instant", "cpu", "worker", "cpu_s"),
+        ("bare_celery_same_pool", "cpu_ms_per_task"),
+        ("instant_vs_bare_pct",),
+        ("instant", "cpu_ms_per_job", "chatq (web + worker + redis)"),
+        ("cpu_per_job_vs_bare_task",),
+    ],
+    "prefetch": [
+        ("variants", 0, "running_with_backlog"),
+        ("variants", 0, "reserved_beyond_slots_max"),
+    ],
+    "gateway": [
+        ("points", 0, "overhead", "chatq", "p50_ms"),
+        ("points", 0, "direct", "latency", "p99_ms"),
+        ("sequential", "chatq", "latency", "p50_ms"),
+        ("sequential", "overhead", "chatq", "p99_ms"),
+    ],
+    "rediscalls": [
+        ("per_job", "commands"),
+        ("per_job", "commands_sent"),
+        ("per_job", "round_trips"),
+        ("per_job", "script_calls"),
+    ],
     "memory": [("record_bytes_per_job",), ("used_bytes_per_job",), ("expired_after_s",)],
-    "tokens": [(via, "latency", key) for via in ("events", "sse")
-               for key in ("p50_ms", "p99_ms")] + [("sse", "tokens_seen")],
-    "pooling": [("variants", i, key) for i in range(6)
-                for key in ("connections_opened", "cpu_ms_per_call")],
+    "tokens": [(via, "latency", key) for via in ("events", "sse") for key in ("p50_ms", "p99_ms")]
+    + [("sse", "tokens_seen")],
+    "pooling": [
+        ("variants", i, key) for i in range(6) for key in ("connections_opened", "cpu_ms_per_call")
+    ],
     "connections": [("calls",), ("connections_opened",)],
-    "background": [("flows", f, "latency", "p50_ms") for f in (
-        "job_submit_then_poll", "response_background_then_poll", "job_held", "response_held")]
-    + [("added_background", key) for key in ("latency_p50_ms", "submit_server_ms",
-                                             "web_cpu_ms_per_job", "requests_per_job")],
-    "batch": [("lines_per_s",), ("first_line_s",), ("last_line_s",),
-              ("interactive_idle", "latency", "p99_ms"),
-              ("interactive_during", "latency", "p99_ms"), ("max_batch_lane_depth",)],
+    "background": [
+        ("flows", f, "latency", "p50_ms")
+        for f in (
+            "job_submit_then_poll",
+            "response_background_then_poll",
+            "job_held",
+            "response_held",
+        )
+    ]
+    + [
+        ("added_background", key)
+        for key in ("latency_p50_ms", "submit_server_ms", "web_cpu_ms_per_job", "requests_per_job")
+    ],
+    "batch": [
+        ("lines_per_s",),
+        ("first_line_s",),
+        ("last_line_s",),
+        ("interactive_idle", "latency", "p99_ms"),
+        ("interactive_during", "latency", "p99_ms"),
+        ("max_batch_lane_depth",),
+    ],
 }
 
 
@@ -73,7 +107,10 @@ def _quick_run(out: Path, *only: str) -> dict[str, Any]:
     command = [sys.executable, "-m", "bench", "--quick", "--out", str(out)]
     done = subprocess.run(
         command + (["--only", ",".join(only)] if only else []),
-        cwd=ROOT, capture_output=True, text=True, timeout=280,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=280,
     )
     assert done.returncode == 0, done.stderr[-4000:]
     assert "| measure | target | reached | met |" in done.stdout
@@ -152,16 +189,24 @@ def test_the_round_trip_proxy_counts_turns_and_commands_sent() -> None:
         server.stop()
 
 
-def _gateway(chatq_p50: float, litellm_p50: float, chatq_at: float | None,
-             litellm_at: float | None) -> dict[str, Any]:
+def _gateway(
+    chatq_p50: float, litellm_p50: float, chatq_at: float | None, litellm_at: float | None
+) -> dict[str, Any]:
     """A gateway section's figures: sequential and 50/s, each overhead the same."""
-    over = {"chatq": {"p50_ms": chatq_p50, "p99_ms": 20.0},
-            "litellm": {"p50_ms": litellm_p50, "p99_ms": 40.0}}
-    return {"litellm": {"status": "measured"}, "named_rates": [50],
-            "sequential": {"overhead": over},
-            "points": [{"rate_per_s": 50, "overhead": over}],
-            "saturation": {"chatq": {"saturated_at_per_s": chatq_at},
-                           "litellm": {"saturated_at_per_s": litellm_at}}}
+    over = {
+        "chatq": {"p50_ms": chatq_p50, "p99_ms": 20.0},
+        "litellm": {"p50_ms": litellm_p50, "p99_ms": 40.0},
+    }
+    return {
+        "litellm": {"status": "measured"},
+        "named_rates": [50],
+        "sequential": {"overhead": over},
+        "points": [{"rate_per_s": 50, "overhead": over}],
+        "saturation": {
+            "chatq": {"saturated_at_per_s": chatq_at},
+            "litellm": {"saturated_at_per_s": litellm_at},
+        },
+    }
 
 
 def test_the_gateway_target_is_judged_against_litellm_of_the_same_run() -> None:
@@ -174,18 +219,37 @@ def test_the_gateway_target_is_judged_against_litellm_of_the_same_run() -> None:
 
 
 def _soak(minutes: float, rate: float, passed: bool) -> dict[str, Any]:
-    gc = {"web": {"pauses": 10, "above_s": 0.01, "at_most_s": 0.025},
-          "workers": [{"pauses": 10, "above_s": 0.05, "at_most_s": 0.1}],
-          "at_most_s": 0.1, "read": True}
-    return {"file": "x.json", "config": {"minutes": minutes, "rate": rate},
-            "summary": {"passed": passed, "completed_per_s": rate, "cores": 2,
-                        "jobs_per_s_per_core": rate / 2, "commit": "abc",
-                        "gc_pause_longest": gc}}
+    gc = {
+        "web": {"pauses": 10, "above_s": 0.01, "at_most_s": 0.025},
+        "workers": [{"pauses": 10, "above_s": 0.05, "at_most_s": 0.1}],
+        "at_most_s": 0.1,
+        "read": True,
+    }
+    return {
+        "file": "x.json",
+        "config": {"minutes": minutes, "rate": rate},
+        "summary": {
+            "passed": passed,
+            "completed_per_s": rate,
+            "cores": 2,
+            "jobs_per_s_per_core": rate / 2,
+            "commit": "abc",
+            "gc_pause_longest": gc,
+        },
+    }
 
 
 def test_the_soak_rows_take_the_highest_passing_rate_and_the_gc_bound() -> None:
-    runs = {"soak": {"runs": [_soak(30, 50, True), _soak(30, 80, True), _soak(30, 100, False),
-                              _soak(10, 50, True)]}}
+    runs = {
+        "soak": {
+            "runs": [
+                _soak(30, 50, True),
+                _soak(30, 80, True),
+                _soak(30, 100, False),
+                _soak(10, 50, True),
+            ]
+        }
+    }
     row = soakrows.soak(runs)[0]
     assert row.met is True and row.reached.startswith("80 jobs/s")
     assert "failed at 100" in row.reached

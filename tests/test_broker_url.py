@@ -33,17 +33,22 @@ def _lists(client: redis.Redis) -> int:
 
 
 def _calls(fake_url: str) -> int:
-    return int(requests.get(fake_url.removesuffix("/v1") + "/stats", timeout=5)
-               .json()["requests"])
+    return int(requests.get(fake_url.removesuffix("/v1") + "/stats", timeout=5).json()["requests"])
 
 
 def test_a_broker_on_another_redis_is_read_there_and_the_records_stay_in_the_state(
     servers: tuple[LocalRedis, LocalRedis, str],
 ) -> None:
     state, messages, fake_url = servers
-    s: Stack = start_stack(state.url, fake_url, workers=1, CHATQ_BROKER_URL=messages.url,
-                           CHATQ_WORKER_CONCURRENCY="1", CHATQ_LEASE="1",
-                           CHATQ_QUEUE_RESEND="1")
+    s: Stack = start_stack(
+        state.url,
+        fake_url,
+        workers=1,
+        CHATQ_BROKER_URL=messages.url,
+        CHATQ_WORKER_CONCURRENCY="1",
+        CHATQ_LEASE="1",
+        CHATQ_QUEUE_RESEND="1",
+    )
     broker_redis = redis.Redis.from_url(messages.url, decode_responses=True)
     try:
         blocker = s.submit("blocker", model="fake:tps=1,tokens=600").json()["id"]

@@ -16,8 +16,14 @@ from tests.procs import ALICE_KEY, ROOT
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
 ]
 SCREENSHOT = ROOT / ".run" / "browser.png"
 STREAM_MODEL = "fake:ttft=0.2,tps=20,tokens=40"
@@ -56,7 +62,9 @@ def page(tmp_path: Path) -> Iterator[Page]:
     errors: list[str] = []
     with sync_playwright() as pw:
         context = pw.chromium.launch_persistent_context(
-            str(tmp_path / "profile"), executable_path=str(CHROMIUM), headless=True,
+            str(tmp_path / "profile"),
+            executable_path=str(CHROMIUM),
+            headless=True,
             args=CHROMIUM_ARGS,
         )
         try:
@@ -89,7 +97,8 @@ def _ask(page: Page, prompt: str, model: str = STREAM_MODEL, key: str = ALICE_KE
 
 def _wait_status(page: Page, status: str) -> None:
     page.wait_for_function(
-        "s => document.getElementById('status').textContent === s", arg=status,
+        "s => document.getElementById('status').textContent === s",
+        arg=status,
         timeout=DONE_TIMEOUT_MS,
     )
 
@@ -142,9 +151,7 @@ def test_wrong_key_shows_the_api_error(page: Page, stack: Stack) -> None:
     assert page.is_enabled("#send")
 
 
-def test_earlier_turns_stay_in_the_log_and_the_key_is_remembered(
-    page: Page, stack: Stack
-) -> None:
+def test_earlier_turns_stay_in_the_log_and_the_key_is_remembered(page: Page, stack: Stack) -> None:
     _open(page, stack)
     _ask(page, "first question", model="fake:tokens=5")
     _wait_status(page, "completed")
@@ -203,8 +210,9 @@ def test_cancel_of_a_background_response_goes_to_its_cancel(page: Page, stack: S
     _open(page, stack)
     page.check("#background")
     _ask(page, "Never mind.", model="fake:ttft=30")
-    page.wait_for_function("() => !document.getElementById('cancel').disabled",
-                           timeout=DONE_TIMEOUT_MS)
+    page.wait_for_function(
+        "() => !document.getElementById('cancel').disabled", timeout=DONE_TIMEOUT_MS
+    )
     page.click("#cancel")
     _wait_status(page, "cancelled")
     rid = _response_id(page)

@@ -21,8 +21,15 @@ SAMPLED = {"temperature": 0.7}
 THIRTY_ONE_YEARS_S = 31 * 365 * 86400
 
 
-@pytest.mark.parametrize("header", [f"max-age={THIRTY_ONE_YEARS_S}", "max-age=999999999",
-                                    "max-age=" + "9" * 40, 'public, max-age="86400"'])
+@pytest.mark.parametrize(
+    "header",
+    [
+        f"max-age={THIRTY_ONE_YEARS_S}",
+        "max-age=999999999",
+        "max-age=" + "9" * 40,
+        'public, max-age="86400"',
+    ],
+)
 def test_a_max_age_over_the_cache_ttl_is_capped_at_it(header: str) -> None:
     assert policy(SAMPLED, header, 3600) == CachePolicy(lookup=True, store_ttl_s=3600)
 
@@ -33,10 +40,15 @@ def test_a_max_age_under_the_cache_ttl_is_kept() -> None:
     assert policy(DETERMINISTIC, "", 3600).store_ttl_s == 3600
 
 
-@pytest.mark.parametrize("request_fields,header", [
-    (DETERMINISTIC, ""), (DETERMINISTIC, "max-age=60"), (SAMPLED, "max-age=60"),
-    (SAMPLED, f"max-age={THIRTY_ONE_YEARS_S}"),
-])
+@pytest.mark.parametrize(
+    "request_fields,header",
+    [
+        (DETERMINISTIC, ""),
+        (DETERMINISTIC, "max-age=60"),
+        (SAMPLED, "max-age=60"),
+        (SAMPLED, f"max-age={THIRTY_ONE_YEARS_S}"),
+    ],
+)
 def test_a_cache_ttl_of_zero_turns_caching_off_for_every_request(
     request_fields: dict[str, Any], header: str
 ) -> None:
@@ -69,8 +81,9 @@ def _upstream_calls(upstream: str) -> int:
 
 
 def _post(stack: Stack, body: dict[str, Any], **headers: str) -> dict[str, Any]:
-    r = stack.session().post(f"{stack.url}/v1/jobs", json=body, params={"wait": 20},
-                             headers=headers, timeout=30)
+    r = stack.session().post(
+        f"{stack.url}/v1/jobs", json=body, params={"wait": 20}, headers=headers, timeout=30
+    )
     assert r.status_code == 200, r.text
     job: dict[str, Any] = r.json()
     return job
@@ -80,8 +93,11 @@ def test_with_a_cache_ttl_of_zero_identical_requests_each_reach_the_upstream(
     uncached: tuple[Stack, str],
 ) -> None:
     stack, upstream = uncached
-    body = {"model": "fake", "temperature": 0,
-            "messages": [{"role": "user", "content": f"same {time.time_ns()}"}]}
+    body = {
+        "model": "fake",
+        "temperature": 0,
+        "messages": [{"role": "user", "content": f"same {time.time_ns()}"}],
+    }
     before = _upstream_calls(upstream)
     first = _post(stack, body)
     second = _post(stack, body, **{"Cache-Control": f"max-age={THIRTY_ONE_YEARS_S}"})
@@ -95,12 +111,16 @@ def test_with_a_cache_ttl_of_zero_identical_requests_in_flight_are_not_coalesced
     uncached: tuple[Stack, str],
 ) -> None:
     stack, upstream = uncached
-    body = {"model": "fake:ttft=1", "temperature": 0,
-            "messages": [{"role": "user", "content": f"together {time.time_ns()}"}]}
+    body = {
+        "model": "fake:ttft=1",
+        "temperature": 0,
+        "messages": [{"role": "user", "content": f"together {time.time_ns()}"}],
+    }
     before = _upstream_calls(upstream)
     with ThreadPoolExecutor(2) as pool:
-        jobs = list(pool.map(lambda _: _post(stack, body, **{"Cache-Control": "max-age=600"}),
-                             range(2)))
+        jobs = list(
+            pool.map(lambda _: _post(stack, body, **{"Cache-Control": "max-age=600"}), range(2))
+        )
     assert [j["status"] for j in jobs] == ["completed", "completed"]
     assert [j["attempts"] for j in jobs] == [1, 1]
     assert _upstream_calls(upstream) - before == 2

@@ -24,9 +24,12 @@ LONG_FIRST_BYTE_S = "600"
 @pytest.fixture(scope="module", params=POOLS)
 def one_slot(request: pytest.FixtureRequest) -> Iterator[tuple[Stack, str]]:
     """A worker of one slot under each pool, on a Redis and a fakellm of its own."""
-    with own_stack(CHATQ_WORKER_POOL=request.param, CHATQ_WORKER_CONCURRENCY="1",
-                   CHATQ_UPSTREAM_FIRST_BYTE_TIMEOUT=LONG_FIRST_BYTE_S,
-                   CHATQ_JOB_TIMEOUT="900") as found:
+    with own_stack(
+        CHATQ_WORKER_POOL=request.param,
+        CHATQ_WORKER_CONCURRENCY="1",
+        CHATQ_UPSTREAM_FIRST_BYTE_TIMEOUT=LONG_FIRST_BYTE_S,
+        CHATQ_JOB_TIMEOUT="900",
+    ) as found:
         yield found
 
 
@@ -46,19 +49,28 @@ def test_a_cancel_cuts_a_call_waiting_for_its_first_byte(one_slot: tuple[Stack, 
     stack, upstream = one_slot
     before = _stats(upstream)
     job_id = stack.submit("never answered", model="fake:hang=1").json()["id"]
-    wait_until(lambda: _stats(upstream)["requests"] > before["requests"], 30,
-               "the upstream to receive the call")
+    wait_until(
+        lambda: _stats(upstream)["requests"] > before["requests"],
+        30,
+        "the upstream to receive the call",
+    )
     assert _job(stack, job_id)["status"] == "in_progress"
     open_during = _stats(upstream)["connections_active"]
     assert open_during >= 1
     cancelled = stack.session().post(f"{stack.url}/v1/jobs/{job_id}/cancel", timeout=10)
     assert cancelled.status_code == 200 and cancelled.json()["status"] == "cancelled"
     # The upstream sees the connection closed: the worker cut it rather than wait its 600 s.
-    wait_until(lambda: _stats(upstream)["connections_active"] < open_during, 30,
-               "the upstream to see the connection closed")
+    wait_until(
+        lambda: _stats(upstream)["connections_active"] < open_during,
+        30,
+        "the upstream to see the connection closed",
+    )
     worker = stack.procs[0]
-    wait_until(lambda: f"job {job_id} stopped (cancelled)" in worker.log_text(), 30,
-               "the worker to stop the job")
+    wait_until(
+        lambda: f"job {job_id} stopped (cancelled)" in worker.log_text(),
+        30,
+        "the worker to stop the job",
+    )
     assert _job(stack, job_id)["status"] == "cancelled"
     # The one slot is free again: the next job runs now, on a connection that works.
     after = stack.submit("next in line", wait=30).json()
@@ -71,11 +83,17 @@ def test_a_cut_connection_never_goes_back_to_the_pool(one_slot: tuple[Stack, str
     before = _stats(upstream)
     # The hanging call takes the pooled connection; the cancel cuts it.
     job_id = stack.submit("hang on the pooled one", model="fake:hang=1").json()["id"]
-    wait_until(lambda: _stats(upstream)["requests"] > before["requests"], 30,
-               "the upstream to receive the call")
+    wait_until(
+        lambda: _stats(upstream)["requests"] > before["requests"],
+        30,
+        "the upstream to receive the call",
+    )
     stack.session().post(f"{stack.url}/v1/jobs/{job_id}/cancel", timeout=10)
-    wait_until(lambda: f"job {job_id} stopped (cancelled)" in stack.procs[0].log_text(), 30,
-               "the worker to stop the job")
+    wait_until(
+        lambda: f"job {job_id} stopped (cancelled)" in stack.procs[0].log_text(),
+        30,
+        "the worker to stop the job",
+    )
     cut = _stats(upstream)
     jobs = [stack.submit(f"after the cut {i}", wait=30).json() for i in range(4)]
     # Each completed at its first attempt: none was sent on the cut connection.
@@ -86,8 +104,11 @@ def test_a_cut_connection_never_goes_back_to_the_pool(one_slot: tuple[Stack, str
 
 @pytest.mark.parametrize("pool", POOLS)
 def test_a_first_byte_that_never_comes_is_still_an_upstream_timeout(pool: str) -> None:
-    with own_stack(CHATQ_WORKER_POOL=pool, CHATQ_UPSTREAM_FIRST_BYTE_TIMEOUT="1",
-                   CHATQ_UPSTREAM_MAX_ATTEMPTS="1") as (stack, _):
+    with own_stack(
+        CHATQ_WORKER_POOL=pool,
+        CHATQ_UPSTREAM_FIRST_BYTE_TIMEOUT="1",
+        CHATQ_UPSTREAM_MAX_ATTEMPTS="1",
+    ) as (stack, _):
         job = stack.submit("stalled", model="fake:hang=1", wait=30).json()
         assert job["status"] == "failed" and job["attempts"] == 1, job
         assert job["error"]["code"] == "upstream_timeout"

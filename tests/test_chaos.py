@@ -69,8 +69,9 @@ def _body(content: str, model: str) -> dict[str, Any]:
     return {"model": model, "messages": [{"role": "user", "content": content}]}
 
 
-def _submit_all(stack: Stack, bodies: list[dict[str, Any]],
-                threads: int = 16) -> list[requests.Response]:
+def _submit_all(
+    stack: Stack, bodies: list[dict[str, Any]], threads: int = 16
+) -> list[requests.Response]:
     session = stack.session()
     url = f"{stack.url}/v1/jobs"
     with ThreadPoolExecutor(threads) as pool:
@@ -84,8 +85,10 @@ def _records(client: redis.Redis, ids: list[str]) -> dict[str, dict[str, str]]:
         pipe.hgetall(keys.job(job_id))
         pipe.get(keys.text(job_id))
     out = pipe.execute()
-    return {job_id: {**out[2 * i], "output_text": out[2 * i + 1] or ""} if out[2 * i] else {}
-            for i, job_id in enumerate(ids)}
+    return {
+        job_id: {**out[2 * i], "output_text": out[2 * i + 1] or ""} if out[2 * i] else {}
+        for i, job_id in enumerate(ids)
+    }
 
 
 def _events(client: redis.Redis, job_id: str) -> list[dict[str, str]]:
@@ -101,8 +104,9 @@ def _wait_terminal(client: redis.Redis, ids: list[str], deadline: float) -> dict
         time.sleep(0.25)
 
 
-def _assert_events_tell_the_output(client: redis.Redis, job_id: str,
-                                   record: dict[str, str]) -> list[dict[str, str]]:
+def _assert_events_tell_the_output(
+    client: redis.Redis, job_id: str, record: dict[str, str]
+) -> list[dict[str, str]]:
     """One `end`, last; the deltas after the last reset are exactly output_text."""
     events = _events(client, job_id)
     ends = [e for e in events if e["t"] == "end"]
@@ -133,8 +137,12 @@ def _worker_metrics(proc: Proc) -> dict[str, float]:
 
 
 def _leaks(texts: dict[str, str]) -> list[tuple[str, str]]:
-    return [(where, name) for where, text in texts.items()
-            for name, secret in SECRETS.items() if secret in text]
+    return [
+        (where, name)
+        for where, text in texts.items()
+        for name, secret in SECRETS.items()
+        if secret in text
+    ]
 
 
 # --- worker loss -----------------------------------------------------------------------
@@ -143,8 +151,13 @@ def _leaks(texts: dict[str, str]) -> list[tuple[str, str]]:
 @pytest.mark.slow
 def test_sigkill_of_a_worker_with_200_jobs_in_flight(redis_url: str, own_fakellm: str) -> None:
     lease_s = 5.0
-    s = start_stack(_db(redis_url, 11), own_fakellm, workers=0,
-                    CHATQ_WORKER_CONCURRENCY="200", CHATQ_LEASE=str(lease_s))
+    s = start_stack(
+        _db(redis_url, 11),
+        own_fakellm,
+        workers=0,
+        CHATQ_WORKER_CONCURRENCY="200",
+        CHATQ_LEASE=str(lease_s),
+    )
     try:
         s.redis.flushdb()
         model = "fake:ttft=0.2,tps=10,tokens=40"
@@ -154,8 +167,14 @@ def test_sigkill_of_a_worker_with_200_jobs_in_flight(redis_url: str, own_fakellm
         _reset_upstream_stats(own_fakellm)
         first = start_worker(s.env, "")
         s.procs.append(first)
-        wait_until(lambda: all(r.get("status") == "in_progress" and r.get("output_text")
-                               for r in _records(s.redis, ids).values()), 30, "200 streaming")
+        wait_until(
+            lambda: all(
+                r.get("status") == "in_progress" and r.get("output_text")
+                for r in _records(s.redis, ids).values()
+            ),
+            30,
+            "200 streaming",
+        )
         first.kill()
         killed_at = time.monotonic()
         at_kill = _records(s.redis, ids)
@@ -173,8 +192,10 @@ def test_sigkill_of_a_worker_with_200_jobs_in_flight(redis_url: str, own_fakellm
         extra_calls = _upstream_requests(own_fakellm) - calls_at_kill
         assert extra_calls <= len(killed), extra_calls
         assert leases_count(s.redis) == 0
-        print(f"SIGKILL: {len(killed)} jobs in flight, all completed {took_s:.1f} s after the "
-              f"kill, {extra_calls} extra upstream calls")
+        print(
+            f"SIGKILL: {len(killed)} jobs in flight, all completed {took_s:.1f} s after the "
+            f"kill, {extra_calls} extra upstream calls"
+        )
     finally:
         s.stop()
 
@@ -198,8 +219,11 @@ def test_a_paused_worker_loses_its_jobs_and_its_late_results_are_dropped(
         _reset_upstream_stats(own_fakellm)
         paused = start_worker(s.env, "")
         s.procs.append(paused)
-        wait_until(lambda: all(r.get("output_text") for r in _records(s.redis, ids).values()),
-                   30, "all streaming on the first worker")
+        wait_until(
+            lambda: all(r.get("output_text") for r in _records(s.redis, ids).values()),
+            30,
+            "all streaming on the first worker",
+        )
         paused.signal(signal.SIGSTOP)
         stopped_at = time.monotonic()
         try:
@@ -208,8 +232,10 @@ def test_a_paused_worker_loses_its_jobs_and_its_late_results_are_dropped(
             statuses = _wait_terminal(s.redis, short_ids, stopped_at + 40)
             assert set(statuses.values()) == {"completed"}, statuses
             time.sleep(max(0.0, 10 - (time.monotonic() - stopped_at)))
-            before = {j: (r, s.redis.xlen(keys.events(j)))
-                      for j, r in _records(s.redis, short_ids).items()}
+            before = {
+                j: (r, s.redis.xlen(keys.events(j)))
+                for j, r in _records(s.redis, short_ids).items()
+            }
             still = [r["status"] for r in _records(s.redis, long_ids).values()]
             assert not any(map(jobs.is_terminal, still)), "the long jobs ended too early"
         finally:
@@ -219,8 +245,9 @@ def test_a_paused_worker_loses_its_jobs_and_its_late_results_are_dropped(
         assert set(statuses.values()) == {"completed"}, statuses
         time.sleep(3)  # let the resumed worker finish whatever it still tries
         assert paused.alive() and taker.alive()
-        after = {j: (r, s.redis.xlen(keys.events(j)))
-                 for j, r in _records(s.redis, short_ids).items()}
+        after = {
+            j: (r, s.redis.xlen(keys.events(j))) for j, r in _records(s.redis, short_ids).items()
+        }
         assert after == before, "a late result changed a job another worker had finished"
         for job_id, record in _records(s.redis, ids).items():
             words = 30 if job_id in short_ids else 80
@@ -246,9 +273,9 @@ class Traffic:
 
     url: str
     submits: list[tuple[float, float, int, dict[str, Any], dict[str, str]]] = field(
-        default_factory=list)
-    polls: list[tuple[str, float, float, int, str, dict[str, str]]] = field(
-        default_factory=list)
+        default_factory=list
+    )
+    polls: list[tuple[str, float, float, int, str, dict[str, str]]] = field(default_factory=list)
     stop: threading.Event = field(default_factory=threading.Event)
     accepted: list[str] = field(default_factory=list)
 
@@ -261,8 +288,12 @@ class Traffic:
             n += 1
             t0 = time.monotonic()
             try:
-                r = requests.post(f"{self.url}/v1/jobs", json=_body(f"load {n} {t0}", model),
-                                  headers=self._headers(), timeout=30)
+                r = requests.post(
+                    f"{self.url}/v1/jobs",
+                    json=_body(f"load {n} {t0}", model),
+                    headers=self._headers(),
+                    timeout=30,
+                )
                 body = r.json()
                 self.submits.append((t0, time.monotonic(), r.status_code, body, dict(r.headers)))
                 if r.status_code in (200, 202):
@@ -282,14 +313,19 @@ class Traffic:
             for suffix in ("", "/events"):
                 t0 = time.monotonic()
                 try:
-                    r = requests.get(f"{self.url}/v1/jobs/{job_id}{suffix}",
-                                     params={"wait": wait_s}, headers=self._headers(),
-                                     timeout=wait_s + 30)
-                    self.polls.append((suffix, t0, time.monotonic() - t0, r.status_code,
-                                       r.text, dict(r.headers)))
+                    r = requests.get(
+                        f"{self.url}/v1/jobs/{job_id}{suffix}",
+                        params={"wait": wait_s},
+                        headers=self._headers(),
+                        timeout=wait_s + 30,
+                    )
+                    self.polls.append(
+                        (suffix, t0, time.monotonic() - t0, r.status_code, r.text, dict(r.headers))
+                    )
                 except requests.RequestException as exc:
-                    self.polls.append((suffix, t0, time.monotonic() - t0, 0,
-                                       type(exc).__name__, {}))
+                    self.polls.append(
+                        (suffix, t0, time.monotonic() - t0, 0, type(exc).__name__, {})
+                    )
 
 
 def _restart_same_redis(old: LocalRedis) -> LocalRedis:
@@ -314,8 +350,9 @@ def test_a_redis_restart_under_load_loses_no_accepted_job(fakellm: str) -> None:
     procs = [worker, web]
     traffic = Traffic(url)
     wait_s = 6.0
-    threads = [threading.Thread(target=traffic.submit_loop, args=(0.05, "fake:ttft=0.3,tps=20,"
-                                                                  "tokens=20"))]
+    threads = [
+        threading.Thread(target=traffic.submit_loop, args=(0.05, "fake:ttft=0.3,tps=20,tokens=20"))
+    ]
     threads += [threading.Thread(target=traffic.poll_loop, args=(wait_s,)) for _ in range(8)]
     try:
         for t in threads:
@@ -352,9 +389,11 @@ def test_a_redis_restart_under_load_loses_no_accepted_job(fakellm: str) -> None:
                 _assert_503_backend_unavailable(st, json.loads(text), headers)
             else:
                 assert st in (200, 202), (suffix, st, text[:300])
-        print(f"Redis restart: {len(ids)} accepted, all completed; {len(failed)} submits "
-              f"answered 503; {sum(1 for p in traffic.polls if p[3] == 503)} of "
-              f"{len(traffic.polls)} long-polls answered 503")
+        print(
+            f"Redis restart: {len(ids)} accepted, all completed; {len(failed)} submits "
+            f"answered 503; {sum(1 for p in traffic.polls if p[3] == 503)} of "
+            f"{len(traffic.polls)} long-polls answered 503"
+        )
     finally:
         traffic.stop.set()
         for p in procs:
@@ -400,12 +439,12 @@ def _chaos(redis_url: str, upstream: str, db: int, n_jobs: int) -> None:
         nonce = time.time_ns()
         kinds = [_chaos_model(i) for i in range(n_jobs)]
         started = time.monotonic()
-        posted = _submit_all(s, [_body(f"chaos {nonce} {i}", m) for i, (_, m) in
-                                 enumerate(kinds)])
+        posted = _submit_all(s, [_body(f"chaos {nonce} {i}", m) for i, (_, m) in enumerate(kinds)])
         submitted = time.monotonic()
         assert Counter(r.status_code for r in posted) == {202: n_jobs}
-        captured |= {f"submit {i}": r.text + json.dumps(dict(r.headers))
-                     for i, r in enumerate(posted)}
+        captured |= {
+            f"submit {i}": r.text + json.dumps(dict(r.headers)) for i, r in enumerate(posted)
+        }
         ids = [r.json()["id"] for r in posted]
         deadline = submitted + float(CHAOS_ENV["CHATQ_JOB_TIMEOUT"]) + 15
         statuses = _wait_terminal(s.redis, ids, deadline)
@@ -414,10 +453,13 @@ def _chaos(redis_url: str, upstream: str, db: int, n_jobs: int) -> None:
         assert stuck == [], f"{len(stuck)} jobs not terminal {took_s:.0f} s after the first submit"
         session = s.session()
         with ThreadPoolExecutor(16) as pool:
-            finals = list(pool.map(lambda j: session.get(f"{s.url}/v1/jobs/{j}/result",
-                                                         timeout=30), ids))
-        captured |= {f"result {j}": r.text + json.dumps(dict(r.headers))
-                     for j, r in zip(ids, finals, strict=True)}
+            finals = list(
+                pool.map(lambda j: session.get(f"{s.url}/v1/jobs/{j}/result", timeout=30), ids)
+            )
+        captured |= {
+            f"result {j}": r.text + json.dumps(dict(r.headers))
+            for j, r in zip(ids, finals, strict=True)
+        }
         records = _records(s.redis, ids)
         by_kind: Counter[str] = Counter()
         for (kind, _), record in zip(kinds, records.values(), strict=True):
@@ -436,8 +478,10 @@ def _chaos(redis_url: str, upstream: str, db: int, n_jobs: int) -> None:
         assert retries >= 0.25 * n_jobs, retries  # every failure kind is retried
         assert cooldowns >= 1
         captured["web metrics"] = requests.get(f"{s.url}/metrics", timeout=10).text
-        print(f"chaos: {n_jobs} jobs terminal in {took_s:.1f} s, {completed} completed, "
-              f"{retries:.0f} retries, {cooldowns:.0f} cooldowns; {dict(by_kind)}")
+        print(
+            f"chaos: {n_jobs} jobs terminal in {took_s:.1f} s, {completed} completed, "
+            f"{retries:.0f} retries, {cooldowns:.0f} cooldowns; {dict(by_kind)}"
+        )
     finally:
         s.stop()
     logs = {p.name: p.read_text(errors="replace") for p in sorted(LOG_DIR.glob("*.log"))}

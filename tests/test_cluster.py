@@ -29,8 +29,9 @@ def on_cluster(redis_cluster: str) -> Iterator[tuple[Stack, str]]:
     """Two workers and a web, the state on the cluster; yields (stack, fakellm base URL)."""
     broker = LocalRedis().start()
     fake, fake_url = start_fakellm()
-    stack = start_stack(broker.url, fake_url, workers=2, CHATQ_STATE_URL=redis_cluster,
-                        CHATQ_LEASE="2")
+    stack = start_stack(
+        broker.url, fake_url, workers=2, CHATQ_STATE_URL=redis_cluster, CHATQ_LEASE="2"
+    )
     yield stack, fake_url.removesuffix("/v1")
     stack.stop()
     fake.stop()
@@ -67,10 +68,17 @@ def test_streamed_text_reaches_a_long_poll_and_sse(on_cluster: tuple[Stack, str]
         deltas += [e["delta"] for e in page["events"] if e["type"] == "delta"]
         cursor, done = page["cursor"], page["done"]
     assert "".join(deltas) == "one two three four five six"
-    with stack.session().get(f"{stack.url}/v1/jobs/{job_id}/events", stream=True, timeout=20,
-                             headers={"Accept": "text/event-stream"}) as sse:
-        events = [json.loads(line[6:]) for line in sse.iter_lines(decode_unicode=True)
-                  if line.startswith("data: ")]
+    with stack.session().get(
+        f"{stack.url}/v1/jobs/{job_id}/events",
+        stream=True,
+        timeout=20,
+        headers={"Accept": "text/event-stream"},
+    ) as sse:
+        events = [
+            json.loads(line[6:])
+            for line in sse.iter_lines(decode_unicode=True)
+            if line.startswith("data: ")
+        ]
     assert events[-1] == {"type": "end", "status": "completed", "finish_reason": "stop"}
 
 
@@ -89,21 +97,29 @@ def test_a_cancel_stops_a_running_job_and_wakes_its_waiters(
 def test_identical_requests_share_one_upstream_call(on_cluster: tuple[Stack, str]) -> None:
     stack, fakellm = on_cluster
     before = _calls(fakellm)
-    body = {"model": "fake:ttft=1", "temperature": 0,
-            "messages": [{"role": "user", "content": f"shared on a cluster {time.time()}"}]}
+    body = {
+        "model": "fake:ttft=1",
+        "temperature": 0,
+        "messages": [{"role": "user", "content": f"shared on a cluster {time.time()}"}],
+    }
     session = stack.session()
     with ThreadPoolExecutor(6) as pool:
-        posted = list(pool.map(
-            lambda _: session.post(f"{stack.url}/v1/jobs?wait=20", json=body, timeout=30),
-            range(6)))
+        posted = list(
+            pool.map(
+                lambda _: session.post(f"{stack.url}/v1/jobs?wait=20", json=body, timeout=30),
+                range(6),
+            )
+        )
     assert {p.json()["status"] for p in posted} == {"completed"}
     assert _calls(fakellm) - before == 1
 
 
 def test_a_killed_workers_jobs_finish_on_the_other(on_cluster: tuple[Stack, str]) -> None:
     stack, _ = on_cluster
-    ids = [stack.submit(f"survive {i}", model="fake:ttft=0.3,tps=10,tokens=20").json()["id"]
-           for i in range(20)]
+    ids = [
+        stack.submit(f"survive {i}", model="fake:ttft=0.3,tps=10,tokens=20").json()["id"]
+        for i in range(20)
+    ]
     time.sleep(1)  # both workers are running some of them
     victim = next(p for p in stack.procs if p.name == "worker" and p.alive())
     victim.kill()
@@ -121,7 +137,10 @@ def test_a_batch_runs_through_the_outbox_on_a_cluster(on_cluster: tuple[Stack, s
     assert batch["status"] == "completed", batch
     assert batch["request_counts"] == {"total": 3, "completed": 3, "failed": 0}
     assert sorted(line.custom_id for line in content(stack.url, batch["output_file_id"])) == [
-        "c0", "c1", "c2"]
+        "c0",
+        "c1",
+        "c2",
+    ]
 
 
 def test_the_queue_figures_read_every_shard(on_cluster: tuple[Stack, str]) -> None:
@@ -146,8 +165,10 @@ def test_a_primary_failover_in_the_cluster_ends_every_accepted_job() -> None:
         accepted, refused = _load_through_a_failover(stack, cluster.primaries[1])
         ends = [stack.get(job_id, wait=40).json().get("status") for job_id in accepted]
         lost = [s for s in ends if s is None]
-        print(f"cluster failover: {len(accepted)} accepted, {refused} refused with 503, "
-              f"{len(lost)} lost")
+        print(
+            f"cluster failover: {len(accepted)} accepted, {refused} refused with 503, "
+            f"{len(lost)} lost"
+        )
         assert refused < len(accepted) and lost == []
         assert set(ends) <= {"completed"}, ends
     finally:

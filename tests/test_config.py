@@ -18,9 +18,18 @@ def test_an_empty_environment_gives_the_defaults() -> None:
 
 
 def test_blank_values_mean_the_default() -> None:
-    blank = {name: "  " for name in ("CHATQ_MAX_WAIT", "CHATQ_WEB_WORKERS", "CHATQ_CACHE_SHARED",
-                                     "CHATQ_WORKER_POOL", "CHATQ_UPSTREAM_URLS",
-                                     "CHATQ_DEFAULT_MODEL", "CHATQ_API_KEYS")}
+    blank = {
+        name: "  "
+        for name in (
+            "CHATQ_MAX_WAIT",
+            "CHATQ_WEB_WORKERS",
+            "CHATQ_CACHE_SHARED",
+            "CHATQ_WORKER_POOL",
+            "CHATQ_UPSTREAM_URLS",
+            "CHATQ_DEFAULT_MODEL",
+            "CHATQ_API_KEYS",
+        )
+    }
     assert config.load(blank) == Settings()
 
 
@@ -30,8 +39,9 @@ def test_load_reads_the_process_environment(monkeypatch: pytest.MonkeyPatch) -> 
 
 
 def _readme_defaults() -> dict[str, str]:
-    rows = re.findall(r"^\| `(CHATQ_[A-Z_]+)` \| ([^|]*) \|", (ROOT / "README.md").read_text(),
-                      re.MULTILINE)
+    rows = re.findall(
+        r"^\| `(CHATQ_[A-Z_]+)` \| ([^|]*) \|", (ROOT / "README.md").read_text(), re.MULTILINE
+    )
     defaults = {}
     for name, cell in rows:
         quoted = re.match(r"\s*`([^`]*)`", cell)
@@ -46,43 +56,65 @@ def test_the_readme_defaults_are_the_code_defaults() -> None:
     defaults = _readme_defaults()
     assert len(defaults) > 30
     # Setting a variable to the default the README gives for it changes nothing.
-    differing = [name for name, value in defaults.items()
-                 if config.load({name: value}) != Settings()]
+    differing = [
+        name for name, value in defaults.items() if config.load({name: value}) != Settings()
+    ]
     assert differing == []
 
 
-@pytest.mark.parametrize("env,field,value", [
-    ({"CHATQ_MAX_WAIT": "0.5"}, "max_wait_s", 0.5),
-    ({"CHATQ_MAX_WAIT": "1e1"}, "max_wait_s", 10.0),
-    ({"CHATQ_JOB_TIMEOUT": "90"}, "job_timeout_s", 90.0),
-    ({"CHATQ_FLUSH_INTERVAL": "0.1"}, "flush_interval_s", 0.1),
-    ({"CHATQ_LEASE": "0.5"}, "lease_s", 0.5),
-    ({"CHATQ_JOB_TTL": "60"}, "job_ttl_s", 60),
-    ({"CHATQ_MAX_BODY_BYTES": "2048"}, "max_body_bytes", 2048),
-    ({"CHATQ_KEEPALIVE": " 80 "}, "keepalive_s", 80),
-    ({"CHATQ_WORKER_CONCURRENCY": "120"}, "worker_concurrency", 120),
-    ({"CHATQ_MAX_QUEUE_DEPTH": "0"}, "max_queue_depth", 0),
-    ({"CHATQ_CACHE_TTL": "0"}, "cache_ttl_s", 0),
-    ({"CHATQ_LOG_LEVEL": "debug"}, "log_level", "DEBUG"),
-    ({"CHATQ_WORKER_POOL": "threads"}, "worker_pool", "threads"),
-    ({"CHATQ_CONTEXT_OVERFLOW": "truncate_oldest"}, "context_overflow", "truncate_oldest"),
-    ({"CHATQ_WORKER_METRICS_BIND": ""}, "worker_metrics_bind", ""),
-    ({"CHATQ_UPSTREAM_URLS": " http://a/v1/ ,http://b/v1,, "}, "upstream_urls",
-     ("http://a/v1", "http://b/v1")),
-    ({"CHATQ_UPSTREAM_API_KEY": " sk-up "}, "upstream_api_key", "sk-up"),
-    ({"CHATQ_API_KEYS": "alice:sk-a, sk-bare ,"}, "api_keys",
-     (("alice", "sk-a"), (config.bare_key_name("sk-bare"), "sk-bare"))),
-    ({"CHATQ_RATE_LIMIT_OVERRIDES": "alice=10/second bob=1/minute;50/hour"},
-     "rate_limit_overrides", (("alice", "10/second"), ("bob", "1/minute;50/hour"))),
-])
+@pytest.mark.parametrize(
+    "env,field,value",
+    [
+        ({"CHATQ_MAX_WAIT": "0.5"}, "max_wait_s", 0.5),
+        ({"CHATQ_MAX_WAIT": "1e1"}, "max_wait_s", 10.0),
+        ({"CHATQ_JOB_TIMEOUT": "90"}, "job_timeout_s", 90.0),
+        ({"CHATQ_FLUSH_INTERVAL": "0.1"}, "flush_interval_s", 0.1),
+        ({"CHATQ_LEASE": "0.5"}, "lease_s", 0.5),
+        ({"CHATQ_JOB_TTL": "60"}, "job_ttl_s", 60),
+        ({"CHATQ_MAX_BODY_BYTES": "2048"}, "max_body_bytes", 2048),
+        ({"CHATQ_KEEPALIVE": " 80 "}, "keepalive_s", 80),
+        ({"CHATQ_WORKER_CONCURRENCY": "120"}, "worker_concurrency", 120),
+        ({"CHATQ_MAX_QUEUE_DEPTH": "0"}, "max_queue_depth", 0),
+        ({"CHATQ_CACHE_TTL": "0"}, "cache_ttl_s", 0),
+        ({"CHATQ_LOG_LEVEL": "debug"}, "log_level", "DEBUG"),
+        ({"CHATQ_WORKER_POOL": "threads"}, "worker_pool", "threads"),
+        ({"CHATQ_CONTEXT_OVERFLOW": "truncate_oldest"}, "context_overflow", "truncate_oldest"),
+        ({"CHATQ_WORKER_METRICS_BIND": ""}, "worker_metrics_bind", ""),
+        (
+            {"CHATQ_UPSTREAM_URLS": " http://a/v1/ ,http://b/v1,, "},
+            "upstream_urls",
+            ("http://a/v1", "http://b/v1"),
+        ),
+        ({"CHATQ_UPSTREAM_API_KEY": " sk-up "}, "upstream_api_key", "sk-up"),
+        (
+            {"CHATQ_API_KEYS": "alice:sk-a, sk-bare ,"},
+            "api_keys",
+            (("alice", "sk-a"), (config.bare_key_name("sk-bare"), "sk-bare")),
+        ),
+        (
+            {"CHATQ_RATE_LIMIT_OVERRIDES": "alice=10/second bob=1/minute;50/hour"},
+            "rate_limit_overrides",
+            (("alice", "10/second"), ("bob", "1/minute;50/hour")),
+        ),
+    ],
+)
 def test_values_are_read_in_their_units(env: dict[str, str], field: str, value: object) -> None:
     assert getattr(config.load(env), field) == value
 
 
-@pytest.mark.parametrize("raw,expected", [
-    ("1", True), ("true", True), ("YES", True), ("on", True),
-    ("0", False), ("false", False), ("No", False), ("off", False),
-])
+@pytest.mark.parametrize(
+    "raw,expected",
+    [
+        ("1", True),
+        ("true", True),
+        ("YES", True),
+        ("on", True),
+        ("0", False),
+        ("false", False),
+        ("No", False),
+        ("off", False),
+    ],
+)
 def test_booleans_take_the_usual_spellings(raw: str, expected: bool) -> None:
     loaded = config.load({"CHATQ_CACHE_SHARED": raw, "CHATQ_CANCEL_ON_DISCONNECT": raw})
     assert loaded.cache_shared is expected and loaded.cancel_on_disconnect is expected
@@ -90,23 +122,42 @@ def test_booleans_take_the_usual_spellings(raw: str, expected: bool) -> None:
 
 BAD = [
     # whole numbers
-    ("CHATQ_WEB_WORKERS", "two"), ("CHATQ_WEB_WORKERS", "1.5"), ("CHATQ_WEB_WORKERS", "0"),
-    ("CHATQ_WORKER_CONCURRENCY", "0"), ("CHATQ_MAX_BODY_BYTES", "1MB"),
-    ("CHATQ_JOB_TTL", "0"), ("CHATQ_MAX_QUEUE_DEPTH", "-1"), ("CHATQ_KEEPALIVE", "75s"),
-    ("CHATQ_UPSTREAM_MAX_ATTEMPTS", "0"), ("CHATQ_BACKEND_RETRY_AFTER", "0"),
-    ("CHATQ_CACHE_TTL", "1h"), ("CHATQ_FLUSH_MAX_CHARS", "0"), ("CHATQ_MAX_TAKEOVERS", "-1"),
+    ("CHATQ_WEB_WORKERS", "two"),
+    ("CHATQ_WEB_WORKERS", "1.5"),
+    ("CHATQ_WEB_WORKERS", "0"),
+    ("CHATQ_WORKER_CONCURRENCY", "0"),
+    ("CHATQ_MAX_BODY_BYTES", "1MB"),
+    ("CHATQ_JOB_TTL", "0"),
+    ("CHATQ_MAX_QUEUE_DEPTH", "-1"),
+    ("CHATQ_KEEPALIVE", "75s"),
+    ("CHATQ_UPSTREAM_MAX_ATTEMPTS", "0"),
+    ("CHATQ_BACKEND_RETRY_AFTER", "0"),
+    ("CHATQ_CACHE_TTL", "1h"),
+    ("CHATQ_FLUSH_MAX_CHARS", "0"),
+    ("CHATQ_MAX_TAKEOVERS", "-1"),
     # numbers of seconds
-    ("CHATQ_MAX_WAIT", "soon"), ("CHATQ_MAX_WAIT", "nan"), ("CHATQ_MAX_WAIT", "inf"),
-    ("CHATQ_MAX_WAIT", "-1"), ("CHATQ_JOB_TIMEOUT", "0"), ("CHATQ_LEASE", "0.1"),
-    ("CHATQ_QUEUE_RESEND", "0.5"), ("CHATQ_UPSTREAM_CONNECT_TIMEOUT", "0"),
-    ("CHATQ_RETRY_BASE", "-0.5"), ("CHATQ_CACHE_LOCAL_TTL", "1m"), ("CHATQ_SSE_KEEPALIVE", "0"),
+    ("CHATQ_MAX_WAIT", "soon"),
+    ("CHATQ_MAX_WAIT", "nan"),
+    ("CHATQ_MAX_WAIT", "inf"),
+    ("CHATQ_MAX_WAIT", "-1"),
+    ("CHATQ_JOB_TIMEOUT", "0"),
+    ("CHATQ_LEASE", "0.1"),
+    ("CHATQ_QUEUE_RESEND", "0.5"),
+    ("CHATQ_UPSTREAM_CONNECT_TIMEOUT", "0"),
+    ("CHATQ_RETRY_BASE", "-0.5"),
+    ("CHATQ_CACHE_LOCAL_TTL", "1m"),
+    ("CHATQ_SSE_KEEPALIVE", "0"),
     # booleans and choices
-    ("CHATQ_CACHE_SHARED", "maybe"), ("CHATQ_CANCEL_ON_DISCONNECT", "2"),
-    ("CHATQ_WORKER_POOL", "prefork"), ("CHATQ_LOG_FORMAT", "xml"),
+    ("CHATQ_CACHE_SHARED", "maybe"),
+    ("CHATQ_CANCEL_ON_DISCONNECT", "2"),
+    ("CHATQ_WORKER_POOL", "prefork"),
+    ("CHATQ_LOG_FORMAT", "xml"),
     ("CHATQ_CONTEXT_OVERFLOW", "truncate"),
     # lists
-    ("CHATQ_API_KEYS", "alice:"), ("CHATQ_API_KEYS", ":sk-a"),
-    ("CHATQ_RATE_LIMIT_OVERRIDES", "alice"), ("CHATQ_RATE_LIMIT_OVERRIDES", "=10/second"),
+    ("CHATQ_API_KEYS", "alice:"),
+    ("CHATQ_API_KEYS", ":sk-a"),
+    ("CHATQ_RATE_LIMIT_OVERRIDES", "alice"),
+    ("CHATQ_RATE_LIMIT_OVERRIDES", "=10/second"),
 ]
 
 

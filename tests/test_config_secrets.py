@@ -25,12 +25,14 @@ def test_two_bare_keys_get_two_names() -> None:
 
 
 def test_no_repr_of_the_settings_shows_a_key_or_a_password() -> None:
-    settings = config.load({
-        "CHATQ_API_KEYS": f"{BARE_KEY},alice:{NAMED_KEY}",
-        "CHATQ_UPSTREAM_API_KEY": UPSTREAM_KEY,
-        "CHATQ_REDIS_URL": f"redis://default:{REDIS_PASSWORD}@127.0.0.1:6379/0",
-        "CHATQ_UPSTREAM_URLS": f"https://user:{REDIS_PASSWORD}x@llm.example/v1",
-    })
+    settings = config.load(
+        {
+            "CHATQ_API_KEYS": f"{BARE_KEY},alice:{NAMED_KEY}",
+            "CHATQ_UPSTREAM_API_KEY": UPSTREAM_KEY,
+            "CHATQ_REDIS_URL": f"redis://default:{REDIS_PASSWORD}@127.0.0.1:6379/0",
+            "CHATQ_UPSTREAM_URLS": f"https://user:{REDIS_PASSWORD}x@llm.example/v1",
+        }
+    )
     for shown in (repr(settings), str(settings), f"{settings}", f"{settings!r}"):
         for secret in (BARE_KEY, NAMED_KEY, UPSTREAM_KEY, REDIS_PASSWORD):
             assert secret not in shown, secret

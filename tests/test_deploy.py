@@ -44,13 +44,15 @@ DASHBOARD = GRAFANA_DIR / "dashboards" / "chatq.json"
 
 # Wheels pinned by version and sha256; their contents are read, never installed.
 KEDA_WHEELS = {
-    "cloudcoil==0.6.0":
-        "91793dea2e86ad292af143c5d335ce2e5d27dfbe66fd4b945c2f069224cf7698",
-    "cloudcoil-models-keda==2.16.1.0":
-        "9ec4a118def872b68216d9057ef386701b32fcb0ec2173f49c6214d309176b46",
+    "cloudcoil==0.6.0": "91793dea2e86ad292af143c5d335ce2e5d27dfbe66fd4b945c2f069224cf7698",
+    "cloudcoil-models-keda==2.16.1.0": (
+        "9ec4a118def872b68216d9057ef386701b32fcb0ec2173f49c6214d309176b46"
+    ),
 }
-K8S_WHEEL = ("kubernetes-validate==1.37.0",
-             "85136d018a27b50ec7fc049d902bfa5193f5976807e6c0f408e3ab6fe078cad9")
+K8S_WHEEL = (
+    "kubernetes-validate==1.37.0",
+    "85136d018a27b50ec7fc049d902bfa5193f5976807e6c0f408e3ab6fe078cad9",
+)
 KEDA_EXPORT = """
 import json, sys
 from cloudcoil.models.keda.v1alpha1 import ScaledObject, TriggerAuthentication
@@ -88,9 +90,13 @@ HISTOGRAMS = {
 # Labels Prometheus itself attaches (deploy/prometheus/prometheus.yml).
 TARGET_LABELS = {"job", "instance", "component", "namespace", "pod"}
 SERIES = {
-    **COUNTERS, **GAUGES,
-    **{f"{h}_{part}": labels | ({"le"} if part == "bucket" else set())
-       for h, labels in HISTOGRAMS.items() for part in ("bucket", "count", "sum")},
+    **COUNTERS,
+    **GAUGES,
+    **{
+        f"{h}_{part}": labels | ({"le"} if part == "bucket" else set())
+        for h, labels in HISTOGRAMS.items()
+        for part in ("bucket", "count", "sum")
+    },
 }
 # Series that only make sense as a rate: counters and the parts of histograms.
 RATE_ONLY = set(COUNTERS) | (set(SERIES) - set(GAUGES) - set(COUNTERS))
@@ -99,6 +105,7 @@ PROMQL_WORDS = {"and", "or", "unless", "bool", "offset", "inf", "nan"}
 
 # --- fetching the schemas -------------------------------------------------------------------
 
+
 def _wheel(spec: str, sha256: str) -> Path:
     """The wheel `spec` in CACHE_DIR, fetched with pip once, checked against its sha256."""
     name, _, version = spec.partition("==")
@@ -106,18 +113,29 @@ def _wheel(spec: str, sha256: str) -> Path:
     found = sorted(CACHE_DIR.glob(pattern))
     if not found:
         CACHE_DIR.mkdir(parents=True, exist_ok=True)
-        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
-               spec, "-d", str(CACHE_DIR)]
+        cmd = [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "--no-deps",
+            "--only-binary=:all:",
+            spec,
+            "-d",
+            str(CACHE_DIR),
+        ]
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
         found = sorted(CACHE_DIR.glob(pattern))
         if done.returncode != 0 or not found:
-            pytest.fail(f"cannot get a schema: `{shlex.join(cmd)}` failed (exit "
-                        f"{done.returncode}) and {CACHE_DIR} holds no copy.\n"
-                        f"{done.stderr[-2000:]}", pytrace=False)
+            pytest.fail(
+                f"cannot get a schema: `{shlex.join(cmd)}` failed (exit "
+                f"{done.returncode}) and {CACHE_DIR} holds no copy.\n"
+                f"{done.stderr[-2000:]}",
+                pytrace=False,
+            )
     digest = hashlib.sha256(found[0].read_bytes()).hexdigest()
     if digest != sha256:
-        pytest.fail(f"{found[0].name} has sha256 {digest}, not the pinned {sha256}",
-                    pytrace=False)
+        pytest.fail(f"{found[0].name} has sha256 {digest}, not the pinned {sha256}", pytrace=False)
     return found[0]
 
 
@@ -126,13 +144,19 @@ def _export_keda_schemas() -> bytes:
     site = CACHE_DIR / "cloudcoil-site"
     for spec, sha256 in KEDA_WHEELS.items():
         with zipfile.ZipFile(_wheel(spec, sha256)) as archive:
-            archive.extractall(site, [m for m in archive.namelist()
-                                      if m.startswith("cloudcoil/")])
-    done = subprocess.run([sys.executable, "-c", KEDA_EXPORT], capture_output=True,
-                          timeout=300, env={"PYTHONPATH": str(site), "PATH": ""})
+            archive.extractall(site, [m for m in archive.namelist() if m.startswith("cloudcoil/")])
+    done = subprocess.run(
+        [sys.executable, "-c", KEDA_EXPORT],
+        capture_output=True,
+        timeout=300,
+        env={"PYTHONPATH": str(site), "PATH": ""},
+    )
     if done.returncode != 0:
-        pytest.fail("cannot export KEDA's schema from cloudcoil-models-keda:\n"
-                    f"{done.stderr.decode(errors='replace')[-2000:]}", pytrace=False)
+        pytest.fail(
+            "cannot export KEDA's schema from cloudcoil-models-keda:\n"
+            f"{done.stderr.decode(errors='replace')[-2000:]}",
+            pytrace=False,
+        )
     return done.stdout
 
 
@@ -169,9 +193,15 @@ def deployment_validator() -> jsonschema.protocols.Validator:
     cached = CACHE_DIR / "k8s"
     if not (cached / "_definitions.json").exists():
         with zipfile.ZipFile(_wheel(*K8S_WHEEL)) as archive:
-            dirs = {m.split("/")[2] for m in archive.namelist()
-                    if re.fullmatch(r"kubernetes_validate/kubernetes-json-schema/"
-                                    r"v1\.\d+\.0-local-strict/_definitions\.json", m)}
+            dirs = {
+                m.split("/")[2]
+                for m in archive.namelist()
+                if re.fullmatch(
+                    r"kubernetes_validate/kubernetes-json-schema/"
+                    r"v1\.\d+\.0-local-strict/_definitions\.json",
+                    m,
+                )
+            }
             newest = max(dirs, key=lambda d: int(d.split(".")[1]))
             cached.mkdir(parents=True, exist_ok=True)
             base = f"kubernetes_validate/kubernetes-json-schema/{newest}"
@@ -179,7 +209,8 @@ def deployment_validator() -> jsonschema.protocols.Validator:
                 (cached / name).write_bytes(archive.read(f"{base}/{name}"))
     definitions = json.loads((cached / "_definitions.json").read_text())
     registry = referencing.Registry().with_resource(
-        definitions["$id"], referencing.Resource.from_contents(definitions))
+        definitions["$id"], referencing.Resource.from_contents(definitions)
+    )
     root = json.loads((cached / "deployment-apps-v1.json").read_text())
     return jsonschema.Draft202012Validator(root, registry=registry)
 
@@ -189,13 +220,16 @@ def promtool() -> str:
     """The path of promtool; the test fails if Debian's `prometheus` package is missing."""
     found = shutil.which("promtool")
     if not found:
-        pytest.fail("promtool is not installed: it comes with Debian's `prometheus` package "
-                    "(`make test` installs it when TEST_DEB_PACKAGES lists `prometheus`)",
-                    pytrace=False)
+        pytest.fail(
+            "promtool is not installed: it comes with Debian's `prometheus` package "
+            "(`make test` installs it when TEST_DEB_PACKAGES lists `prometheus`)",
+            pytrace=False,
+        )
     return found
 
 
 # --- reading the files ----------------------------------------------------------------------
+
 
 def _yaml(path: Path) -> Any:
     return yaml.safe_load(path.read_text())
@@ -206,8 +240,9 @@ def _commented_block(path: Path, name: str) -> str:
     text = path.read_text()
     match = re.search(rf"^# {name} begin\n(.*?)^# {name} end$", text, re.M | re.S)
     assert match, f"{path.name} has no '{name}' block"
-    return "\n".join(line[2:] if line.startswith("# ") else line[1:]
-                     for line in match.group(1).splitlines())
+    return "\n".join(
+        line[2:] if line.startswith("# ") else line[1:] for line in match.group(1).splitlines()
+    )
 
 
 def _leaves(errors: Any) -> list[jsonschema.ValidationError]:
@@ -224,8 +259,10 @@ def _leaves(errors: Any) -> list[jsonschema.ValidationError]:
 def _schema_errors(kind_schema: dict[str, Any], document: Any) -> list[str]:
     """Every violation of `kind_schema` in `document`, one line each, by path."""
     validator = jsonschema.Draft202012Validator(kind_schema)
-    return sorted(f"{'/'.join(map(str, e.absolute_path)) or '<root>'}: {e.message}"
-                  for e in _leaves(validator.iter_errors(document)))
+    return sorted(
+        f"{'/'.join(map(str, e.absolute_path)) or '<root>'}: {e.message}"
+        for e in _leaves(validator.iter_errors(document))
+    )
 
 
 def _scaledobject() -> dict[str, Any]:
@@ -272,8 +309,10 @@ def _mounts(service: dict[str, Any]) -> dict[str, str]:
 
 # --- Compose: the monitoring profile ---------------------------------------------------------
 
+
 def test_compose_file_with_the_monitoring_profile_is_valid(
-    schema: dict[str, Any], compose: dict[str, Any]  # noqa: F811
+    schema: dict[str, Any],  # noqa: F811
+    compose: dict[str, Any],  # noqa: F811
 ) -> None:
     assert _errors(schema, compose) == []
 
@@ -327,6 +366,7 @@ def test_prometheus_reaches_the_web_and_every_worker(compose: dict[str, Any]) ->
 
 # --- KEDA and the worker Deployment -----------------------------------------------------------
 
+
 def test_scaledobject_is_valid_against_kedas_crd_schema(keda_schemas: dict[str, Any]) -> None:
     scaled = _scaledobject()
     assert scaled["apiVersion"] == "keda.sh/v1alpha1"
@@ -339,11 +379,12 @@ def test_the_keda_schema_check_does_reject_a_broken_scaledobject(
 ) -> None:
     broken = copy.deepcopy(_scaledobject())
     spec = broken["spec"]
-    spec["minReplicas"] = 1                                   # not a KEDA field
-    spec["triggers"][0]["metadata"]["threshold"] = 80         # metadata values are strings
+    spec["minReplicas"] = 1  # not a KEDA field
+    spec["triggers"][0]["metadata"]["threshold"] = 80  # metadata values are strings
     spec["advanced"]["horizontalPodAutoscalerConfig"]["behavior"]["scaleDown"][
-        "stabilizationWindowSeconds"] = 7200                  # over the CRD's 3600
-    del spec["scaleTargetRef"]["name"]                        # required
+        "stabilizationWindowSeconds"
+    ] = 7200  # over the CRD's 3600
+    del spec["scaleTargetRef"]["name"]  # required
     errors = _schema_errors(keda_schemas["ScaledObject"], broken)
     joined = "\n".join(errors)
     assert "'minReplicas' was unexpected" in joined
@@ -353,8 +394,9 @@ def test_the_keda_schema_check_does_reject_a_broken_scaledobject(
 
 
 def test_the_commented_metrics_api_variant_is_valid_too(keda_schemas: dict[str, Any]) -> None:
-    trigger_doc, auth = yaml.safe_load_all(_commented_block(
-        KEDA_DIR / "scaledobject.yaml", "metrics-api variant"))
+    trigger_doc, auth = yaml.safe_load_all(
+        _commented_block(KEDA_DIR / "scaledobject.yaml", "metrics-api variant")
+    )
     (trigger,) = trigger_doc
     variant = copy.deepcopy(_scaledobject())
     variant["spec"]["triggers"] = [trigger]
@@ -370,7 +412,10 @@ def test_scaledobject_scales_the_worker_deployment_on_chatq_queue_metrics() -> N
     deployment = _deployment()
     target = spec["scaleTargetRef"]
     assert (target["apiVersion"], target["kind"], target["name"]) == (
-        deployment["apiVersion"], deployment["kind"], deployment["metadata"]["name"])
+        deployment["apiVersion"],
+        deployment["kind"],
+        deployment["metadata"]["name"],
+    )
     slots = int(_container_env(_worker_container())["CHATQ_WORKER_CONCURRENCY"])
     assert 1 <= spec["minReplicaCount"] < spec["maxReplicaCount"]
     queries = []
@@ -378,9 +423,9 @@ def test_scaledobject_scales_the_worker_deployment_on_chatq_queue_metrics() -> N
         meta = trigger["metadata"]
         assert trigger["type"] == "prometheus"
         assert meta["serverAddress"].startswith("http")
-        assert 0 < float(meta["threshold"]) <= slots       # a worker's share of its slots
+        assert 0 < float(meta["threshold"]) <= slots  # a worker's share of its slots
         assert float(meta["activationThreshold"]) >= 0
-        assert meta["ignoreNullValues"] == "false"         # a lost target falls back, not to 0
+        assert meta["ignoreNullValues"] == "false"  # a lost target falls back, not to 0
         queries.append(meta["query"])
     assert any("chatq_queue_depth" in q for q in queries)
     assert spec["fallback"]["replicas"] >= spec["minReplicaCount"]
@@ -439,6 +484,7 @@ def argv_of(container: dict[str, Any]) -> list[str]:
 
 # --- Prometheus ------------------------------------------------------------------------------
 
+
 def _promtool(promtool: str, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([promtool, *args], capture_output=True, text=True, timeout=60)
 
@@ -464,8 +510,10 @@ def test_kubernetes_example_passes_promtool(promtool: str, tmp_path: Path) -> No
 
 
 def test_every_query_is_valid_promql(promtool: str, tmp_path: Path) -> None:
-    rules = [{"record": f"chatq:query_{i}", "expr": q.replace("$__rate_interval", "1m")}
-             for i, q in enumerate(_queries())]
+    rules = [
+        {"record": f"chatq:query_{i}", "expr": q.replace("$__rate_interval", "1m")}
+        for i, q in enumerate(_queries())
+    ]
     path = tmp_path / "queries.yml"
     path.write_text(yaml.safe_dump({"groups": [{"name": "queries", "rules": rules}]}))
     done = _promtool(promtool, "check", "rules", str(path))
@@ -473,6 +521,7 @@ def test_every_query_is_valid_promql(promtool: str, tmp_path: Path) -> None:
 
 
 # --- PromQL: names and labels ------------------------------------------------------------------
+
 
 def _without_strings(expr: str) -> str:
     return re.sub(r'"(?:[^"\\]|\\.)*"', '""', expr)
@@ -537,6 +586,7 @@ def test_quantiles_aggregate_buckets_by_le(expr: str) -> None:
 
 # --- Grafana ---------------------------------------------------------------------------------
 
+
 def _panels() -> list[dict[str, Any]]:
     return [p for p in _dashboard()["panels"] if p["type"] != "row"]
 
@@ -573,7 +623,8 @@ def test_dashboard_datasource_is_the_provisioned_prometheus() -> None:
     (variable,) = [v for v in _dashboard()["templating"]["list"] if v["name"] == "datasource"]
     assert (variable["type"], variable["query"]) == ("datasource", "prometheus")
     (source,) = _yaml(GRAFANA_DIR / "provisioning" / "datasources" / "prometheus.yml")[
-        "datasources"]
+        "datasources"
+    ]
     assert source["type"] == "prometheus"
     assert variable["current"]["value"] == source["uid"]
     assert source["url"] == "http://prometheus:9090"
@@ -585,27 +636,41 @@ def _has_query(pattern: str) -> bool:
     return any(re.search(pattern, t["expr"]) for p in _panels() for t in p["targets"])
 
 
-@pytest.mark.parametrize("what, pattern", [
-    ("request rate", r"rate\(chatq_http_request_duration_seconds_count\["),
-    ("p50 by endpoint",
-     r"histogram_quantile\(0\.5, sum by \(le, endpoint\) "
-     r"\(rate\(chatq_http_request_duration_seconds_bucket"),
-    ("p99 by endpoint",
-     r"histogram_quantile\(0\.99, sum by \(le, endpoint\) "
-     r"\(rate\(chatq_http_request_duration_seconds_bucket"),
-    ("queue depth per queue", r"by \(queue\) \(chatq_queue_depth\)"),
-    ("long-poll waiters", r"chatq_longpoll_waiters"),
-    ("upstream p50 by endpoint",
-     r"histogram_quantile\(0\.5, sum by \(le, endpoint\) "
-     r"\(rate\(chatq_upstream_request_duration_seconds_bucket"),
-    ("upstream p99 by endpoint",
-     r"histogram_quantile\(0\.99, sum by \(le, endpoint\) "
-     r"\(rate\(chatq_upstream_request_duration_seconds_bucket"),
-    ("cache hit ratio", r'chatq_cache_lookups_total\{result="hit"\}.*/.*chatq_cache_lookups_total'),
-    ("jobs finished by status", r"by \(status\) \(rate\(chatq_jobs_finished_total"),
-    ("retries", r"chatq_upstream_retries_total"),
-    ("cooldowns", r"chatq_upstream_cooldowns_total"),
-    ("time to first token", r"chatq_job_time_to_first_token_seconds_bucket"),
-])
+@pytest.mark.parametrize(
+    "what, pattern",
+    [
+        ("request rate", r"rate\(chatq_http_request_duration_seconds_count\["),
+        (
+            "p50 by endpoint",
+            r"histogram_quantile\(0\.5, sum by \(le, endpoint\) "
+            r"\(rate\(chatq_http_request_duration_seconds_bucket",
+        ),
+        (
+            "p99 by endpoint",
+            r"histogram_quantile\(0\.99, sum by \(le, endpoint\) "
+            r"\(rate\(chatq_http_request_duration_seconds_bucket",
+        ),
+        ("queue depth per queue", r"by \(queue\) \(chatq_queue_depth\)"),
+        ("long-poll waiters", r"chatq_longpoll_waiters"),
+        (
+            "upstream p50 by endpoint",
+            r"histogram_quantile\(0\.5, sum by \(le, endpoint\) "
+            r"\(rate\(chatq_upstream_request_duration_seconds_bucket",
+        ),
+        (
+            "upstream p99 by endpoint",
+            r"histogram_quantile\(0\.99, sum by \(le, endpoint\) "
+            r"\(rate\(chatq_upstream_request_duration_seconds_bucket",
+        ),
+        (
+            "cache hit ratio",
+            r'chatq_cache_lookups_total\{result="hit"\}.*/.*chatq_cache_lookups_total',
+        ),
+        ("jobs finished by status", r"by \(status\) \(rate\(chatq_jobs_finished_total"),
+        ("retries", r"chatq_upstream_retries_total"),
+        ("cooldowns", r"chatq_upstream_cooldowns_total"),
+        ("time to first token", r"chatq_job_time_to_first_token_seconds_bucket"),
+    ],
+)
 def test_dashboard_shows(what: str, pattern: str) -> None:
     assert _has_query(pattern), what

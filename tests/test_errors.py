@@ -23,10 +23,16 @@ def _error(r: requests.Response, status: int, code: str) -> dict[str, Any]:
     return dict(body["error"])
 
 
-def _post(stack: Stack, data: bytes | str, headers: dict[str, str] | None = None,
-          path: str = "/v1/jobs", **params: Any) -> requests.Response:
-    return stack.session().post(f"{stack.url}{path}", data=data, headers=headers,
-                                params=params, timeout=10)
+def _post(
+    stack: Stack,
+    data: bytes | str,
+    headers: dict[str, str] | None = None,
+    path: str = "/v1/jobs",
+    **params: Any,
+) -> requests.Response:
+    return stack.session().post(
+        f"{stack.url}{path}", data=data, headers=headers, params=params, timeout=10
+    )
 
 
 @pytest.mark.parametrize("auth", [None, "Bearer nope", "Basic abc", "Bearer "])
@@ -38,8 +44,10 @@ def test_missing_or_unknown_key_is_401(stack: Stack, auth: str | None) -> None:
     _error(r, 401, "invalid_api_key")
 
 
-@pytest.mark.parametrize("data", [b"", b"not json", b"{", b"\xff\xfe{}", b"[1, 2]", b"3",
-                                  b'{"messages": NaN}', b"[" * 100000])
+@pytest.mark.parametrize(
+    "data",
+    [b"", b"not json", b"{", b"\xff\xfe{}", b"[1, 2]", b"3", b'{"messages": NaN}', b"[" * 100000],
+)
 def test_body_that_is_not_a_json_object_is_400(stack: Stack, data: bytes) -> None:
     _error(_post(stack, data), 400, "invalid_json")
 
@@ -52,25 +60,45 @@ def test_json_is_read_whatever_the_content_type(stack: Stack) -> None:
         assert r.status_code == 200 and r.json()["output_text"] == "form typed"
 
 
-@pytest.mark.parametrize("body,code,param", [
-    ({}, "missing_field", "messages"),
-    ({"messages": []}, "invalid_request", "messages"),
-    ({"messages": "hi"}, "invalid_request", "messages"),
-    ({"messages": ["hi"]}, "invalid_request", "messages[0]"),
-    ({"messages": [{"content": "hi"}]}, "missing_field", "messages[0].role"),
-    ({"messages": [{"role": "wizard", "content": "hi"}]}, "invalid_request", "messages[0].role"),
-    ({"messages": [{"role": {}, "content": "hi"}]}, "invalid_request", "messages[0].role"),
-    ({"messages": [{"role": "assistant", "tool_calls": "x"}]}, "invalid_request",
-     "messages[0].tool_calls"),
-    ({"messages": [{"role": "user"}]}, "missing_field", "messages[0].content"),
-    ({"messages": [{"role": "user", "content": 5}]}, "invalid_request", "messages[0].content"),
-    ({"messages": [{"role": "user", "content": "x"}], "model": 3}, "invalid_request", "model"),
-    ({"messages": [{"role": "user", "content": "x"}], "temperature": "hot"},
-     "invalid_request", "temperature"),
-    ({"messages": [{"role": "user", "content": "x"}], "max_tokens": True},
-     "invalid_request", "max_tokens"),
-    ({"messages": [{"role": "user", "content": "x"}], "stream": True}, "invalid_request", "stream"),
-])
+@pytest.mark.parametrize(
+    "body,code,param",
+    [
+        ({}, "missing_field", "messages"),
+        ({"messages": []}, "invalid_request", "messages"),
+        ({"messages": "hi"}, "invalid_request", "messages"),
+        ({"messages": ["hi"]}, "invalid_request", "messages[0]"),
+        ({"messages": [{"content": "hi"}]}, "missing_field", "messages[0].role"),
+        (
+            {"messages": [{"role": "wizard", "content": "hi"}]},
+            "invalid_request",
+            "messages[0].role",
+        ),
+        ({"messages": [{"role": {}, "content": "hi"}]}, "invalid_request", "messages[0].role"),
+        (
+            {"messages": [{"role": "assistant", "tool_calls": "x"}]},
+            "invalid_request",
+            "messages[0].tool_calls",
+        ),
+        ({"messages": [{"role": "user"}]}, "missing_field", "messages[0].content"),
+        ({"messages": [{"role": "user", "content": 5}]}, "invalid_request", "messages[0].content"),
+        ({"messages": [{"role": "user", "content": "x"}], "model": 3}, "invalid_request", "model"),
+        (
+            {"messages": [{"role": "user", "content": "x"}], "temperature": "hot"},
+            "invalid_request",
+            "temperature",
+        ),
+        (
+            {"messages": [{"role": "user", "content": "x"}], "max_tokens": True},
+            "invalid_request",
+            "max_tokens",
+        ),
+        (
+            {"messages": [{"role": "user", "content": "x"}], "stream": True},
+            "invalid_request",
+            "stream",
+        ),
+    ],
+)
 def test_invalid_fields_are_400_naming_the_field(
     stack: Stack, body: dict[str, Any], code: str, param: str
 ) -> None:
@@ -129,16 +157,23 @@ def test_http10_client_long_polls_and_gets_an_unchunked_answer(stack: Stack) -> 
     from tests.procs import ALICE_KEY
 
     body = b'{"model": "fake:ttft=0.5", "messages": [{"role": "user", "content": "old client"}]}'
-    submit = (b"POST /v1/jobs HTTP/1.0\r\nAuthorization: Bearer " + ALICE_KEY.encode() +
-              b"\r\nContent-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+    submit = (
+        b"POST /v1/jobs HTTP/1.0\r\nAuthorization: Bearer "
+        + ALICE_KEY.encode()
+        + b"\r\nContent-Length: "
+        + str(len(body)).encode()
+        + b"\r\n\r\n"
+        + body
+    )
     answer = _raw_http10(stack.url, submit)
     head, _, payload = answer.partition(b"\r\n\r\n")
     assert head.startswith(b"HTTP/1.") and b" 202 " in head.split(b"\r\n")[0]
     import json
 
     job_id = json.loads(payload)["id"]
-    poll = (f"GET /v1/jobs/{job_id}?wait=20 HTTP/1.0\r\n"
-            f"Authorization: Bearer {ALICE_KEY}\r\n\r\n").encode()
+    poll = (
+        f"GET /v1/jobs/{job_id}?wait=20 HTTP/1.0\r\nAuthorization: Bearer {ALICE_KEY}\r\n\r\n"
+    ).encode()
     answer = _raw_http10(stack.url, poll)
     head, _, payload = answer.partition(b"\r\n\r\n")
     assert b" 200 " in head.split(b"\r\n")[0]

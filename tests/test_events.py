@@ -101,8 +101,9 @@ def test_a_bad_cursor_is_400(stack: Stack, cursor: str) -> None:
 def test_events_of_another_key_are_not_found(stack: Stack) -> None:
     job_id = stack.submit("x").json()["id"]
     assert stack.get(job_id, key=BOB_KEY, suffix="/events").status_code == 404
-    r = stack.session(BOB_KEY).get(f"{stack.url}/v1/jobs/{job_id}/events",
-                                   headers={"Accept": "text/event-stream"}, timeout=10)
+    r = stack.session(BOB_KEY).get(
+        f"{stack.url}/v1/jobs/{job_id}/events", headers={"Accept": "text/event-stream"}, timeout=10
+    )
     assert r.status_code == 404
 
 
@@ -134,15 +135,16 @@ def test_sse_streams_every_event_and_resumes_from_last_event_id(stack: Stack) ->
     assert _text_after_last_reset(events) == job["output_text"]
     middle = len(stream) // 2
     resumed = _sse(stack, job_id, last_event_id=stream[middle][0])
-    assert resumed == stream[middle + 1:]
+    assert resumed == stream[middle + 1 :]
 
 
 def test_sse_sends_keepalive_comments(stack: Stack) -> None:
     # A job that stays silent longer than the keepalive interval (2 s in the test stack).
     job_id = stack.submit("x", model="fake:ttft=6").json()["id"]
     url = f"{stack.url}/v1/jobs/{job_id}/events"
-    with stack.session().get(url, headers={"Accept": "text/event-stream"}, stream=True,
-                             timeout=30) as r:
+    with stack.session().get(
+        url, headers={"Accept": "text/event-stream"}, stream=True, timeout=30
+    ) as r:
         lines = []
         for line in r.iter_lines(decode_unicode=True):
             lines.append(line)

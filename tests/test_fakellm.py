@@ -24,7 +24,6 @@ API_KEY = "sk-fakellm-test-secret-4242"
 WRONG_KEY = "sk-wrong-key-7777"
 
 
-
 @dataclass
 class FakeServer:
     """A running `python -m fakellm` subprocess."""
@@ -245,8 +244,11 @@ def test_max_tokens_cuts_the_answer_with_finish_reason_length(fake: FakeServer) 
         assert cut["choices"][0]["message"]["content"].split() == whole[:5]
         assert cut["choices"][0]["finish_reason"] == "length"
         assert cut["usage"]["completion_tokens"] == 5
-    streamed = requests.post(f"{fake.url}/v1/chat/completions", timeout=10, json=body(
-        "fake:tokens=12", stream=True, max_tokens=5))
+    streamed = requests.post(
+        f"{fake.url}/v1/chat/completions",
+        timeout=10,
+        json=body("fake:tokens=12", stream=True, max_tokens=5),
+    )
     chunks = [json.loads(line) for line in data_lines(streamed)[:-1]]
     assert streamed_text(chunks).split() == whole[:5]
     assert [c["choices"][0]["finish_reason"] for c in chunks if c["choices"]][-1] == "length"
@@ -385,8 +387,11 @@ def test_hang_never_answers_until_the_client_leaves(fake: FakeServer) -> None:
             client.post(
                 f"{fake.url}/v1/chat/completions", json=body("fake:hang=1"), timeout=(2, 0.5)
             )
-        wait_until(lambda: stats(observer, fake)["connections_active"] == active_before,
-                   15, "the hung connection to be released")
+        wait_until(
+            lambda: stats(observer, fake)["connections_active"] == active_before,
+            15,
+            "the hung connection to be released",
+        )
 
 
 def test_drop_after_cuts_the_stream_after_n_tokens(fake: FakeServer) -> None:

@@ -17,8 +17,14 @@ ACCEPTED = sorted(knobs._KNOBS)
 
 
 def _help() -> str:
-    proc = subprocess.run([sys.executable, "-m", "fakellm", "--help"], cwd=ROOT,
-                          capture_output=True, text=True, timeout=60, check=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "fakellm", "--help"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
     return " ".join(proc.stdout.split())
 
 
@@ -26,7 +32,7 @@ def _readme_rows() -> dict[str, tuple[str, str, str]]:
     """The table of the README's "fakellm's knobs" section: knob -> (meaning, default, example)."""
     readme = (ROOT / "README.md").read_text()
     section = re.search(r"^## fakellm's knobs\n(.*?)(?=^## )", readme, re.M | re.S)
-    assert section, "the README has no \"fakellm's knobs\" section"
+    assert section, 'the README has no "fakellm\'s knobs" section'
     rows = re.findall(r"^\| `(\w+)` \| (.+?) \| (.+?) \| `(.+?)` \|$", section.group(1), re.M)
     return {name: (meaning, default, example) for name, meaning, default, example in rows}
 

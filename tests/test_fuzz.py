@@ -52,9 +52,11 @@ class Finding:
     request_body: str = ""
 
     def __str__(self) -> str:
-        return (f"{self.operation} {self.check} ({self.code}) -> {self.status}: "
-                f"{' / '.join(self.message.splitlines()[:4])} | {self.body[:200]} "
-                f"| {self.request_uri} {self.request_headers} {self.request_body[:300]}")
+        return (
+            f"{self.operation} {self.check} ({self.code}) -> {self.status}: "
+            f"{' / '.join(self.message.splitlines()[:4])} | {self.body[:200]} "
+            f"| {self.request_uri} {self.request_headers} {self.request_body[:300]}"
+        )
 
 
 # Product bugs this run found once, now fixed; a new one is listed here, with a test of
@@ -67,8 +69,12 @@ def _opaque_cursor_refused(f: Finding) -> bool:
 
 
 def _unknown_accept_served(f: Finding) -> bool:
-    return (f.code == "ST201" and f.operation == "GET /v1/jobs/{id}/events"
-            and f.status == 200 and "accept" in f.message.lower())
+    return (
+        f.code == "ST201"
+        and f.operation == "GET /v1/jobs/{id}/events"
+        and f.status == 200
+        and "accept" in f.message.lower()
+    )
 
 
 def _sse_event_vs_stream_schema(f: Finding) -> bool:
@@ -109,32 +115,33 @@ ACCEPTED: dict[str, Callable[[Finding], bool]] = {
     # The document calls a cursor an opaque string (so that clients do not build one) and
     # lists `400 invalid_cursor` for one the API did not give out: schemathesis, reading
     # "string", expects any string to be served.
-    "cursor and Last-Event-ID are opaque, and a made-up one is a documented 400":
-        _opaque_cursor_refused,
+    "cursor and Last-Event-ID are opaque, and a made-up one is a documented 400": (
+        _opaque_cursor_refused
+    ),
     # `Accept` is described by the two types served; like any HTTP server, the events
     # endpoint answers JSON to other Accept values rather than 406.
-    "an Accept outside the two described types gets JSON":
-        _unknown_accept_served,
+    "an Accept outside the two described types gets JSON": _unknown_accept_served,
     # OpenAPI 3.1 cannot describe one Server-Sent Event: the document describes the stream as
     # `type: string`, and schemathesis applies that schema to each parsed event object.
-    "an SSE stream is described as a string, schemathesis checks each event":
-        _sse_event_vs_stream_schema,
+    "an SSE stream is described as a string, schemathesis checks each event": (
+        _sse_event_vs_stream_schema
+    ),
     # Like OpenAI's API, an optional field sent as null is read as not sent (`stream: null`
     # is no stream); the document types those fields without null.
-    "an optional field sent as null counts as absent":
-        _null_is_absent,
+    "an optional field sent as null counts as absent": _null_is_absent,
     # Like OpenAI's API, an integer field (`max_tokens`, `max_output_tokens`, `n` ...) written
     # as a decimal number is a 400 naming it; JSON Schema's `integer` cannot say so.
-    "an integer written as a decimal number is refused, as OpenAI refuses it":
-        _integer_written_as_decimal,
+    "an integer written as a decimal number is refused, as OpenAI refuses it": (
+        _integer_written_as_decimal
+    ),
     # `previous_response_id` must name a completed response of the key; like OpenAI's API, one
     # that does not is the documented `400 previous_response_not_found`.
-    "a previous_response_id that names no response is a documented 400":
-        _unknown_previous_response,
+    "a previous_response_id that names no response is a documented 400": _unknown_previous_response,
     # `Chatq-Webhook` must name one of the key's own endpoints (or `none`); no schema can say
     # which ids exist, so one that names none is the documented `400 webhook_not_found`.
-    "a Chatq-Webhook that names no endpoint of the key is a documented 400":
-        lambda f: f.code == "ST202" and '"webhook_not_found"' in f.body,
+    "a Chatq-Webhook that names no endpoint of the key is a documented 400": lambda f: (
+        f.code == "ST202" and '"webhook_not_found"' in f.body
+    ),
 }
 
 
@@ -148,9 +155,19 @@ def _write_config(tmp_path: Path, peers: bool) -> Path:
     ]
     if peers:
         auth = tmp_path / "auth.json"
-        auth.write_text(json.dumps({"auth": [
-            {"name": name, "fixedHeaders": [{"name": "Authorization", "value": f"Bearer {key}"}]}
-            for name, key in (("alice", ALICE_KEY), ("bob", BOB_KEY))]}))
+        auth.write_text(
+            json.dumps(
+                {
+                    "auth": [
+                        {
+                            "name": name,
+                            "fixedHeaders": [{"name": "Authorization", "value": f"Bearer {key}"}],
+                        }
+                        for name, key in (("alice", ALICE_KEY), ("bob", BOB_KEY))
+                    ]
+                }
+            )
+        )
         lines += ["[auth.wfc]", f'path = "{auth}"', 'peers = ["alice", "bob"]']
     config.write_text("\n".join(lines) + "\n")
     return config
@@ -187,10 +204,19 @@ def _findings(ndjson: Path) -> list[Finding]:
                 if check["status"] != "failure":
                     continue
                 failure = check["failure_info"]["failure"]
-                found.append(Finding(
-                    failure["operation"], check["name"], failure["code"],
-                    failure.get("message") or "", response.get("status_code"), body,
-                    request.get("headers") or {}, request.get("uri", ""), sent_body))
+                found.append(
+                    Finding(
+                        failure["operation"],
+                        check["name"],
+                        failure["code"],
+                        failure.get("message") or "",
+                        response.get("status_code"),
+                        body,
+                        request.get("headers") or {},
+                        request.get("uri", ""),
+                        sent_body,
+                    )
+                )
     return found
 
 
@@ -199,21 +225,47 @@ def _schemathesis(stack: Stack, tmp_path: Path, examples: int, peers: bool) -> R
     name = "keyed" if peers else "anonymous"
     report, ndjson = tmp_path / f"{name}.json", tmp_path / f"{name}.ndjson"
     command = [
-        sys.executable, "-m", "schemathesis.cli", "--config-file", str(config), "--no-color",
-        "run", f"{stack.url}/openapi.json", "--checks", "all", "--mode", "all",
+        sys.executable,
+        "-m",
+        "schemathesis.cli",
+        "--config-file",
+        str(config),
+        "--no-color",
+        "run",
+        f"{stack.url}/openapi.json",
+        "--checks",
+        "all",
+        "--mode",
+        "all",
         # One worker: with threads, hypothesis's lambda descriptions hit a CPython 3.11 AST
         # race ("AST constructor recursion depth mismatch") reported as schemathesis errors.
-        "--max-examples", str(examples), "--workers", "1", "--request-timeout", "70",
+        "--max-examples",
+        str(examples),
+        "--workers",
+        "1",
+        "--request-timeout",
+        "70",
         # A fixed seed keeps CI repeatable; CHATQ_FUZZ_SEED=<n> explores other cases.
-        "--seed", os.environ.get("CHATQ_FUZZ_SEED", "20261130"),
-        "--report", "json,ndjson", "--report-json-path", str(report),
-        "--report-ndjson-path", str(ndjson),
+        "--seed",
+        os.environ.get("CHATQ_FUZZ_SEED", "20261130"),
+        "--report",
+        "json,ndjson",
+        "--report-json-path",
+        str(report),
+        "--report-ndjson-path",
+        str(ndjson),
     ]
     proc = subprocess.run(command, capture_output=True, text=True, timeout=1500, cwd=tmp_path)
     assert report.exists(), proc.stdout[-3000:] + proc.stderr[-3000:]
     summary = json.loads(report.read_text())
-    return Run(summary["test_cases"]["generated"], summary["operations"]["tested"],
-               _findings(ndjson), summary["errors"], summary["seed"], proc.stdout)
+    return Run(
+        summary["test_cases"]["generated"],
+        summary["operations"]["tested"],
+        _findings(ndjson),
+        summary["errors"],
+        summary["seed"],
+        proc.stdout,
+    )
 
 
 def _classify(findings: list[Finding]) -> tuple[list[Finding], dict[str, int]]:
@@ -227,10 +279,13 @@ def _classify(findings: list[Finding]) -> tuple[list[Finding], dict[str, int]]:
     return unexplained, explained
 
 
-def _fuzz(stack: Stack, tmp_path: Path, keyed_examples: int, anonymous_examples: int,
-          at_least: int) -> None:
-    runs = [_schemathesis(stack, tmp_path, keyed_examples, peers=True),
-            _schemathesis(stack, tmp_path, anonymous_examples, peers=False)]
+def _fuzz(
+    stack: Stack, tmp_path: Path, keyed_examples: int, anonymous_examples: int, at_least: int
+) -> None:
+    runs = [
+        _schemathesis(stack, tmp_path, keyed_examples, peers=True),
+        _schemathesis(stack, tmp_path, anonymous_examples, peers=False),
+    ]
     generated = sum(r.generated for r in runs)
     findings = [f for r in runs for f in r.findings]
     unexplained, explained = _classify(findings)
@@ -254,8 +309,12 @@ def _operations(stack: Stack) -> int:
     """How many operations the served document has, less the document itself (schemathesis
     does not test the URL it reads the schema from): it must reach every one."""
     paths = requests.get(f"{stack.url}/openapi.json", timeout=10).json()["paths"]
-    return sum(1 for path, item in paths.items() for method in item
-               if method in METHODS and path != "/openapi.json")
+    return sum(
+        1
+        for path, item in paths.items()
+        for method in item
+        if method in METHODS and path != "/openapi.json"
+    )
 
 
 METHODS = frozenset({"get", "post", "put", "patch", "delete"})
@@ -291,16 +350,20 @@ def _document(stack: Stack) -> dict[str, Any]:
 def _validator(doc: dict[str, Any], name: str) -> Draft202012Validator:
     uri = "urn:chatq:openapi"
     registry: Registry[Any] = Registry().with_resource(
-        uri, Resource.from_contents(doc, default_specification=DRAFT202012))
-    return Draft202012Validator({"$ref": f"{uri}#/components/schemas/{name}"},
-                                registry=registry)
+        uri, Resource.from_contents(doc, default_specification=DRAFT202012)
+    )
+    return Draft202012Validator({"$ref": f"{uri}#/components/schemas/{name}"}, registry=registry)
 
 
 def test_upstream_4xx_answers_use_statuses_the_document_lists(stack: Stack) -> None:
     documented = set(_document(stack)["paths"]["/v1/chat/completions"]["post"]["responses"])
     body = {"model": "no-such-model", "messages": [{"role": "user", "content": "hi"}]}
-    r = requests.post(f"{stack.url}/v1/chat/completions", json=body, timeout=30,
-                      headers={"Authorization": f"Bearer {ALICE_KEY}"})
+    r = requests.post(
+        f"{stack.url}/v1/chat/completions",
+        json=body,
+        timeout=30,
+        headers={"Authorization": f"Bearer {ALICE_KEY}"},
+    )
     assert r.status_code >= 400 and r.json()["error"]
     assert str(r.status_code) in documented, (r.status_code, sorted(documented))
 
@@ -309,8 +372,12 @@ def test_the_message_schema_and_the_server_agree_on_tool_calls(stack: Stack) -> 
     validator = _validator(_document(stack), "JobRequest")
     for tool_calls in (None, [], {}, 0, "x"):
         body = {"messages": [{"role": "assistant", "tool_calls": tool_calls}]}
-        r = requests.post(f"{stack.url}/v1/jobs", json=body, timeout=30,
-                          headers={"Authorization": f"Bearer {ALICE_KEY}"})
+        r = requests.post(
+            f"{stack.url}/v1/jobs",
+            json=body,
+            timeout=30,
+            headers={"Authorization": f"Bearer {ALICE_KEY}"},
+        )
         assert validator.is_valid(body) == (r.status_code != 400), (tool_calls, r.text)
 
 
@@ -322,8 +389,9 @@ ITEM_TYPE_VIOLATIONS = {
 }
 
 
-@pytest.mark.parametrize("path,schema", [("/v1/jobs", "JobRequest"),
-                                         ("/v1/chat/completions", "ChatCompletionRequest")])
+@pytest.mark.parametrize(
+    "path,schema", [("/v1/jobs", "JobRequest"), ("/v1/chat/completions", "ChatCompletionRequest")]
+)
 def test_list_items_are_checked_as_the_document_types_them(
     stack: Stack, path: str, schema: str
 ) -> None:
@@ -331,6 +399,10 @@ def test_list_items_are_checked_as_the_document_types_them(
     for name, extra in ITEM_TYPE_VIOLATIONS.items():
         body = {"messages": [{"role": "user", "content": "hi"}], **extra}
         assert not validator.is_valid(body), name
-        r = requests.post(f"{stack.url}{path}", json=body, timeout=30,
-                          headers={"Authorization": f"Bearer {ALICE_KEY}", "Prefer": "wait=0"})
+        r = requests.post(
+            f"{stack.url}{path}",
+            json=body,
+            timeout=30,
+            headers={"Authorization": f"Bearer {ALICE_KEY}", "Prefer": "wait=0"},
+        )
         assert r.status_code == 400, (name, r.status_code, r.text[:200])

@@ -35,8 +35,12 @@ class RoundRobin(httpx.BaseTransport):
 @pytest.fixture
 def two_webs(redis_url: str, fakellm: str) -> Iterator[Stack]:
     """One worker and two web processes on a database of their own."""
-    s = start_stack(redis_url.rsplit("/", 1)[0] + f"/{DB}", fakellm, workers=1,
-                    CHATQ_GRACEFUL_TIMEOUT=str(GRACE_S))
+    s = start_stack(
+        redis_url.rsplit("/", 1)[0] + f"/{DB}",
+        fakellm,
+        workers=1,
+        CHATQ_GRACEFUL_TIMEOUT=str(GRACE_S),
+    )
     s.redis.flushdb()
     second, second_url = start_web(s.env)
     s.procs.append(second)
@@ -62,14 +66,18 @@ def _call_then_sigterm_the_first_web(s: Stack, model: str) -> object:
     def call() -> None:
         try:
             outcome["answer"] = _sdk(s).chat.completions.create(
-                model=model, messages=[{"role": "user", "content": "held through a restart"}])
+                model=model, messages=[{"role": "user", "content": "held through a restart"}]
+            )
         except openai.APIError as exc:
             outcome["answer"] = exc
 
     thread = threading.Thread(target=call)
     thread.start()
-    wait_until(lambda: any(s.redis.hget(j, "status") == "in_progress" for j in _jobs(s)), 20,
-               "the held job running")
+    wait_until(
+        lambda: any(s.redis.hget(j, "status") == "in_progress" for j in _jobs(s)),
+        20,
+        "the held job running",
+    )
     s.procs[1].signal(signal.SIGTERM)  # the first web: the SDK's request is held there
     thread.join(60)
     return outcome["answer"]
@@ -93,6 +101,9 @@ def test_a_held_completion_past_the_grace_gets_an_answer_sdks_do_not_resend(
     job_id = answer.response.headers["Chatq-Job-Id"]
     assert _jobs(two_webs) == [keys.job(job_id)]
     # The job goes on, and the other web answers for it.
-    done = two_webs.session().get(f"{two_webs.env['SECOND_URL']}/v1/jobs/{job_id}",
-                                  params={"wait": 30}, timeout=40).json()
+    done = (
+        two_webs.session()
+        .get(f"{two_webs.env['SECOND_URL']}/v1/jobs/{job_id}", params={"wait": 30}, timeout=40)
+        .json()
+    )
     assert done["status"] == "completed", done

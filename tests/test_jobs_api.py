@@ -41,8 +41,12 @@ def test_prefer_wait_header_is_honoured_and_query_wins(stack: Stack) -> None:
     r = s.post(f"{stack.url}/v1/jobs", json=body, headers={"Prefer": "wait=10"}, timeout=20)
     assert r.status_code == 200 and r.headers["Preference-Applied"] == "wait=10"
     job_id = stack.submit("slow", model=SLOW).json()["id"]
-    r = s.get(f"{stack.url}/v1/jobs/{job_id}", params={"wait": "0.4"},
-              headers={"Prefer": "wait=30"}, timeout=20)
+    r = s.get(
+        f"{stack.url}/v1/jobs/{job_id}",
+        params={"wait": "0.4"},
+        headers={"Prefer": "wait=30"},
+        timeout=20,
+    )
     # The job takes 10 s: a 202 means the 0.4 s of the query ran out, not the header's 30 s.
     assert r.status_code == 202 and r.json()["status"] in ("queued", "in_progress")
     assert r.headers["Preference-Applied"] == "wait=0.4"
@@ -157,8 +161,11 @@ def test_idempotency_key_returns_the_same_job(stack: Stack) -> None:
     first = s.post(f"{stack.url}/v1/jobs", json=body, headers=headers, timeout=10).json()
     second = s.post(f"{stack.url}/v1/jobs", json=body, headers=headers, timeout=10).json()
     assert first["id"] == second["id"]
-    other = stack.session(BOB_KEY).post(f"{stack.url}/v1/jobs", json=body, headers=headers,
-                                        timeout=10).json()
+    other = (
+        stack.session(BOB_KEY)
+        .post(f"{stack.url}/v1/jobs", json=body, headers=headers, timeout=10)
+        .json()
+    )
     assert other["id"] != first["id"]
     changed = {**body, "temperature": 1}
     r = s.post(f"{stack.url}/v1/jobs", json=changed, headers=headers, timeout=10)
@@ -200,8 +207,9 @@ def test_a_thousand_concurrent_jobs_and_long_polls_all_complete(stack: Stack) ->
     async def main() -> list[str]:
         connector = aiohttp.TCPConnector(limit=count)
         timeout = aiohttp.ClientTimeout(total=120)
-        async with aiohttp.ClientSession(headers=headers, connector=connector,
-                                         timeout=timeout) as http:
+        async with aiohttp.ClientSession(
+            headers=headers, connector=connector, timeout=timeout
+        ) as http:
             return await asyncio.gather(*(one(http) for _ in range(count)))
 
     statuses = asyncio.run(main())

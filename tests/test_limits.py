@@ -28,14 +28,30 @@ from tests.procs import ALICE_KEY, wait_until
 from tests.webhook_receiver import Receiver
 from web.openapi import document
 
-NAMES = ("tpm1", "tpm2", "other", "budget", "refund", "usage", "batchrate", "batchbudget",
-         "hooks", "erase")
+NAMES = (
+    "tpm1",
+    "tpm2",
+    "other",
+    "budget",
+    "refund",
+    "usage",
+    "batchrate",
+    "batchbudget",
+    "hooks",
+    "erase",
+)
 KEYS = {name: f"sk-lim-{name}-4c1f9e" for name in NAMES}
 LIMITS = {
-    "tpm1": "tpm:6000", "tpm2": "tpm:6000", "other": "tpm:6000", "budget": "day:3000",
+    "tpm1": "tpm:6000",
+    "tpm2": "tpm:6000",
+    "other": "tpm:6000",
+    "budget": "day:3000",
     "refund": "tpm:6000,day:100000,month:1000000",
-    "usage": "rpm:100,tpm:6000,day:100000,month:1000000", "batchrate": "tpm:6000",
-    "batchbudget": "day:3000", "hooks": "tpm:100000", "erase": "tpm:100000",
+    "usage": "rpm:100,tpm:6000,day:100000,month:1000000",
+    "batchrate": "tpm:6000",
+    "batchbudget": "day:3000",
+    "hooks": "tpm:100000",
+    "erase": "tpm:100000",
 }
 SLOW = "fake:ttft=30"
 JOBS_POST = 'endpoint="/v1/jobs"'
@@ -45,16 +61,24 @@ JOBS_POST = 'endpoint="/v1/jobs"'
 def lim(fakellm: str) -> Iterator[Stack]:
     server = LocalRedis().start()
     keys = ",".join(f"{name}:{key}" for name, key in KEYS.items())
-    stack = start_stack(server.url, fakellm, workers=1, CHATQ_API_KEYS=keys,
-                        CHATQ_KEY_LIMITS=" ".join(f"{n}={v}" for n, v in LIMITS.items()))
+    stack = start_stack(
+        server.url,
+        fakellm,
+        workers=1,
+        CHATQ_API_KEYS=keys,
+        CHATQ_KEY_LIMITS=" ".join(f"{n}={v}" for n, v in LIMITS.items()),
+    )
     yield stack
     stack.stop()
     server.stop()
 
 
 def _body(content: str, max_tokens: int, model: str = "fake") -> dict[str, Any]:
-    return {"model": model, "messages": [{"role": "user", "content": content}],
-            "max_tokens": max_tokens}
+    return {
+        "model": model,
+        "messages": [{"role": "user", "content": content}],
+        "max_tokens": max_tokens,
+    }
 
 
 def _cost(body: dict[str, Any]) -> int:
@@ -62,10 +86,12 @@ def _cost(body: dict[str, Any]) -> int:
     return count_prompt_tokens(body) + int(body["max_tokens"])
 
 
-def _post(stack: Stack, name: str, body: dict[str, Any], path: str = "/v1/jobs",
-          **params: Any) -> requests.Response:
-    return stack.session(KEYS[name]).post(f"{stack.url}{path}", json=body, params=params,
-                                          timeout=70)
+def _post(
+    stack: Stack, name: str, body: dict[str, Any], path: str = "/v1/jobs", **params: Any
+) -> requests.Response:
+    return stack.session(KEYS[name]).post(
+        f"{stack.url}{path}", json=body, params=params, timeout=70
+    )
 
 
 def _cancel(stack: Stack, name: str, job_id: str) -> None:
@@ -80,8 +106,13 @@ def _usage(stack: Stack, name: str) -> dict[str, Any]:
 
 def _settled(stack: Stack, name: str) -> dict[str, Any]:
     """The key's usage once none of its jobs holds tokens any more."""
-    return dict(wait_until(lambda: (u := _usage(stack, name))["reserved_tokens"] == 0 and u,
-                           30, f"{name}'s jobs settled"))
+    return dict(
+        wait_until(
+            lambda: (u := _usage(stack, name))["reserved_tokens"] == 0 and u,
+            30,
+            f"{name}'s jobs settled",
+        )
+    )
 
 
 def _metrics(url: str) -> str:
@@ -99,18 +130,18 @@ def _check_schema(name: str, value: Any) -> None:
     """`value` is what the served document's schema `name` says."""
     uri = "urn:chatq:openapi"
     registry: Registry[Any] = Registry().with_resource(
-        uri, Resource.from_contents(document(), default_specification=DRAFT202012))
-    Draft202012Validator({"$ref": f"{uri}#/components/schemas/{name}"},
-                         registry=registry).validate(value)
+        uri, Resource.from_contents(document(), default_specification=DRAFT202012)
+    )
+    Draft202012Validator({"$ref": f"{uri}#/components/schemas/{name}"}, registry=registry).validate(
+        value
+    )
 
 
 def _worker_metrics(stack: Stack) -> str:
     return _metrics("http://" + stack.procs[0].env["CHATQ_WORKER_METRICS_BIND"])
 
 
-def test_a_key_over_its_tpm_gets_429_with_openais_headers_while_others_pass(
-    lim: Stack
-) -> None:
+def test_a_key_over_its_tpm_gets_429_with_openais_headers_while_others_pass(lim: Stack) -> None:
     fill = _body("fill", 5000, SLOW)
     held = _post(lim, "tpm1", fill)
     assert held.status_code == 202, held.text
@@ -151,23 +182,24 @@ def test_the_openai_sdk_backs_off_as_the_headers_say_and_then_succeeds(lim: Stac
         # (about 10 s here); its own backoff would retry after half a second, and be refused.
         client = openai.OpenAI(base_url=lim.url + "/v1", api_key=KEYS["tpm2"], max_retries=1)
         reply = client.chat.completions.create(
-            model="fake", messages=[{"role": "user", "content": "worth the wait"}],
-            max_tokens=2000)
+            model="fake", messages=[{"role": "user", "content": "worth the wait"}], max_tokens=2000
+        )
         assert reply.choices[0].message.content == "worth the wait"
     finally:
         _cancel(lim, "tpm2", held.json()["id"])
     after = _metrics(lim.url)
     chat = 'endpoint="/v1/chat/completions"'
     name = "chatq_http_request_duration_seconds_count"
-    assert [_sample(after, name, chat, f'status="{s}"') - _sample(before, name, chat,
-                                                                  f'status="{s}"')
-            for s in (429, 200)] == [1, 1]
+    assert [
+        _sample(after, name, chat, f'status="{s}"') - _sample(before, name, chat, f'status="{s}"')
+        for s in (429, 200)
+    ] == [1, 1]
     refused = 'chatq_key_rejections_total{key="tpm2",reason="tokens_per_minute"}'
     assert refused in after and float(after.split(refused)[1].split()[0]) == 1
 
 
 def test_a_key_over_its_budget_gets_insufficient_quota_and_the_sdk_does_not_retry(
-    lim: Stack
+    lim: Stack,
 ) -> None:
     spend = _post(lim, "budget", _body("spend", 2900, "fake:tokens=2900"), wait=30)
     assert spend.json()["status"] == "completed", spend.text
@@ -182,15 +214,22 @@ def test_a_key_over_its_budget_gets_insufficient_quota_and_the_sdk_does_not_retr
     before = _metrics(lim.url)
     client = openai.OpenAI(base_url=lim.url + "/v1", api_key=KEYS["budget"], max_retries=2)
     with pytest.raises(openai.RateLimitError) as caught:
-        client.chat.completions.create(model="fake", max_tokens=200,
-                                       messages=[{"role": "user", "content": "more"}])
+        client.chat.completions.create(
+            model="fake", max_tokens=200, messages=[{"role": "user", "content": "more"}]
+        )
     assert caught.value.code == "insufficient_quota"
     after = _metrics(lim.url)
     reason = ('key="budget"', 'reason="daily_budget"')
-    assert _sample(after, "chatq_key_rejections_total", *reason) - _sample(
-        before, "chatq_key_rejections_total", *reason) == 1  # one attempt, no retry
-    assert _sample(after, "chatq_admission_rejections_total", 'reason="insufficient_quota"') \
-        - _sample(before, "chatq_admission_rejections_total", 'reason="insufficient_quota"') == 1
+    assert (
+        _sample(after, "chatq_key_rejections_total", *reason)
+        - _sample(before, "chatq_key_rejections_total", *reason)
+        == 1
+    )  # one attempt, no retry
+    assert (
+        _sample(after, "chatq_admission_rejections_total", 'reason="insufficient_quota"')
+        - _sample(before, "chatq_admission_rejections_total", 'reason="insufficient_quota"')
+        == 1
+    )
 
 
 def test_a_job_that_used_fewer_tokens_frees_the_difference(lim: Stack) -> None:
@@ -236,20 +275,25 @@ def test_usage_shows_the_keys_limits_and_use_and_metrics_show_every_key(lim: Sta
     assert not [k for k in KEYS.values() if k in text]
     promtool = shutil.which("promtool")
     assert promtool, "promtool is missing: make test installs Debian's `prometheus` package"
-    checked = subprocess.run([promtool, "check", "metrics"], input=text.encode(),
-                             capture_output=True, timeout=30, check=False)
+    checked = subprocess.run(
+        [promtool, "check", "metrics"],
+        input=text.encode(),
+        capture_output=True,
+        timeout=30,
+        check=False,
+    )
     assert checked.returncode == 0, checked.stdout.decode() + checked.stderr.decode()
 
 
 def _run_batch(stack: Stack, name: str, lines: list[dict[str, Any]]) -> dict[str, Any]:
     client = openai.OpenAI(base_url=stack.url + "/v1", api_key=KEYS[name])
     uploaded = client.files.create(file=("in.jsonl", jsonl(list(lines))), purpose="batch")
-    batch = client.batches.create(input_file_id=uploaded.id, endpoint="/v1/chat/completions",
-                                  completion_window="24h")
+    batch = client.batches.create(
+        input_file_id=uploaded.id, endpoint="/v1/chat/completions", completion_window="24h"
+    )
     while batch.status not in ("completed", "failed", "cancelled", "expired"):
         batch = client.batches.retrieve(batch.id, extra_query={"wait": 20})
-    files = [client.files.content(f).text for f in (batch.output_file_id,
-                                                        batch.error_file_id) if f]
+    files = [client.files.content(f).text for f in (batch.output_file_id, batch.error_file_id) if f]
     return {"batch": batch, "lines": [line for text in files for line in text.splitlines()]}
 
 
@@ -260,22 +304,23 @@ def _line(custom_id: str, max_tokens: int, model: str = "fake") -> dict[str, Any
 
 
 def test_a_batch_line_over_the_keys_rate_waits_in_its_file_until_tokens_are_free(
-    lim: Stack
+    lim: Stack,
 ) -> None:
     # The first two lines hold 2 x ~2,500 of 6,000 tokens while they run; the third waits
     # until one of them has ended and given back what it did not use.
-    lines = [_line("q1", 2500, "fake:ttft=1"), _line("q2", 2500, "fake:ttft=1"),
-             _line("q3", 2500)]
+    lines = [_line("q1", 2500, "fake:ttft=1"), _line("q2", 2500, "fake:ttft=1"), _line("q3", 2500)]
     ran = _run_batch(lim, "batchrate", lines)
     assert ran["batch"].status == "completed" and ran["batch"].request_counts.completed == 3
     jobs = {}
     for text in ran["lines"]:
         line = json.loads(text)
-        job = lim.session(KEYS["batchrate"]).get(
-            f"{lim.url}/v1/jobs/{line['response']['request_id']}", timeout=10).json()
+        job = (
+            lim.session(KEYS["batchrate"])
+            .get(f"{lim.url}/v1/jobs/{line['response']['request_id']}", timeout=10)
+            .json()
+        )
         jobs[line["custom_id"]] = job
-    assert jobs["q3"]["created_at"] >= min(jobs["q1"]["completed_at"],
-                                           jobs["q2"]["completed_at"])
+    assert jobs["q3"]["created_at"] >= min(jobs["q1"]["completed_at"], jobs["q2"]["completed_at"])
 
 
 def test_a_batch_line_over_the_keys_budget_is_an_error_line(lim: Stack) -> None:
@@ -287,20 +332,25 @@ def test_a_batch_line_over_the_keys_budget_is_an_error_line(lim: Stack) -> None:
 
 
 def test_no_webhook_for_a_job_that_asked_for_none_when_limits_announce_every_job(
-    lim: Stack
+    lim: Stack,
 ) -> None:
     receiver = Receiver()
     hooks = lim.session(KEYS["hooks"])
-    endpoint = hooks.post(f"{lim.url}/v1/webhooks", json={"url": receiver.url("/h")},
-                          timeout=10).json()
-    quiet = hooks.post(f"{lim.url}/v1/jobs", params={"wait": 30}, timeout=40,
-                       headers={"Chatq-Webhook": "none"}, json=_body("quiet", 5)).json()
+    endpoint = hooks.post(
+        f"{lim.url}/v1/webhooks", json={"url": receiver.url("/h")}, timeout=10
+    ).json()
+    quiet = hooks.post(
+        f"{lim.url}/v1/jobs",
+        params={"wait": 30},
+        timeout=40,
+        headers={"Chatq-Webhook": "none"},
+        json=_body("quiet", 5),
+    ).json()
     loud = _post(lim, "hooks", _body("loud", 5), wait=30).json()
     assert quiet["status"] == loud["status"] == "completed"
 
     def logged() -> list[str]:
-        page = hooks.get(f"{lim.url}/v1/webhooks/{endpoint['id']}/deliveries",
-                         timeout=10).json()
+        page = hooks.get(f"{lim.url}/v1/webhooks/{endpoint['id']}/deliveries", timeout=10).json()
         return [d["event"]["data"]["id"] for d in page["data"]]
 
     # One relay reads the outbox in order: once the second job's delivery is logged, the

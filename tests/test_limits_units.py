@@ -29,8 +29,11 @@ def client(redis_url: str) -> Iterator[redis.Redis]:
 
 def _limits(client: redis.Redis, owner: str, **limits: int) -> Limits:
     """Limits where key name `owner` has `limits` (and nobody else any)."""
-    settings = Settings(api_keys=((owner, "sk-unused"),), default_output_budget=100,
-                        key_limit_overrides=((owner, KeyLimits(**limits)),))
+    settings = Settings(
+        api_keys=((owner, "sk-unused"),),
+        default_output_budget=100,
+        key_limit_overrides=((owner, KeyLimits(**limits)),),
+    )
     return Limits(client, settings)
 
 
@@ -38,70 +41,109 @@ def _owner() -> str:
     return "unit-" + secrets.token_hex(6)  # a key name of this test alone
 
 
-@pytest.mark.parametrize("seconds,text", [
-    (0, "0s"), (0.0004, "1ms"), (0.25, "250ms"), (1, "1s"), (8.64, "8.64s"), (59.9991, "1m0s"),
-    (60, "1m0s"), (86.4, "1m26.4s"), (360, "6m0s"), (3723.5, "1h2m3.5s"), (-3, "0s"),
-])
-def test_durations_are_written_as_openai_writes_its_reset_headers(seconds: float,
-                                                                  text: str) -> None:
+@pytest.mark.parametrize(
+    "seconds,text",
+    [
+        (0, "0s"),
+        (0.0004, "1ms"),
+        (0.25, "250ms"),
+        (1, "1s"),
+        (8.64, "8.64s"),
+        (59.9991, "1m0s"),
+        (60, "1m0s"),
+        (86.4, "1m26.4s"),
+        (360, "6m0s"),
+        (3723.5, "1h2m3.5s"),
+        (-3, "0s"),
+    ],
+)
+def test_durations_are_written_as_openai_writes_its_reset_headers(
+    seconds: float, text: str
+) -> None:
     assert duration_text(seconds) == text
 
 
 def test_key_limits_are_read_with_their_overrides() -> None:
-    env = {"CHATQ_API_KEYS": "alice:sk-a,bob:sk-b", "CHATQ_KEY_TPM": "1000",
-           "CHATQ_KEY_TOKENS_PER_DAY": "50000",
-           "CHATQ_KEY_LIMITS": "alice=tpm:40000,rpm:60 bob=day:0,month:9", }
+    env = {
+        "CHATQ_API_KEYS": "alice:sk-a,bob:sk-b",
+        "CHATQ_KEY_TPM": "1000",
+        "CHATQ_KEY_TOKENS_PER_DAY": "50000",
+        "CHATQ_KEY_LIMITS": "alice=tpm:40000,rpm:60 bob=day:0,month:9",
+    }
     loaded = config.load(env)
     assert loaded.key_limits == KeyLimits(tokens_per_minute=1000, tokens_per_day=50000)
     assert dict(loaded.key_limit_overrides) == {
-        "alice": KeyLimits(60, 40000, 50000, 0), "bob": KeyLimits(0, 1000, 0, 9)}
+        "alice": KeyLimits(60, 40000, 50000, 0),
+        "bob": KeyLimits(0, 1000, 0, 9),
+    }
     assert config.load({}).key_limits == KeyLimits() and not KeyLimits().any
 
 
-@pytest.mark.parametrize("raw", ["alice", "alice=", "alice=tpm", "alice=tpm:x", "alice=tpm:-1",
-                                 "alice=hour:5", "carol=tpm:5", "=tpm:5"])
+@pytest.mark.parametrize(
+    "raw",
+    [
+        "alice",
+        "alice=",
+        "alice=tpm",
+        "alice=tpm:x",
+        "alice=tpm:-1",
+        "alice=hour:5",
+        "carol=tpm:5",
+        "=tpm:5",
+    ],
+)
 def test_a_bad_key_limit_is_a_config_error(raw: str) -> None:
     with pytest.raises(ConfigError) as caught:
         config.load({"CHATQ_API_KEYS": "alice:sk-a", "CHATQ_KEY_LIMITS": raw})
     assert "CHATQ_KEY_LIMITS" in str(caught.value) and "sk-a" not in str(caught.value)
 
 
-@pytest.mark.parametrize("request_,cost", [
-    ({}, 10 + 100),  # the default output budget
-    ({"max_tokens": 7}, 17),
-    ({"max_completion_tokens": 9, "max_tokens": 7}, 19),
-    ({"max_tokens": 7, "n": 3}, 10 + 21),
-])
+@pytest.mark.parametrize(
+    "request_,cost",
+    [
+        ({}, 10 + 100),  # the default output budget
+        ({"max_tokens": 7}, 17),
+        ({"max_completion_tokens": 9, "max_tokens": 7}, 19),
+        ({"max_tokens": 7, "n": 3}, 10 + 21),
+    ],
+)
 def test_a_request_costs_its_prompt_and_the_output_it_may_ask_for(
     client: redis.Redis, request_: dict[str, Any], cost: int
 ) -> None:
     assert _limits(client, _owner(), tokens_per_minute=1).cost(request_, 10) == cost
 
 
-@pytest.mark.parametrize("day,expected", [
-    (0, (1970, 1, 1, 1970, 2, 1)),
-    (19782, (2024, 2, 29, 2024, 3, 1)),  # 2024-02-29, a leap day
-    (20453, (2025, 12, 31, 2026, 1, 1)),
-    (47540, (2100, 2, 28, 2100, 3, 1)),  # 2100 is not a leap year
-])
+@pytest.mark.parametrize(
+    "day,expected",
+    [
+        (0, (1970, 1, 1, 1970, 2, 1)),
+        (19782, (2024, 2, 29, 2024, 3, 1)),  # 2024-02-29, a leap day
+        (20453, (2025, 12, 31, 2026, 1, 1)),
+        (47540, (2100, 2, 28, 2100, 3, 1)),  # 2100 is not a leap year
+    ],
+)
 def test_the_calendar_of_the_budgets_is_the_utc_calendar(
     client: redis.Redis, day: int, expected: tuple[int, ...]
 ) -> None:
-    script = _source("limits_settle").split("local state, held")[0] + """
+    script = (
+        _source("limits_settle").split("local state, held")[0]
+        + """
         local y, m, d = civil_from_days(tonumber(ARGV[1]))
         local index, start_s, end_s = month_of(tonumber(ARGV[1]))
         return {y, m, d, index, start_s, end_s}"""
+    )
     y, m, d, index, start_s, end_s = client.eval(script, 0, day)
     assert datetime.date(1970, 1, 1) + datetime.timedelta(days=day) == datetime.date(y, m, d)
     assert (y, m, d) == expected[:3] and index == y * 12 + m - 1
     utc = datetime.UTC
     assert datetime.datetime.fromtimestamp(start_s, utc) == datetime.datetime(y, m, 1, tzinfo=utc)
     assert datetime.datetime.fromtimestamp(end_s, utc) == datetime.datetime(
-        *expected[3:], tzinfo=utc)
+        *expected[3:], tzinfo=utc
+    )
 
 
 def test_tokens_per_minute_refill_continuously_and_say_when_a_request_passes(
-    client: redis.Redis
+    client: redis.Redis,
 ) -> None:
     owner = _owner()
     lim = _limits(client, owner, tokens_per_minute=60)  # one token a second
@@ -124,9 +166,7 @@ def test_requests_per_minute_count_requests(client: redis.Redis) -> None:
     assert third.remaining_requests == 0 and third.day_requests == 2
 
 
-def test_budgets_refuse_what_would_pass_them_and_a_job_is_charged_once(
-    client: redis.Redis
-) -> None:
+def test_budgets_refuse_what_would_pass_them_and_a_job_is_charged_once(client: redis.Redis) -> None:
     owner = _owner()
     lim = _limits(client, owner, tokens_per_day=100, tokens_per_month=150)
     assert lim.admit(owner, "job_a", 60, 5).verdict == "ok"
@@ -172,15 +212,36 @@ def test_peek_reports_the_utc_day_and_month_of_redis_clock(client: redis.Redis) 
 
 
 def _window(verdict: str, wait_s: float = 0.0, **limits: int) -> Window:
-    return Window(verdict, wait_s, KeyLimits(**limits), 3, 20.0, 1200, 8.64, 70, 2, 900, 9,
-                  0, 0, 86400, 0, 86400 * 31)
+    return Window(
+        verdict,
+        wait_s,
+        KeyLimits(**limits),
+        3,
+        20.0,
+        1200,
+        8.64,
+        70,
+        2,
+        900,
+        9,
+        0,
+        0,
+        86400,
+        0,
+        86400 * 31,
+    )
 
 
 def test_headers_are_openais_and_say_when_to_retry_or_not_to() -> None:
     ok = rate_headers(_window("ok", requests_per_minute=60, tokens_per_minute=6000))
-    assert ok == {"x-ratelimit-limit-requests": "60", "x-ratelimit-remaining-requests": "3",
-                  "x-ratelimit-reset-requests": "20s", "x-ratelimit-limit-tokens": "6000",
-                  "x-ratelimit-remaining-tokens": "1200", "x-ratelimit-reset-tokens": "8.64s"}
+    assert ok == {
+        "x-ratelimit-limit-requests": "60",
+        "x-ratelimit-remaining-requests": "3",
+        "x-ratelimit-reset-requests": "20s",
+        "x-ratelimit-limit-tokens": "6000",
+        "x-ratelimit-remaining-tokens": "1200",
+        "x-ratelimit-reset-tokens": "8.64s",
+    }
     assert rate_headers(_window("ok", tokens_per_day=5)) == {}  # no minute limit, no header
     waiting = rate_headers(_window("tokens", 1.2345, tokens_per_minute=6000))
     assert waiting["retry-after-ms"] == "1235" and "x-should-retry" not in waiting
@@ -192,13 +253,21 @@ def test_headers_are_openais_and_say_when_to_retry_or_not_to() -> None:
 def test_refusals_are_openais_errors() -> None:
     tokens = refusal("alice", _window("tokens", 1.2, tokens_per_minute=6000), 2000)
     assert (tokens.status, tokens.code, tokens.type, tokens.retry_after_s) == (
-        429, "rate_limit_exceeded", "tokens", 2)
+        429,
+        "rate_limit_exceeded",
+        "tokens",
+        2,
+    )
     assert "TPM" in tokens.message and "1.2s" in tokens.message
     requests = refusal("alice", _window("requests", 0.2, requests_per_minute=60), 1)
     assert (requests.type, requests.retry_after_s) == ("requests", 1)
     budget = refusal("alice", _window("day", tokens_per_day=100), 50)
     assert (budget.status, budget.code, budget.type, budget.retry_after_s) == (
-        429, "insufficient_quota", "insufficient_quota", None)
+        429,
+        "insufficient_quota",
+        "insufficient_quota",
+        None,
+    )
     assert "used or reserved 70 of its 100 tokens today" in budget.message
     large = refusal("alice", _window("too_large", tokens_per_minute=6000), 7000)
     assert (large.code, large.retry_after_s) == ("rate_limit_exceeded", None)
@@ -209,8 +278,7 @@ def _record(**fields: Any) -> dict[str, str]:
 
 
 def test_what_a_job_used_is_the_upstreams_count_else_its_prompt_and_output() -> None:
-    usage = json.dumps({"usage": {"prompt_tokens": 4, "completion_tokens": 6,
-                                  "total_tokens": 10}})
+    usage = json.dumps({"usage": {"prompt_tokens": 4, "completion_tokens": 6, "total_tokens": 10}})
     assert used_by(_record(result=usage), "") == ("exact", 10)
     parts = json.dumps({"usage": {"prompt_tokens": 4, "completion_tokens": 6}})
     assert used_by(_record(result=parts), "") == ("exact", 10)

@@ -10,11 +10,17 @@ from chatq.logs import REDACTED, RedactingFilter, Redactor, formatter, install_r
 
 def test_redactor_removes_keys_of_any_shape() -> None:
     redact = Redactor(["configured-secret-123"])
-    text = ("key sk-abc123def456ghi and sk-proj-ZZZ_yyy-xxx1 with Authorization: Bearer tok.en-1 "
-            "and configured-secret-123")
+    text = (
+        "key sk-abc123def456ghi and sk-proj-ZZZ_yyy-xxx1 with Authorization: Bearer tok.en-1 "
+        "and configured-secret-123"
+    )
     out = redact(text)
-    for secret in ("sk-abc123def456ghi", "sk-proj-ZZZ_yyy-xxx1", "tok.en-1",
-                   "configured-secret-123"):
+    for secret in (
+        "sk-abc123def456ghi",
+        "sk-proj-ZZZ_yyy-xxx1",
+        "tok.en-1",
+        "configured-secret-123",
+    ):
         assert secret not in out
     assert out.count(REDACTED) == 4
 
@@ -54,8 +60,13 @@ def test_the_filter_redacts_every_string_extra_field_in_both_formats() -> None:
     nested = {"headers": ["Authorization: Bearer tok-in-a-list"], "n": 3}
     for log_format in ("text", "json"):
         logged = _logged_through_filter(
-            log_format, key="bare0key0secret77", path="/v1/jobs?k=sk-inpath0123",
-            event="Bearer tok-in-extra", custom="bare0key0secret77", nested=nested)
+            log_format,
+            key="bare0key0secret77",
+            path="/v1/jobs?k=sk-inpath0123",
+            event="Bearer tok-in-extra",
+            custom="bare0key0secret77",
+            nested=nested,
+        )
         for secret in ("bare0key0secret77", "sk-inpath0123", "tok-in-extra"):
             assert secret not in logged, (log_format, logged)
         # Context fields are still printed, redacted.
@@ -65,9 +76,16 @@ def test_the_filter_redacts_every_string_extra_field_in_both_formats() -> None:
 
 
 def test_the_filter_redacts_extra_fields_no_formatter_prints_and_keeps_the_rest() -> None:
-    record = logging.makeLogRecord({"msg": "x", "status": 200, "duration_ms": 1.5,
-                                    "job_id": "job_abc", "custom": "bare0key0secret77",
-                                    "pair": ("a", "Bearer tok-in-a-tuple")})
+    record = logging.makeLogRecord(
+        {
+            "msg": "x",
+            "status": 200,
+            "duration_ms": 1.5,
+            "job_id": "job_abc",
+            "custom": "bare0key0secret77",
+            "pair": ("a", "Bearer tok-in-a-tuple"),
+        }
+    )
     RedactingFilter(Redactor(["bare0key0secret77"])).filter(record)
     assert (record.status, record.duration_ms, record.job_id) == (200, 1.5, "job_abc")
     assert record.custom == REDACTED and record.pair == ("a", REDACTED)

@@ -32,10 +32,14 @@ def _exits(proc: Proc) -> int:
         pytest.fail(f"the worker kept running without its metrics:\n{proc.log_text()[-2000:]}")
 
 
-@pytest.mark.parametrize("argv", [
-    ["worker"],
-    ["celery", "-A", "worker", "worker", "--pool=threads", "--concurrency=2"],
-], ids=["python-m-worker", "celery-a-worker"])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["worker"],
+        ["celery", "-A", "worker", "worker", "--pool=threads", "--concurrency=2"],
+    ],
+    ids=["python-m-worker", "celery-a-worker"],
+)
 def test_a_taken_metrics_port_is_one_clear_line_and_a_non_zero_exit(
     redis_url: str, fakellm: str, taken_address: str, argv: list[str]
 ) -> None:
@@ -84,4 +88,5 @@ def test_a_metrics_address_that_is_no_address_is_one_clear_line_too(
     assert code != 0, log
     assert "Traceback" not in log, log
     assert [line for line in log.splitlines() if bind in line] == [
-        f"worker: cannot serve metrics on CHATQ_WORKER_METRICS_BIND={bind}: not a host:port"]
+        f"worker: cannot serve metrics on CHATQ_WORKER_METRICS_BIND={bind}: not a host:port"
+    ]

@@ -13,10 +13,18 @@ from tests.procs import ROOT
 
 def _completion(**message: Any) -> dict[str, Any]:
     return {
-        "id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": "fake",
-        "choices": [{"index": 0, "finish_reason": "stop", "logprobs": None,
-                     "message": {"role": "assistant", "content": "hi", "refusal": None,
-                                 **message}}],
+        "id": "chatcmpl-1",
+        "object": "chat.completion",
+        "created": 1,
+        "model": "fake",
+        "choices": [
+            {
+                "index": 0,
+                "finish_reason": "stop",
+                "logprobs": None,
+                "message": {"role": "assistant", "content": "hi", "refusal": None, **message},
+            }
+        ],
     }
 
 
@@ -38,7 +46,8 @@ def test_every_reference_resolves_within_the_extract() -> None:
 def test_nullable_fields_accept_null_and_strict_refuses_unknown_keys() -> None:
     openai_schemas.check("CreateChatCompletionResponse", _completion(content=None))
     openai_schemas.validator("CreateChatCompletionResponse", strict=False).validate(
-        _completion(extra="a real upstream may add fields"))
+        _completion(extra="a real upstream may add fields")
+    )
     with pytest.raises(jsonschema.ValidationError):
         openai_schemas.check("CreateChatCompletionResponse", _completion(extra="ours may not"))
     with pytest.raises(jsonschema.ValidationError):

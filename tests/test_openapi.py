@@ -52,16 +52,28 @@ OPEN_PATHS = {"/healthz", "/readyz", "/metrics", "/openapi.json", "/"}
 
 # "The job object" of API.md.
 JOB_FIELDS = {
-    "id", "object", "status", "model", "priority", "created_at", "started_at", "completed_at",
-    "cached", "attempts", "output_text", "result", "error",
+    "id",
+    "object",
+    "status",
+    "model",
+    "priority",
+    "created_at",
+    "started_at",
+    "completed_at",
+    "cached",
+    "attempts",
+    "output_text",
+    "result",
+    "error",
 }
 
 DOC_URI = "urn:chatq:openapi"
 
 
 def _operations(doc: dict[str, Any]) -> list[tuple[str, str, dict[str, Any]]]:
-    return [(path, method, op) for path, item in doc["paths"].items()
-            for method, op in item.items()]
+    return [
+        (path, method, op) for path, item in doc["paths"].items() for method, op in item.items()
+    ]
 
 
 def _validator(doc: dict[str, Any], name: str) -> Draft202012Validator:
@@ -86,7 +98,10 @@ def test_every_endpoint_of_the_contract_is_described_with_its_methods() -> None:
 def test_v1_endpoints_need_a_bearer_key_and_the_open_ones_none() -> None:
     doc = document()
     assert doc["components"]["securitySchemes"]["bearerAuth"] == {
-        "type": "http", "scheme": "bearer", "description": "A key from CHATQ_API_KEYS."}
+        "type": "http",
+        "scheme": "bearer",
+        "description": "A key from CHATQ_API_KEYS.",
+    }
     for path, method, op in _operations(doc):
         security = op.get("security", doc.get("security"))
         if path in OPEN_PATHS:
@@ -104,7 +119,12 @@ def test_job_schema_has_exactly_the_fields_of_the_contract() -> None:
     assert set(job["required"]) == JOB_FIELDS
     assert job["additionalProperties"] is False
     assert job["properties"]["status"]["enum"] == [
-        "queued", "in_progress", "completed", "failed", "cancelled"]
+        "queued",
+        "in_progress",
+        "completed",
+        "failed",
+        "cancelled",
+    ]
     assert job["properties"]["started_at"]["type"] == ["number", "null"]
 
 
@@ -122,8 +142,12 @@ def test_every_error_response_is_openai_shaped_with_retry_after_where_due() -> N
 
 def test_job_endpoints_answer_a_pending_job_with_its_location() -> None:
     paths = document()["paths"]
-    for path, method in [("/v1/jobs", "post"), ("/v1/jobs/{id}", "get"),
-                         ("/v1/jobs/{id}/result", "get"), ("/v1/chat/completions", "post")]:
+    for path, method in [
+        ("/v1/jobs", "post"),
+        ("/v1/jobs/{id}", "get"),
+        ("/v1/jobs/{id}/result", "get"),
+        ("/v1/chat/completions", "post"),
+    ]:
         accepted = paths[path][method]["responses"]["202"]
         assert accepted["content"]["application/json"]["schema"]["$ref"].endswith("/Job")
         assert "Location" in accepted["headers"], path
@@ -134,8 +158,9 @@ def test_request_body_schema_accepts_openai_requests_and_rejects_bad_ones() -> N
     check = _validator(doc, "ChatCompletionRequest")
     good = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "temperature": 0}
     assert check.is_valid(good)
-    assert check.is_valid({"messages": [{"role": "assistant", "content": None,
-                                         "tool_calls": [{"id": "t"}]}]})
+    assert check.is_valid(
+        {"messages": [{"role": "assistant", "content": None, "tool_calls": [{"id": "t"}]}]}
+    )
     assert not check.is_valid({"model": "m"})
     assert not check.is_valid({"messages": []})
     assert not check.is_valid({"messages": [{"role": "robot", "content": "hi"}]})

@@ -33,8 +33,9 @@ def idle(redis_url: str, fakellm: str) -> Iterator[Stack]:
 def _promtool(text: str) -> None:
     promtool = shutil.which("promtool")
     assert promtool, "promtool is missing: make test installs Debian's `prometheus` package"
-    checked = subprocess.run([promtool, "check", "metrics"], input=text.encode(),
-                             capture_output=True, timeout=30)
+    checked = subprocess.run(
+        [promtool, "check", "metrics"], input=text.encode(), capture_output=True, timeout=30
+    )
     assert checked.returncode == 0, checked.stdout.decode() + checked.stderr.decode()
 
 
@@ -60,23 +61,42 @@ def test_metrics_of_web_and_worker_pass_promtool_and_move(stack: Stack) -> None:
     _promtool(worker)
     assert 'endpoint="/v1/jobs/<job_id>"' in web and "job_zzz" not in web
     done = "chatq_jobs_finished_total"
-    assert _sample(worker, done, status="completed") - _sample(worker_before, done,
-                                                                 status="completed") == 3
-    assert _sample(worker, done, status="failed") - _sample(worker_before, done,
-                                                              status="failed") == 1
+    assert (
+        _sample(worker, done, status="completed") - _sample(worker_before, done, status="completed")
+        == 3
+    )
+    assert (
+        _sample(worker, done, status="failed") - _sample(worker_before, done, status="failed") == 1
+    )
     submitted = "chatq_jobs_submitted_total"
-    assert _sample(web, submitted, priority="interactive") - _sample(
-        web_before, submitted, priority="interactive") == 4
-    for name in ("chatq_queue_depth", "chatq_longpoll_waiters",
-                 "chatq_http_request_duration_seconds_bucket", "chatq_http_requests_in_progress"):
+    assert (
+        _sample(web, submitted, priority="interactive")
+        - _sample(web_before, submitted, priority="interactive")
+        == 4
+    )
+    for name in (
+        "chatq_queue_depth",
+        "chatq_longpoll_waiters",
+        "chatq_http_request_duration_seconds_bucket",
+        "chatq_http_requests_in_progress",
+    ):
         assert name in web, name
-    for name in ("chatq_upstream_request_duration_seconds_bucket",
-                 "chatq_job_time_to_first_token_seconds_bucket", "chatq_tokens_total",
-                 "chatq_job_queue_wait_seconds_bucket", "chatq_job_duration_seconds_bucket"):
+    for name in (
+        "chatq_upstream_request_duration_seconds_bucket",
+        "chatq_job_time_to_first_token_seconds_bucket",
+        "chatq_tokens_total",
+        "chatq_job_queue_wait_seconds_bucket",
+        "chatq_job_duration_seconds_bucket",
+    ):
         assert name in worker, name
     # A worker exports none of the web's series (they would always read 0 there).
-    for name in ("chatq_longpoll_waiters", "chatq_http_requests_in_progress", submitted,
-                 "chatq_cache_lookups_total", "chatq_admission_rejections_total"):
+    for name in (
+        "chatq_longpoll_waiters",
+        "chatq_http_requests_in_progress",
+        submitted,
+        "chatq_cache_lookups_total",
+        "chatq_admission_rejections_total",
+    ):
         assert name not in worker, name
 
 
@@ -106,8 +126,13 @@ def test_a_full_queue_answers_503_with_retry_after(idle: Stack) -> None:
 
 
 def test_the_rate_limit_holds_across_two_web_processes(redis_url: str, fakellm: str) -> None:
-    s = start_stack(_db(redis_url, 9), fakellm, workers=0, CHATQ_RATE_LIMIT="6/minute",
-                    CHATQ_RATE_LIMIT_OVERRIDES="bob=100/minute")
+    s = start_stack(
+        _db(redis_url, 9),
+        fakellm,
+        workers=0,
+        CHATQ_RATE_LIMIT="6/minute",
+        CHATQ_RATE_LIMIT_OVERRIDES="bob=100/minute",
+    )
     try:
         s.redis.flushdb()
         second, url2 = start_web(s.env)
@@ -166,8 +191,10 @@ def test_sigterm_on_web_answers_parked_long_polls_then_exits(stack: Stack) -> No
     job_id = stack.submit("x", model="fake:ttft=20").json()["id"]
     session = stack.session()
     with ThreadPoolExecutor(3) as pool:
-        polls = [pool.submit(session.get, f"{url}/v1/jobs/{job_id}", params={"wait": 50},
-                             timeout=60) for _ in range(3)]
+        polls = [
+            pool.submit(session.get, f"{url}/v1/jobs/{job_id}", params={"wait": 50}, timeout=60)
+            for _ in range(3)
+        ]
         time.sleep(1.0)
         t0 = time.monotonic()
         web.signal(signal.SIGTERM)

@@ -29,8 +29,9 @@ ROUTES = {
 @pytest.fixture(scope="module")
 def client() -> Iterator[FlaskClient]:
     server = LocalRedis().start()
-    app = create_app(config.load({"CHATQ_REDIS_URL": server.url,
-                                  "CHATQ_API_KEYS": f"alice:{ALICE_KEY}"}))
+    app = create_app(
+        config.load({"CHATQ_REDIS_URL": server.url, "CHATQ_API_KEYS": f"alice:{ALICE_KEY}"})
+    )
     yield app.test_client()
     server.stop()
 
@@ -85,15 +86,22 @@ def test_options_under_gunicorn_is_204_with_allow_never_html(stack: Stack) -> No
 
 def _front_door(stack: Stack, prefer: str) -> requests.Response:
     body = {"model": "fake:ttft=3", "messages": [{"role": "user", "content": "later"}]}
-    return requests.post(f"{stack.url}/v1/chat/completions", json=body, timeout=30,
-                         headers={"Authorization": f"Bearer {ALICE_KEY}", "Prefer": prefer})
+    return requests.post(
+        f"{stack.url}/v1/chat/completions",
+        json=body,
+        timeout=30,
+        headers={"Authorization": f"Bearer {ALICE_KEY}", "Prefer": prefer},
+    )
 
 
-@pytest.mark.parametrize("prefer,applied", [
-    ("respond-async", "respond-async"),
-    ("respond-async, wait=0.2", "respond-async, wait=0.2"),
-    ("wait=0.2", "wait=0.2"),
-])
+@pytest.mark.parametrize(
+    "prefer,applied",
+    [
+        ("respond-async", "respond-async"),
+        ("respond-async, wait=0.2", "respond-async, wait=0.2"),
+        ("wait=0.2", "wait=0.2"),
+    ],
+)
 def test_prefer_on_the_front_door_is_echoed_as_applied(
     stack: Stack, prefer: str, applied: str
 ) -> None:

@@ -24,7 +24,8 @@ def store(request: pytest.FixtureRequest) -> Iterator[Store]:
     """A store on a Redis of its own, or on the session's Redis Cluster (emptied)."""
     if request.param == "cluster":
         client: redis.Redis = RedisCluster.from_url(  # type: ignore[assignment]
-            request.getfixturevalue("redis_cluster"), decode_responses=True)
+            request.getfixturevalue("redis_cluster"), decode_responses=True
+        )
         client.flushdb()
         yield Store(client, job_ttl_s=3600)
         client.flushdb()
@@ -47,8 +48,9 @@ def _job(store: Store, name: str, announce: bool) -> str:
 
 
 def test_each_way_an_announced_job_ends_is_in_the_outbox(store: Store) -> None:
-    done, failed, cancelled, quiet = (_job(store, n, n != "quiet")
-                                      for n in ("done", "failed", "cancelled", "quiet"))
+    done, failed, cancelled, quiet = (
+        _job(store, n, n != "quiet") for n in ("done", "failed", "cancelled", "quiet")
+    )
     for job_id in (done, failed, quiet):
         assert store.claim(job_id=job_id, run_id="r", lease_s=LEASE_S).claimed
     store.finish(job_id=done, run_id="r", status=jobs.COMPLETED, fields={"result": "{}"})
@@ -60,7 +62,10 @@ def test_each_way_an_announced_job_ends_is_in_the_outbox(store: Store) -> None:
     store.sweep(lease_s=LEASE_S, resend_s=LEASE_S, max_takeovers=0)
     entries = Outbox(store.redis, "reader").read(block_s=0.1)
     assert {(e.job_id, e.status) for e in entries} == {
-        (done, jobs.COMPLETED), (failed, jobs.FAILED), (cancelled, jobs.CANCELLED)}
+        (done, jobs.COMPLETED),
+        (failed, jobs.FAILED),
+        (cancelled, jobs.CANCELLED),
+    }
 
 
 def test_an_entry_a_reader_took_and_never_acknowledged_goes_to_another(store: Store) -> None:

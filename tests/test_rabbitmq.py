@@ -45,8 +45,7 @@ def stacks(node: RabbitNode) -> Iterator[StackFactory]:
         yield build
 
 
-def _submit(r: RabbitStack, tag: str, count: int, model: str = "fake",
-            **params: Any) -> list[str]:
+def _submit(r: RabbitStack, tag: str, count: int, model: str = "fake", **params: Any) -> list[str]:
     answers = [r.stack.submit(f"{tag} {i}", model=model, **params) for i in range(count)]
     assert [a.status_code for a in answers] == [202] * count, [a.text for a in answers]
     return [a.json()["id"] for a in answers]
@@ -76,8 +75,11 @@ def test_jobs_of_both_lanes_complete_through_rabbitmq_with_one_call_each(
     r = stacks(workers=1)
     interactive = _submit(r, "streamed", 8, "fake:tps=50,tokens=6")
     batch = _submit(r, "batch", 8, priority="batch")
-    held = r.stack.session().post(f"{r.stack.url}/v1/chat/completions", timeout=60, json={
-        "model": "fake", "messages": [{"role": "user", "content": "front door"}]})
+    held = r.stack.session().post(
+        f"{r.stack.url}/v1/chat/completions",
+        timeout=60,
+        json={"model": "fake", "messages": [{"role": "user", "content": "front door"}]},
+    )
     assert held.status_code == 200, held.text
     assert held.json()["choices"][0]["message"]["content"] == "front door"
     done = _ended(r, interactive + batch)
@@ -92,8 +94,10 @@ def test_jobs_of_both_lanes_complete_through_rabbitmq_with_one_call_each(
     assert queue["durable"] is True
     assert queue["arguments"] == {"x-max-priority": rabbit.MAX_PRIORITY}
     figures = r.queue_figures()["queues"]
-    assert figures == {"interactive": {"depth": 0, "oldest_age_s": None},
-                       "batch": {"depth": 0, "oldest_age_s": None}}
+    assert figures == {
+        "interactive": {"depth": 0, "oldest_age_s": None},
+        "batch": {"depth": 0, "oldest_age_s": None},
+    }
     text = _metrics(r)
     assert re.search(r'^chatq_queue_depth\{queue="batch"\} 0\.0$', text, re.M)
     assert "chatq_queue_oldest_age_seconds{" not in text  # RabbitMQ cannot tell: no sample
@@ -112,8 +116,11 @@ def test_a_backlog_is_counted_exactly_and_interactive_runs_before_earlier_batch(
     # Exact: the ten waiting, not the one the worker holds (reserved, unacknowledged).
     assert r.ready() == 10
     expected = {"interactive": 5, "batch": 5}
-    wait_until(lambda: {q: v["depth"] for q, v in r.queue_figures()["queues"].items()}
-               == expected, 30, "GET /v1/queue showing the backlog")
+    wait_until(
+        lambda: {q: v["depth"] for q, v in r.queue_figures()["queues"].items()} == expected,
+        30,
+        "GET /v1/queue showing the backlog",
+    )
     text = _metrics(r)
     for lane, depth in expected.items():
         assert re.search(rf'^chatq_queue_depth\{{queue="{lane}"\}} {depth}\.0$', text, re.M)
@@ -133,8 +140,7 @@ def test_a_backlog_is_counted_exactly_and_interactive_runs_before_earlier_batch(
 def test_only_a_job_whose_message_was_never_confirmed_is_sent_again(
     stacks: StackFactory,
 ) -> None:
-    r = stacks(workers=1, CHATQ_WORKER_CONCURRENCY="1", CHATQ_LEASE="1",
-               CHATQ_QUEUE_RESEND="1")
+    r = stacks(workers=1, CHATQ_WORKER_CONCURRENCY="1", CHATQ_LEASE="1", CHATQ_QUEUE_RESEND="1")
     [blocker] = _submit(r, "blocker", 1, BLOCKER)
     _running(r, blocker)
     backlog = _submit(r, "backlog", 5)
@@ -144,8 +150,10 @@ def test_only_a_job_whose_message_was_never_confirmed_is_sent_again(
     unsent = [jobs.new_job_id() for _ in range(2)]
     for i, job_id in enumerate(unsent):
         request = {"model": "fake", "messages": [{"role": "user", "content": f"unsent {i}"}]}
-        store.create(record=jobs.new_record(job_id, "alice", "fake", "interactive", request,
-                                            time.time()), lease_s=1)
+        store.create(
+            record=jobs.new_record(job_id, "alice", "fake", "interactive", request, time.time()),
+            lease_s=1,
+        )
     wait_until(lambda: r.ready() == 7, 20, "the two unsent jobs sent by the sweeper")
     time.sleep(4)  # four leases and resend periods: the sweeper looks at the backlog again
     assert r.ready() == 7  # and sends none of it twice: its messages were confirmed
@@ -176,20 +184,26 @@ def test_webhook_deliveries_go_through_rabbitmq(stacks: StackFactory) -> None:
     receiver = Receiver()
     try:
         r = stacks(workers=1, CHATQ_WEBHOOK_ALLOW_PRIVATE="1")
-        created = r.stack.session().post(f"{r.stack.url}/v1/webhooks", timeout=10,
-                                         json={"url": receiver.url("/rabbit")})
+        created = r.stack.session().post(
+            f"{r.stack.url}/v1/webhooks", timeout=10, json={"url": receiver.url("/rabbit")}
+        )
         assert created.status_code == 200, created.text
         endpoint = created.json()
         answer = r.stack.session().post(
-            f"{r.stack.url}/v1/jobs?wait=30", timeout=40, headers={"Chatq-Webhook":
-                                                                  endpoint["id"]},
-            json={"model": "fake", "messages": [{"role": "user", "content": "hook"}]})
+            f"{r.stack.url}/v1/jobs?wait=30",
+            timeout=40,
+            headers={"Chatq-Webhook": endpoint["id"]},
+            json={"model": "fake", "messages": [{"role": "user", "content": "hook"}]},
+        )
         assert answer.status_code == 200, answer.text
         [got] = receiver.wait_for("/rabbit", 1)
         event = verify(got, endpoint["signing_secret"])
         assert (event.type, event.data.id) == ("job.completed", answer.json()["id"])
-        wait_until(lambda: r.node.queue(r.vhost, "webhooks").get("messages") == 0, 30,
-                   "the webhooks queue acknowledged")
+        wait_until(
+            lambda: r.node.queue(r.vhost, "webhooks").get("messages") == 0,
+            30,
+            "the webhooks queue acknowledged",
+        )
     finally:
         receiver.stop()
 
@@ -203,4 +217,3 @@ def test_a_batch_s_lines_run_through_rabbitmq_once_each(stacks: StackFactory) ->
     assert ended["request_counts"] == {"total": 6, "completed": 6, "failed": 0}
     assert r.calls() == 6
     wait_until(lambda: r.messages() == 0, 30, "the jobs queue empty")
-

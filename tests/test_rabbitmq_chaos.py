@@ -59,13 +59,22 @@ def test_a_worker_sigkilled_mid_flight_loses_no_job_and_costs_one_call_more_each
     lease_s = 2.0
     r = stacks(workers=0, CHATQ_LEASE=str(lease_s), CHATQ_WORKER_CONCURRENCY="50")
     with ThreadPoolExecutor(8) as pool:
-        answers = list(pool.map(lambda i: r.stack.submit(f"kill {i}", model=(
-            "fake:ttft=0.2,tps=10,tokens=30")), range(30)))
+        answers = list(
+            pool.map(
+                lambda i: r.stack.submit(f"kill {i}", model=("fake:ttft=0.2,tps=10,tokens=30")),
+                range(30),
+            )
+        )
     ids = [a.json()["id"] for a in answers]
     first = start_worker(r.stack.env, "")
     r.stack.procs.append(first)
-    wait_until(lambda: all(rec["status"] == "in_progress" and rec["output_text"]
-                           for rec in _records(r, ids)), 30, "all 30 streaming")
+    wait_until(
+        lambda: all(
+            rec["status"] == "in_progress" and rec["output_text"] for rec in _records(r, ids)
+        ),
+        30,
+        "all 30 streaming",
+    )
     first.kill()
     killed_at = time.monotonic()
     killed = [rec["id"] for rec in _records(r, ids) if not jobs.is_terminal(rec["status"])]
@@ -101,8 +110,10 @@ class Submits:
         while not self.stop.is_set():
             n += 1
             t0 = time.monotonic()
-            body = {"model": "fake:ttft=0.3,tps=20,tokens=10",
-                    "messages": [{"role": "user", "content": f"load {n}"}]}
+            body = {
+                "model": "fake:ttft=0.3,tps=20,tokens=10",
+                "messages": [{"role": "user", "content": f"load {n}"}],
+            }
             try:
                 answer = session.post(f"{self.r.stack.url}/v1/jobs", json=body, timeout=60)
                 self.answers.append((answer.status_code, answer.json()))
@@ -115,7 +126,8 @@ class Submits:
 
 
 def test_a_rabbitmq_restart_under_load_loses_no_accepted_job(
-    node: RabbitNode, stacks: StackFactory,
+    node: RabbitNode,
+    stacks: StackFactory,
 ) -> None:
     r = stacks(workers=1, CHATQ_LEASE="2", CHATQ_QUEUE_RESEND="2")
     traffic = Submits(r, every_s=0.05)
@@ -148,6 +160,8 @@ def test_a_rabbitmq_restart_under_load_loses_no_accepted_job(
     unsent = web.log_text().count("could not send the message")
     resent = worker.log_text().count("sent again (message lost)")
     assert unsent >= 1 and resent >= unsent, (unsent, resent)
-    print(f"RabbitMQ restart: {len(ids)} accepted, {during - before} answered while it was "
-          f"away, {unsent} sends failed, {resent} sent again by the sweeper; all completed, "
-          f"one upstream call each")
+    print(
+        f"RabbitMQ restart: {len(ids)} accepted, {during - before} answered while it was "
+        f"away, {unsent} sends failed, {resent} sent again by the sweeper; all completed, "
+        f"one upstream call each"
+    )

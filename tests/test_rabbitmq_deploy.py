@@ -40,7 +40,7 @@ def test_the_rabbitmq_scaledobject_and_its_authentication_are_valid_keda_objects
         assert _schema_errors(keda_schemas[kind], doc) == [], kind
     broken = copy.deepcopy(docs["ScaledObject"])
     broken["spec"]["triggers"][0]["metadata"]["value"] = 80  # metadata values are strings
-    del broken["spec"]["triggers"][0]["type"]                # required
+    del broken["spec"]["triggers"][0]["type"]  # required
     errors = "\n".join(_schema_errors(keda_schemas["ScaledObject"], broken))
     assert "spec/triggers/0/metadata/value" in errors and "'type' is a required" in errors
 

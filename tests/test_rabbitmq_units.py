@@ -40,28 +40,51 @@ def test_a_broker_url_of_another_kind_is_a_config_error_that_repeats_no_secret(u
 
 
 def test_the_settings_repr_hides_the_broker_s_password() -> None:
-    settings = load({"CHATQ_BROKER_URL": f"amqp://chatq:{ALICE_KEY}@rabbit:5672/chatq",
-                     "CHATQ_BROKER_API_URL": f"https://chatq:{ALICE_KEY}@rabbit:15671"})
+    settings = load(
+        {
+            "CHATQ_BROKER_URL": f"amqp://chatq:{ALICE_KEY}@rabbit:5672/chatq",
+            "CHATQ_BROKER_API_URL": f"https://chatq:{ALICE_KEY}@rabbit:15671",
+        }
+    )
     assert ALICE_KEY not in repr(settings)
-    assert ALICE_KEY not in repr(rabbit.management_api(settings.broker_url,
-                                                       settings.broker_api_url))
+    assert ALICE_KEY not in repr(
+        rabbit.management_api(settings.broker_url, settings.broker_api_url)
+    )
 
 
-@pytest.mark.parametrize("broker, api, base, vhost, user, password", [
-    ("amqp://u:p@rabbit:5672/chatq", "", "http://rabbit:15672", "chatq", "u", "p"),
-    ("amqps://u:p%40s@rabbit/%2F", "", "https://rabbit:15671", "/", "u", "p@s"),
-    ("amqp://rabbit//", "", "http://rabbit:15672", "/", "guest", "guest"),
-    ("amqp://u:p@[::1]:5672/v", "", "http://[::1]:15672", "v", "u", "p"),
-    ("amqp://u:p@rabbit/v", "https://mgmt.example:8443/rabbit/", "https://mgmt.example:8443/rabbit",
-     "v", "u", "p"),
-    ("amqp://u:p@rabbit/v", "http://m:x@mgmt:15672", "http://mgmt:15672", "v", "m", "x"),
-])
+@pytest.mark.parametrize(
+    "broker, api, base, vhost, user, password",
+    [
+        ("amqp://u:p@rabbit:5672/chatq", "", "http://rabbit:15672", "chatq", "u", "p"),
+        ("amqps://u:p%40s@rabbit/%2F", "", "https://rabbit:15671", "/", "u", "p@s"),
+        ("amqp://rabbit//", "", "http://rabbit:15672", "/", "guest", "guest"),
+        ("amqp://u:p@[::1]:5672/v", "", "http://[::1]:15672", "v", "u", "p"),
+        (
+            "amqp://u:p@rabbit/v",
+            "https://mgmt.example:8443/rabbit/",
+            "https://mgmt.example:8443/rabbit",
+            "v",
+            "u",
+            "p",
+        ),
+        ("amqp://u:p@rabbit/v", "http://m:x@mgmt:15672", "http://mgmt:15672", "v", "m", "x"),
+    ],
+)
 def test_the_management_api_is_found_from_the_broker_url(
-    broker: str, api: str, base: str, vhost: str, user: str, password: str,
+    broker: str,
+    api: str,
+    base: str,
+    vhost: str,
+    user: str,
+    password: str,
 ) -> None:
     found = rabbit.management_api(broker, api)
     assert (found.base_url, found.vhost, found.user, found.password) == (
-        base, vhost, user, password)
+        base,
+        vhost,
+        user,
+        password,
+    )
 
 
 def test_on_rabbitmq_both_lanes_are_priorities_of_one_durable_confirmed_queue() -> None:
@@ -82,8 +105,10 @@ def test_on_rabbitmq_both_lanes_are_priorities_of_one_durable_confirmed_queue() 
 def _new_job(store: Store, lease_s: float) -> str:
     job_id = jobs.new_job_id()
     request = {"model": "fake", "messages": [{"role": "user", "content": "x"}]}
-    store.create(record=jobs.new_record(job_id, "alice", "fake", "interactive", request,
-                                        time.time()), lease_s=lease_s)
+    store.create(
+        record=jobs.new_record(job_id, "alice", "fake", "interactive", request, time.time()),
+        lease_s=lease_s,
+    )
     return job_id
 
 
@@ -99,8 +124,11 @@ def test_a_confirmed_message_is_not_missing_until_its_job_is_taken_over(
     outcomes: list[SweepOutcome] = []
     while SweepOutcome.REQUEUED not in outcomes:
         time.sleep(0.25)
-        outcomes += [s.outcome for s in store.sweep(lease_s=0.2, resend_s=60, max_takeovers=3)
-                     if s.job_id == sent]
+        outcomes += [
+            s.outcome
+            for s in store.sweep(lease_s=0.2, resend_s=60, max_takeovers=3)
+            if s.job_id == sent
+        ]
     # Its first message is spent: until the new generation's is confirmed, it is missing.
     assert marks.missing([sent]) == [sent]
     marks.mark(sent)

@@ -63,7 +63,7 @@ def using_it_blocks() -> list[Block]:
     text = README.read_text()
     start = text.index("\n## Using it")
     end = text.find("\n## ", start + 1)
-    section = text[start:end if end > 0 else len(text)]
+    section = text[start : end if end > 0 else len(text)]
     blocks = []
     for part in re.split(r"^(?=### )", section, flags=re.MULTILINE):
         heading = part.splitlines()[0].removeprefix("### ").strip()
@@ -159,15 +159,23 @@ def _run_shell_blocks(blocks: list[Block], env: dict[str, str], cwd: Path) -> li
     script = ["set -u"]  # an undefined variable is an error, not an empty string
     for i, block in enumerate(blocks):
         script.append(f"{{\n{block.code}\n}} > out{i}.txt 2>&1; echo $? > status{i}.txt")
-    subprocess.run(["bash", "-c", "\n".join(script)], cwd=cwd, env=env, timeout=240,
-                   check=False)
-    return [Ran(_read(cwd / f"out{i}.txt"), _read(cwd / f"status{i}.txt").strip() or "none")
-            for i in range(len(blocks))]
+    subprocess.run(["bash", "-c", "\n".join(script)], cwd=cwd, env=env, timeout=240, check=False)
+    return [
+        Ran(_read(cwd / f"out{i}.txt"), _read(cwd / f"status{i}.txt").strip() or "none")
+        for i in range(len(blocks))
+    ]
 
 
 def _run_python_block(block: Block, env: dict[str, str], cwd: Path) -> Ran:
-    done = subprocess.run([sys.executable, "-c", block.code], cwd=cwd, env=env, timeout=120,
-                          capture_output=True, text=True, check=False)
+    done = subprocess.run(
+        [sys.executable, "-c", block.code],
+        cwd=cwd,
+        env=env,
+        timeout=120,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     return Ran(done.stdout + done.stderr, str(done.returncode))
 
 
@@ -190,11 +198,14 @@ def test_the_using_it_examples_run_as_written(stack: Stack, tmp_path: Path) -> N
         _check(block, ran[id(block)] if is_shell else _run_python_block(block, env, tmp_path))
 
 
-@pytest.mark.parametrize("code,fails", [
-    ('echo "$KEY_THAT_IS_NOT_SET"', True),
-    ('curl -s -H "Authorization: Bearer nope" "$URL/v1/jobs/job_x"', True),
-    ('curl -s -H "Authorization: Bearer $KEY" "$URL/healthz"', False),
-])
+@pytest.mark.parametrize(
+    "code,fails",
+    [
+        ('echo "$KEY_THAT_IS_NOT_SET"', True),
+        ('curl -s -H "Authorization: Bearer nope" "$URL/v1/jobs/job_x"', True),
+        ('curl -s -H "Authorization: Bearer $KEY" "$URL/healthz"', False),
+    ],
+)
 def test_the_example_runner_catches_what_a_reader_would_trip_on(
     stack: Stack, tmp_path: Path, code: str, fails: bool
 ) -> None:

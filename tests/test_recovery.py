@@ -48,8 +48,7 @@ def test_waiters_on_a_queued_job_are_woken_by_its_cancel(web_only: Stack) -> Non
     session = web_only.session()
     with ThreadPoolExecutor(4) as pool:
         # Waits of 50 s that the client gives up after 20: only the cancel can end them.
-        waits = [pool.submit(session.get, url, params={"wait": 50}, timeout=20)
-                 for _ in range(4)]
+        waits = [pool.submit(session.get, url, params={"wait": 50}, timeout=20) for _ in range(4)]
         wait_until(lambda: _waiters(web_only) >= 4, 10, "four parked waits")
         web_only.session().post(f"{url}/cancel", timeout=10)
         answers = [w.result() for w in waits]
@@ -100,8 +99,7 @@ def test_redis_outage_answers_503_then_recovers_without_restart(fakellm: str) ->
         assert requests.get(f"{url}/readyz", timeout=10).status_code == 503
         assert requests.get(f"{url}/healthz", timeout=10).status_code == 200
         server = LocalRedis(port=server.port).start()
-        r = wait_until(lambda: s.submit("after", wait=5).status_code == 200 or None, 40,
-                       "recovery")
+        r = wait_until(lambda: s.submit("after", wait=5).status_code == 200 or None, 40, "recovery")
         assert worker.alive() and web.alive()
         assert s.submit("after", wait=10).json()["status"] == "completed"
         assert requests.get(f"{url}/readyz", timeout=10).status_code == 200
@@ -113,8 +111,17 @@ def test_redis_outage_answers_503_then_recovers_without_restart(fakellm: str) ->
 def test_the_celery_command_line_runs_the_same_worker(web_only: Stack) -> None:
     from tests.procs import Proc
 
-    args = ["celery", "-A", "worker", "worker", "--pool=gevent", "--concurrency=5",
-            "--queues=interactive,batch", "--without-mingle", "--without-gossip"]
+    args = [
+        "celery",
+        "-A",
+        "worker",
+        "worker",
+        "--pool=gevent",
+        "--concurrency=5",
+        "--queues=interactive,batch",
+        "--without-mingle",
+        "--without-gossip",
+    ]
     proc = Proc("celery-worker", args, {**web_only.env, "CHATQ_WORKER_METRICS_BIND": ""}).start()
     web_only.procs.append(proc)
     wait_until(lambda: "ready." in proc.log_text(), 20, "celery worker ready")

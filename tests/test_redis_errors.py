@@ -50,8 +50,9 @@ def test_a_full_redis_is_503_not_500_and_recovers_by_itself(errstack: Stack) -> 
     try:
         assert_backend_unavailable(errstack.submit("no room"))
         body = {"model": "fake", "messages": [{"role": "user", "content": "no room"}]}
-        front_door = errstack.session().post(f"{errstack.url}/v1/chat/completions", json=body,
-                                             timeout=30)
+        front_door = errstack.session().post(
+            f"{errstack.url}/v1/chat/completions", json=body, timeout=30
+        )
         assert_backend_unavailable(front_door)
     finally:
         errstack.redis.config_set("maxmemory", "0")
@@ -117,8 +118,19 @@ def test_a_write_in_a_lua_script_on_a_full_redis_is_a_backend_error(
     """Redis 6 wraps a script's OOM in a plain error reply; Redis 7 passes the code on."""
     binary = _redis_server(which)
     port = free_port()
-    args = [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-            "--dir", str(tmp_path), "--maxmemory-policy", "noeviction"]
+    args = [
+        binary,
+        "--port",
+        str(port),
+        "--bind",
+        "127.0.0.1",
+        "--save",
+        "",
+        "--dir",
+        str(tmp_path),
+        "--maxmemory-policy",
+        "noeviction",
+    ]
     server = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"redis://127.0.0.1:{port}/0"
     try:

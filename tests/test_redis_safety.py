@@ -119,9 +119,13 @@ def _exit_code(proc: Proc) -> int:
 def test_require_safe_makes_web_and_worker_refuse_an_unsafe_redis(
     unsafe_redis: LocalRedis, fakellm: str, name: str
 ) -> None:
-    env = base_env(unsafe_redis.url, fakellm, CHATQ_REDIS_REQUIRE_SAFE="1",
-                   CHATQ_BIND=f"127.0.0.1:{free_port()}",
-                   CHATQ_WORKER_METRICS_BIND=f"127.0.0.1:{free_port()}")
+    env = base_env(
+        unsafe_redis.url,
+        fakellm,
+        CHATQ_REDIS_REQUIRE_SAFE="1",
+        CHATQ_BIND=f"127.0.0.1:{free_port()}",
+        CHATQ_WORKER_METRICS_BIND=f"127.0.0.1:{free_port()}",
+    )
     proc = Proc(name, [name], env).start()
     assert _exit_code(proc) != 0
     refusals = [line for line in proc.log_text().splitlines() if REFUSAL in line]
@@ -136,8 +140,14 @@ def test_a_redis_that_hides_its_config_is_reported_unknown(
     """Managed Redis often forbids CONFIG: INFO still shows the policy, RDB stays unknown."""
     admin = redis.Redis.from_url(safe_redis.url)
     admin.config_set("appendonly", "no")
-    admin.acl_setuser("chatq", enabled=True, passwords=["+s3cret-pass"], keys=["*"],
-                      channels=["*"], commands=["+@all", "-config"])
+    admin.acl_setuser(
+        "chatq",
+        enabled=True,
+        passwords=["+s3cret-pass"],
+        keys=["*"],
+        channels=["*"],
+        commands=["+@all", "-config"],
+    )
     url = safe_redis.url.replace("redis://", "redis://chatq:s3cret-pass@")
     web, web_url = start_web(base_env(url, fakellm))
     try:

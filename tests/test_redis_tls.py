@@ -95,8 +95,9 @@ def test_each_redis_client_refuses_a_certificate_for_another_host(
 
 
 def test_a_job_runs_over_tls_with_a_private_ca(tls_redis: TlsRedis, fakellm: str) -> None:
-    stack = start_stack(tls_redis.url, fakellm, CHATQ_REDIS_CA_FILE=tls_redis.ca_path,
-                        CHATQ_RATE_LIMIT="3/hour")
+    stack = start_stack(
+        tls_redis.url, fakellm, CHATQ_REDIS_CA_FILE=tls_redis.ca_path, CHATQ_RATE_LIMIT="3/hour"
+    )
     try:
         ready = requests.get(f"{stack.url}/readyz", timeout=10)
         assert ready.status_code == 200, ready.text
@@ -149,8 +150,9 @@ def test_a_wrong_ca_is_refused_by_the_web_and_the_worker(
         assert job["status"] == "queued"
         bad_worker.stop()
         procs.append(start_worker(good_env, tls_redis.url))
-        done = requests.get(f"{good_url}/v1/jobs/{job_id}", params={"wait": 30}, headers=auth,
-                            timeout=40)
+        done = requests.get(
+            f"{good_url}/v1/jobs/{job_id}", params={"wait": 30}, headers=auth, timeout=40
+        )
         assert done.json()["status"] == "completed"
     finally:
         for proc in reversed(procs):

@@ -44,11 +44,18 @@ OUT_OF_RANGE: dict[str, list[Any]] = {
 }
 # The edges, which are allowed.
 IN_RANGE: dict[str, list[Any]] = {
-    "temperature": [0, 2], "top_p": [0, 1], "presence_penalty": [-2, 2],
-    "frequency_penalty": [-2.0, 2.0], "n": [1, MAX_N], "top_logprobs": [0, 20],
-    "seed": [-(2**63), 2**63 - 1], "max_tokens": [1, MAX_OUTPUT_TOKENS],
-    "max_completion_tokens": [MAX_OUTPUT_TOKENS], "logprobs": [True],
-    "logit_bias": [{"1": -100, "2": 100}], "stop": [["a", "b", "c", "d"], "x"],
+    "temperature": [0, 2],
+    "top_p": [0, 1],
+    "presence_penalty": [-2, 2],
+    "frequency_penalty": [-2.0, 2.0],
+    "n": [1, MAX_N],
+    "top_logprobs": [0, 20],
+    "seed": [-(2**63), 2**63 - 1],
+    "max_tokens": [1, MAX_OUTPUT_TOKENS],
+    "max_completion_tokens": [MAX_OUTPUT_TOKENS],
+    "logprobs": [True],
+    "logit_bias": [{"1": -100, "2": 100}],
+    "stop": [["a", "b", "c", "d"], "x"],
 }
 
 
@@ -70,11 +77,17 @@ def redis_server() -> Iterator[LocalRedis]:
 @pytest.fixture(scope="module")
 def app(redis_server: LocalRedis) -> Flask:
     """The real app on a Redis of its own (no worker: accepted jobs stay queued)."""
-    return create_app(config.load({
-        "CHATQ_REDIS_URL": redis_server.url, "CHATQ_API_KEYS": f"alice:{ALICE_KEY}",
-        "CHATQ_DEFAULT_MODEL": "fake", "CHATQ_MAX_N": str(MAX_N),
-        "CHATQ_MAX_OUTPUT_TOKENS": str(MAX_OUTPUT_TOKENS),
-    }))
+    return create_app(
+        config.load(
+            {
+                "CHATQ_REDIS_URL": redis_server.url,
+                "CHATQ_API_KEYS": f"alice:{ALICE_KEY}",
+                "CHATQ_DEFAULT_MODEL": "fake",
+                "CHATQ_MAX_N": str(MAX_N),
+                "CHATQ_MAX_OUTPUT_TOKENS": str(MAX_OUTPUT_TOKENS),
+            }
+        )
+    )
 
 
 @pytest.fixture
@@ -96,7 +109,10 @@ def test_a_value_out_of_range_or_over_the_cap_is_a_400_naming_it_and_queues_noth
     assert r.status_code == 400, (r.status_code, r.get_data(as_text=True))
     error = r.get_json()["error"]
     assert (error["code"], error["param"], error["type"]) == (
-        "invalid_request", field, "invalid_request_error")
+        "invalid_request",
+        field,
+        "invalid_request_error",
+    )
     assert _job_count(app) == jobs_before
 
 
@@ -137,9 +153,16 @@ def test_a_request_naming_no_output_limit_is_sent_with_the_cap(
 
 
 def test_without_caps_only_openais_ranges_apply(redis_server: LocalRedis) -> None:
-    uncapped = create_app(config.load({
-        "CHATQ_REDIS_URL": redis_server.url, "CHATQ_API_KEYS": f"alice:{ALICE_KEY}",
-        "CHATQ_MAX_N": "0", "CHATQ_MAX_OUTPUT_TOKENS": "0"})).test_client()
+    uncapped = create_app(
+        config.load(
+            {
+                "CHATQ_REDIS_URL": redis_server.url,
+                "CHATQ_API_KEYS": f"alice:{ALICE_KEY}",
+                "CHATQ_MAX_N": "0",
+                "CHATQ_MAX_OUTPUT_TOKENS": "0",
+            }
+        )
+    ).test_client()
     r = uncapped.post("/v1/jobs", json=_body(n=128, max_tokens=10**9), headers=HEADERS)
     assert r.status_code == 202, r.get_data(as_text=True)
     assert r.get_json()["id"]
@@ -152,15 +175,16 @@ def test_without_caps_only_openais_ranges_apply(redis_server: LocalRedis) -> Non
 def _validator(doc: dict[str, Any], name: str) -> Draft202012Validator:
     uri = "urn:chatq:openapi"
     registry: Registry[Any] = Registry().with_resource(
-        uri, Resource.from_contents(doc, default_specification=DRAFT202012))
-    return Draft202012Validator({"$ref": f"{uri}#/components/schemas/{name}"},
-                                registry=registry)
+        uri, Resource.from_contents(doc, default_specification=DRAFT202012)
+    )
+    return Draft202012Validator({"$ref": f"{uri}#/components/schemas/{name}"}, registry=registry)
 
 
 def test_the_served_document_and_the_server_agree_on_every_bound(client: FlaskClient) -> None:
     doc = client.get("/openapi.json").get_json()
-    assert doc["components"]["schemas"]["ChatCompletionRequest"]["properties"]["n"][
-        "maximum"] == MAX_N
+    assert (
+        doc["components"]["schemas"]["ChatCompletionRequest"]["properties"]["n"]["maximum"] == MAX_N
+    )
     validator = _validator(doc, "ChatCompletionRequest")
     for field, value in _cases(OUT_OF_RANGE):
         assert not validator.is_valid(_body(**{field: value})), (field, value)
@@ -178,9 +202,14 @@ def test_a_rejected_request_queues_nothing_on_a_real_stack(stack: Stack) -> None
 
     before = state()
     for path in PATHS:
-        for field, value in [("temperature", 9), ("n", 129), ("max_tokens", 0),
-                             ("logit_bias", {"1": 500})]:
-            r = requests.post(f"{stack.url}{path}", json=_body(**{field: value}),
-                              headers=HEADERS, timeout=10)
+        for field, value in [
+            ("temperature", 9),
+            ("n", 129),
+            ("max_tokens", 0),
+            ("logit_bias", {"1": 500}),
+        ]:
+            r = requests.post(
+                f"{stack.url}{path}", json=_body(**{field: value}), headers=HEADERS, timeout=10
+            )
             assert r.status_code == 400 and r.json()["error"]["param"] == field, r.text
     assert state() == before

@@ -37,9 +37,13 @@ def _modules_used(root: Path) -> set[str]:
                 used.update(alias.name.split(".")[0] for alias in node.names)
             elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
                 used.add(node.module.split(".")[0])
-            elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-                  and node.func.attr == "files" and node.args
-                  and isinstance(node.args[0], ast.Constant)):
+            elif (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr == "files"
+                and node.args
+                and isinstance(node.args[0], ast.Constant)
+            ):
                 used.add(str(node.args[0].value))  # importlib.resources.files("package")
     return used
 
@@ -76,7 +80,9 @@ def test_everything_the_service_uses_is_in_the_runtime_lock() -> None:
 def _own_pins(path: Path) -> set[str]:
     """The names a requirements file pins itself, not through `-r`."""
     return set(locks.pins(path)) - {
-        name for line in path.read_text().splitlines() if line.startswith("-r ")
+        name
+        for line in path.read_text().splitlines()
+        if line.startswith("-r ")
         for name in locks.pins(path.parent / line.split()[1])
     }
 
@@ -103,7 +109,8 @@ def test_the_lock_check_notices_a_pin_its_lock_lacks(tmp_path: Path) -> None:
     dev = root / "requirements-dev.txt"
     dev.write_text(dev.read_text() + "some-new-tool==1.0\n")
     assert locks.problems(root) == [
-        "requirements-dev.txt pins some-new-tool==1.0 but requirements-dev.lock lacks it"]
+        "requirements-dev.txt pins some-new-tool==1.0 but requirements-dev.lock lacks it"
+    ]
 
 
 def test_the_lock_check_notices_a_changed_pin_and_a_missing_hash(tmp_path: Path) -> None:
@@ -111,11 +118,15 @@ def test_the_lock_check_notices_a_changed_pin_and_a_missing_hash(tmp_path: Path)
     runtime = root / "requirements.txt"
     runtime.write_text(re.sub(r"^flask==\S+", "flask==0.1", runtime.read_text(), flags=re.M))
     lock = root / "requirements.lock"
-    lock.write_text(re.sub(r"^(gunicorn==\S+) \\\n(\s+--hash=\S+( \\)?\n)+", r"\1\n",
-                           lock.read_text(), flags=re.M))
+    lock.write_text(
+        re.sub(
+            r"^(gunicorn==\S+) \\\n(\s+--hash=\S+( \\)?\n)+", r"\1\n", lock.read_text(), flags=re.M
+        )
+    )
     found = locks.problems(root)
-    assert any(p.startswith("requirements.txt pins flask==0.1 but requirements.lock locks")
-               for p in found), found
+    assert any(
+        p.startswith("requirements.txt pins flask==0.1 but requirements.lock locks") for p in found
+    ), found
     assert "requirements.lock: gunicorn is not pinned with == and sha256 hashes" in found
 
 
@@ -123,15 +134,24 @@ def test_the_lock_check_notices_two_locks_that_disagree(tmp_path: Path) -> None:
     root = _copy_of_the_requirements(tmp_path)
     demo = root / "requirements-demo.lock"
     demo.write_text(re.sub(r"^idna==\S+", "idna==0.0", demo.read_text(), flags=re.M))
-    assert any(p.startswith("idna is ") and p.endswith("0.0 in requirements-demo.lock")
-               for p in locks.problems(root)), locks.problems(root)
+    assert any(
+        p.startswith("idna is ") and p.endswith("0.0 in requirements-demo.lock")
+        for p in locks.problems(root)
+    ), locks.problems(root)
 
 
 def _make_would_run(target: str) -> str:
     """The commands `make TARGET` would run from scratch (printed by make, not run)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("MAKE")}
-    done = subprocess.run(["make", "--no-print-directory", "-n", "-B", target], cwd=ROOT,
-                          env=env, capture_output=True, text=True, timeout=60, check=True)
+    done = subprocess.run(
+        ["make", "--no-print-directory", "-n", "-B", target],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
     return done.stdout
 
 
@@ -142,7 +162,8 @@ def _installs(commands: str) -> list[str]:
 def test_make_up_installs_the_runtime_and_demo_locks_only_with_hashes() -> None:
     commands = _make_would_run("up")
     assert _installs(commands) == [
-        ".venv/bin/python -m pip install --quiet --require-hashes -r requirements-demo.lock"]
+        ".venv/bin/python -m pip install --quiet --require-hashes -r requirements-demo.lock"
+    ]
     assert "requirements-dev" not in commands
     assert "python -m scripts.up" in commands
 
@@ -150,7 +171,8 @@ def test_make_up_installs_the_runtime_and_demo_locks_only_with_hashes() -> None:
 def test_make_venv_installs_the_dev_lock_with_hashes_after_checking_it() -> None:
     commands = _make_would_run("venv")
     assert _installs(commands) == [
-        ".venv/bin/python -m pip install --require-hashes -r requirements-dev.lock"]
+        ".venv/bin/python -m pip install --require-hashes -r requirements-dev.lock"
+    ]
     assert commands.index("-m scripts.locks") < commands.index("pip install")
 
 

@@ -23,8 +23,9 @@ def _record(**fields: str) -> dict[str, str]:
     return {**record, **asked.fields, "output_text": "", **fields}
 
 
-def _run(record: dict[str, str], final: dict[str, str],
-         *events: tuple[str, str, str]) -> list[dict[str, Any]]:
+def _run(
+    record: dict[str, str], final: dict[str, str], *events: tuple[str, str, str]
+) -> list[dict[str, Any]]:
     maker, out = EventMaker(record), []
     for n, (kind, value, extra) in enumerate(events):
         out += maker.feed(Event(f"{n}-0", kind, value, extra))
@@ -42,8 +43,13 @@ def _kinds(events: list[dict[str, Any]]) -> list[str]:
 
 def test_cancelled_while_queued_ends_incomplete_with_no_message() -> None:
     final = _record(status=jobs.CANCELLED, completed_at="2.0")
-    events = _run(_record(), final, ("status", "queued", ""), ("status", "cancelled", ""),
-                  ("end", "cancelled", "cancelled"))
+    events = _run(
+        _record(),
+        final,
+        ("status", "queued", ""),
+        ("status", "cancelled", ""),
+        ("end", "cancelled", "cancelled"),
+    )
     assert _kinds(events) == ["created", "queued", "incomplete"]
     assert events[-1]["response"]["status"] == "cancelled"
     assert events[-1]["response"]["output"] == []
@@ -51,47 +57,95 @@ def test_cancelled_while_queued_ends_incomplete_with_no_message() -> None:
 
 def test_a_cache_hit_is_born_ended_and_still_streams_its_message() -> None:
     result = {"choices": [{"message": {"content": "cached text"}}]}
-    final = _record(status=jobs.COMPLETED, cached="1", finish_reason="stop",
-                    output_text="cached text", result=json.dumps(result), completed_at="1.0")
-    events = _run(_record(), final, ("status", "completed", ""), ("delta", "cached text", ""),
-                  ("end", "completed", "stop"))
+    final = _record(
+        status=jobs.COMPLETED,
+        cached="1",
+        finish_reason="stop",
+        output_text="cached text",
+        result=json.dumps(result),
+        completed_at="1.0",
+    )
+    events = _run(
+        _record(),
+        final,
+        ("status", "completed", ""),
+        ("delta", "cached text", ""),
+        ("end", "completed", "stop"),
+    )
     assert _kinds(events) == [
-        "created", "in_progress", "output_item.added", "content_part.added",
-        "output_text.delta", "output_text.done", "content_part.done", "output_item.done",
-        "completed"]
+        "created",
+        "in_progress",
+        "output_item.added",
+        "content_part.added",
+        "output_text.delta",
+        "output_text.done",
+        "content_part.done",
+        "output_item.done",
+        "completed",
+    ]
     assert events[0]["response"]["status"] == "in_progress"
     assert events[-1]["response"]["output_text"] == "cached text"
 
 
 def test_a_failure_after_some_text_closes_the_message_incomplete() -> None:
     error = {"type": "upstream_error", "code": "upstream_timeout", "message": "too slow"}
-    final = _record(status=jobs.FAILED, output_text="par", error=json.dumps(error),
-                    error_status="504", completed_at="3.0")
-    events = _run(_record(), final, ("status", "queued", ""), ("status", "in_progress", ""),
-                  ("delta", "par", ""), ("status", "failed", ""), ("end", "failed", "error"))
+    final = _record(
+        status=jobs.FAILED,
+        output_text="par",
+        error=json.dumps(error),
+        error_status="504",
+        completed_at="3.0",
+    )
+    events = _run(
+        _record(),
+        final,
+        ("status", "queued", ""),
+        ("status", "in_progress", ""),
+        ("delta", "par", ""),
+        ("status", "failed", ""),
+        ("end", "failed", "error"),
+    )
     assert _kinds(events)[-2:] == ["output_item.done", "failed"]
     assert events[-2]["item"]["status"] == "incomplete"
     assert events[-1]["response"]["error"] == {
-        "code": "server_error", "message": "upstream_timeout: too slow"}
+        "code": "server_error",
+        "message": "upstream_timeout: too slow",
+    }
 
 
 def test_requeued_after_a_lost_worker_says_queued_again_once() -> None:
-    final = _record(status=jobs.COMPLETED, finish_reason="stop", output_text="ok",
-                    completed_at="4.0")
-    events = _run(_record(), final, ("status", "queued", ""), ("status", "in_progress", ""),
-                  ("status", "queued", ""), ("status", "queued", ""),
-                  ("status", "in_progress", ""), ("delta", "ok", ""),
-                  ("status", "completed", ""), ("end", "completed", "stop"))
+    final = _record(
+        status=jobs.COMPLETED, finish_reason="stop", output_text="ok", completed_at="4.0"
+    )
+    events = _run(
+        _record(),
+        final,
+        ("status", "queued", ""),
+        ("status", "in_progress", ""),
+        ("status", "queued", ""),
+        ("status", "queued", ""),
+        ("status", "in_progress", ""),
+        ("delta", "ok", ""),
+        ("status", "completed", ""),
+        ("end", "completed", "stop"),
+    )
     assert _kinds(events)[:5] == ["created", "queued", "in_progress", "queued", "in_progress"]
     assert _kinds(events)[-1] == "completed"
 
 
 def test_the_same_job_events_always_give_the_same_stream() -> None:
-    final = _record(status=jobs.COMPLETED, finish_reason="length", output_text="a b",
-                    completed_at="5.0")
-    job_events = (("status", "queued", ""), ("status", "in_progress", ""), ("delta", "x", ""),
-                  ("reset", "", ""), ("delta", "a", ""), ("delta", " b", ""),
-                  ("end", "completed", "length"))
+    final = _record(
+        status=jobs.COMPLETED, finish_reason="length", output_text="a b", completed_at="5.0"
+    )
+    job_events = (
+        ("status", "queued", ""),
+        ("status", "in_progress", ""),
+        ("delta", "x", ""),
+        ("reset", "", ""),
+        ("delta", "a", ""),
+        ("delta", " b", ""),
+        ("end", "completed", "length"),
+    )
     first = _run(_record(), final, *job_events)
     assert first == _run(_record(), final, *job_events)
     assert first[-1]["type"] == "response.incomplete"

@@ -80,8 +80,9 @@ def test_backoff_draws_differ_between_jobs() -> None:
     assert len(set(_draws(3, n=50))) == 50
 
 
-@pytest.mark.parametrize("retry_after_s,delay_s", [(0.0, 0.0), (3.0, 3.0), (30.0, 30.0),
-                                                   (31.0, 30.0), (3600.0, 30.0)])
+@pytest.mark.parametrize(
+    "retry_after_s,delay_s", [(0.0, 0.0), (3.0, 3.0), (30.0, 30.0), (31.0, 30.0), (3600.0, 30.0)]
+)
 def test_retry_after_is_honoured_up_to_its_cap(retry_after_s: float, delay_s: float) -> None:
     result = Attempt(retryable=True, status=429, retry_after_s=retry_after_s)
     for attempt_no in (0, 5):
@@ -93,8 +94,8 @@ def test_a_read_timeout_mid_body_counts_as_a_timeout() -> None:
 
     # What requests raises while iterating a streamed body that stalls.
     mid_body = requests.ConnectionError(
-        urllib3.exceptions.ReadTimeoutError(None, "/v1/chat/completions",
-                                            "Read timed out."))
+        urllib3.exceptions.ReadTimeoutError(None, "/v1/chat/completions", "Read timed out.")
+    )
     assert timed_out(mid_body) and timed_out(requests.ReadTimeout())
     assert not timed_out(requests.ConnectionError("Connection refused"))
     assert not timed_out(requests.exceptions.ChunkedEncodingError("Connection broken"))
@@ -110,12 +111,13 @@ def _writer(handle: Handle) -> DeltaWriter:
 def _attempt(url: str, body: dict[str, object]) -> Attempt:
     # A deadline close by: the worker retries a store step through Redis errors until then.
     handle = Handle("job_policy", "run", time.monotonic() + 1.0)
-    return attempt(requests.Session(), url, body, {}, Timeouts(1, 5, 5), handle,
-                   _writer(handle), Redactor())
+    return attempt(
+        requests.Session(), url, body, {}, Timeouts(1, 5, 5), handle, _writer(handle), Redactor()
+    )
 
 
 def test_an_unexpected_exception_is_a_failed_attempt_logged_with_its_traceback(
-    caplog: pytest.LogCaptureFixture
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     # A body requests cannot encode raises TypeError inside the attempt.
     url = f"http://127.0.0.1:{free_port()}/v1/chat/completions"

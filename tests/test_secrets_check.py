@@ -55,9 +55,13 @@ def test_a_key_in_a_log_fails_the_session_naming_file_and_key(pytester: pytest.P
     try:
         output = "\n".join(result.outlines + result.errlines)
         assert result.ret == pytest.ExitCode.TESTS_FAILED
-        result.stdout.fnmatch_lines(["*secrets check failed*",
-                                     "the alice test key appears in *web-planted.log",
-                                     "the upstream test key appears in *web-planted.log"])
+        result.stdout.fnmatch_lines(
+            [
+                "*secrets check failed*",
+                "the alice test key appears in *web-planted.log",
+                "the upstream test key appears in *web-planted.log",
+            ]
+        )
         assert "1 passed" in output
         assert not any(key in output for key in TEST_KEYS.values())
         assert (log_dir / "web-planted.log").exists(), "the evidence is kept"
@@ -68,8 +72,9 @@ def test_a_key_in_a_log_fails_the_session_naming_file_and_key(pytester: pytest.P
 def test_the_log_folder_is_handed_to_programs_the_tests_run() -> None:
     # `python -m bench` (tests/test_bench_smoke.py) starts chatq processes with the test keys.
     code = "from tests.procs import LOG_DIR; print(LOG_DIR)"
-    child = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
-                           text=True, check=True)
+    child = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True
+    )
     assert Path(child.stdout.strip()) == LOG_DIR
 
 

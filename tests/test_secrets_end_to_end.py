@@ -51,8 +51,11 @@ def _decoded_bodies(value: Any) -> Iterator[str]:
     """Celery messages carry their body in base64: the decoded bodies inside `value`."""
     if isinstance(value, dict):
         properties = value.get("properties")
-        if (isinstance(value.get("body"), str) and isinstance(properties, dict)
-                and properties.get("body_encoding") == "base64"):
+        if (
+            isinstance(value.get("body"), str)
+            and isinstance(properties, dict)
+            and properties.get("body_encoding") == "base64"
+        ):
             yield base64.b64decode(value["body"]).decode(errors="replace")
         for item in value.values():
             yield from _decoded_bodies(item)
@@ -98,8 +101,9 @@ def _dump(client: redis.Redis) -> dict[str, list[str]]:
 def bare_stack(fakellm: str) -> Iterator[tuple[Stack, LocalRedis]]:
     """A stack of its own (own Redis) whose only client key is given bare, rate limits on."""
     server = LocalRedis().start()
-    stack = start_stack(server.url, fakellm, CHATQ_API_KEYS=BARE_KEY,
-                        CHATQ_RATE_LIMIT="1000/minute")
+    stack = start_stack(
+        server.url, fakellm, CHATQ_API_KEYS=BARE_KEY, CHATQ_RATE_LIMIT="1000/minute"
+    )
     yield stack, server
     stack.stop()
     server.stop()
@@ -109,16 +113,23 @@ def _exercise(stack: Stack) -> list[str]:
     """Run jobs through every kind of endpoint with the bare key; the job ids."""
     s = stack.session(BARE_KEY)
     url = f"{stack.url}/v1"
-    body = {"model": "fake:tps=50,tokens=6", "temperature": 0,
-            "messages": [{"role": "user", "content": "count to six"}]}
-    done = s.post(f"{url}/jobs", json=body, params={"wait": 20}, timeout=30,
-                  headers={"Idempotency-Key": "idem-1"})
+    body = {
+        "model": "fake:tps=50,tokens=6",
+        "temperature": 0,
+        "messages": [{"role": "user", "content": "count to six"}],
+    }
+    done = s.post(
+        f"{url}/jobs",
+        json=body,
+        params={"wait": 20},
+        timeout=30,
+        headers={"Idempotency-Key": "idem-1"},
+    )
     assert done.status_code == 200 and done.json()["status"] == "completed", done.text
     job_id = done.json()["id"]
     events = s.get(f"{url}/jobs/{job_id}/events", params={"wait": 5}, timeout=10)
     assert events.status_code == 200 and events.json()["done"] is True
-    sse = s.get(f"{url}/jobs/{job_id}/events", headers={"Accept": "text/event-stream"},
-                timeout=10)
+    sse = s.get(f"{url}/jobs/{job_id}/events", headers={"Accept": "text/event-stream"}, timeout=10)
     assert sse.status_code == 200 and "end" in sse.text
     assert s.get(f"{url}/jobs/{job_id}/result", timeout=10).status_code == 200
     assert s.get(f"{url}/jobs/{job_id}", timeout=10).json()["status"] == "completed"
@@ -126,11 +137,17 @@ def _exercise(stack: Stack) -> list[str]:
     assert cached.json()["cached"] is True
     slow = {"model": "fake:ttft=30", "messages": [{"role": "user", "content": "slow"}]}
     other = s.post(f"{url}/jobs", json=slow, timeout=10).json()["id"]
-    wait_until(lambda: s.get(f"{url}/jobs/{other}", timeout=5).json()["status"]
-               == "in_progress", 20, "the slow job to start")
+    wait_until(
+        lambda: s.get(f"{url}/jobs/{other}", timeout=5).json()["status"] == "in_progress",
+        20,
+        "the slow job to start",
+    )
     assert s.post(f"{url}/jobs/{other}/cancel", timeout=10).json()["status"] == "cancelled"
-    front = s.post(f"{url}/chat/completions", timeout=30,
-                   json={"model": "fake", "messages": [{"role": "user", "content": "hi"}]})
+    front = s.post(
+        f"{url}/chat/completions",
+        timeout=30,
+        json={"model": "fake", "messages": [{"role": "user", "content": "hi"}]},
+    )
     assert front.status_code == 200, front.text
     assert s.get(f"{url}/queue", timeout=10).status_code == 200
     return [job_id, other, front.headers["Chatq-Job-Id"]]
@@ -143,8 +160,9 @@ def test_a_bare_key_appears_in_no_log_no_redis_key_or_value_and_no_notification(
     listener = Notifications(server.url)
     job_ids = _exercise(stack)
     worker_log = stack.procs[0]
-    wait_until(lambda: all(j in worker_log.log_text() for j in job_ids), 20,
-               "the worker to log every job")
+    wait_until(
+        lambda: all(j in worker_log.log_text() for j in job_ids), 20, "the worker to log every job"
+    )
     notifications = listener.stop()
     stack.stop()  # every process flushes its last lines
     # The jobs really ran, were logged and notified: the checks below looked at something.
@@ -157,8 +175,11 @@ def test_a_bare_key_appears_in_no_log_no_redis_key_or_value_and_no_notification(
     dump = _dump(stack.redis)
     assert any(name.startswith("chatq:ratelimit") for name in dump), sorted(dump)
     leaks += [f"redis key {name}" for name in dump if BARE_KEY in name]
-    leaks += [f"redis value of {name}" for name, texts in dump.items()
-              if any(BARE_KEY in t for t in texts)]
+    leaks += [
+        f"redis value of {name}"
+        for name, texts in dump.items()
+        if any(BARE_KEY in t for t in texts)
+    ]
     leaks += [f"notification {n[:60]}" for n in notifications if BARE_KEY in n]
     assert leaks == []
     assert owner == bare_key_name(BARE_KEY)

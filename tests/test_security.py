@@ -67,10 +67,17 @@ class RecordingUpstream:
             def _handle(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length) if length else b""
-                recorder.requests.append({"method": self.command, "path": self.path,
-                                          "headers": dict(self.headers.items()), "body": body})
+                recorder.requests.append(
+                    {
+                        "method": self.command,
+                        "path": self.path,
+                        "headers": dict(self.headers.items()),
+                        "body": body,
+                    }
+                )
                 status, content_type, data = recorder.forward(
-                    self.command, self.path, dict(self.headers.items()), body)
+                    self.command, self.path, dict(self.headers.items()), body
+                )
                 self.send_response(status)
                 self.send_header("Content-Type", content_type)
                 self.send_header("Content-Length", str(len(data)))
@@ -87,12 +94,16 @@ class RecordingUpstream:
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
-    def forward(self, method: str, path: str, headers: dict[str, str],
-                body: bytes) -> tuple[int, str, bytes]:
+    def forward(
+        self, method: str, path: str, headers: dict[str, str], body: bytes
+    ) -> tuple[int, str, bytes]:
         if not self.forward_to:
             return 502, "application/json", b'{"error": {"message": "not an upstream"}}'
-        sent = {k: v for k, v in headers.items() if k.lower() in ("authorization", "content-type",
-                                                                   "accept")}
+        sent = {
+            k: v
+            for k, v in headers.items()
+            if k.lower() in ("authorization", "content-type", "accept")
+        }
         r = requests.request(method, self.forward_to + path, headers=sent, data=body, timeout=30)
         return r.status_code, r.headers.get("Content-Type", "application/json"), r.content
 
@@ -105,12 +116,15 @@ class EchoingUpstream(RecordingUpstream):
     """An upstream that refuses every call with an error quoting the key and headers it got,
     as some APIs quote a wrong key back: status from the model name, `echo:401`."""
 
-    def forward(self, method: str, path: str, headers: dict[str, str],
-                body: bytes) -> tuple[int, str, bytes]:
+    def forward(
+        self, method: str, path: str, headers: dict[str, str], body: bytes
+    ) -> tuple[int, str, bytes]:
         model = json.loads(body or b"{}").get("model", "echo:401")
         status = int(model.partition(":")[2] or 401)
-        message = (f"Incorrect API key provided: {headers.get('Authorization')}. "
-                   f"Your request had headers {json.dumps(headers)}")
+        message = (
+            f"Incorrect API key provided: {headers.get('Authorization')}. "
+            f"Your request had headers {json.dumps(headers)}"
+        )
         error = {"error": {"message": message, "type": "invalid_request_error", "code": "x"}}
         return status, "application/json", json.dumps(error).encode()
 
@@ -133,8 +147,9 @@ def bait() -> Iterator[RecordingUpstream]:
 @pytest.fixture(scope="module")
 def recorded(redis_url: str, recorder: RecordingUpstream) -> Iterator[Stack]:
     """A stack whose upstream is the recorder, with the result cache shared on purpose."""
-    s = start_stack(redis_url.rsplit("/", 1)[0] + "/15", recorder.url + "/v1",
-                    CHATQ_CACHE_SHARED="1")
+    s = start_stack(
+        redis_url.rsplit("/", 1)[0] + "/15", recorder.url + "/v1", CHATQ_CACHE_SHARED="1"
+    )
     s.redis.flushdb()
     yield s
     s.stop()
@@ -149,12 +164,15 @@ def _as_seen_by(stack: Stack, job_id: str, key: str) -> dict[str, tuple[int, Any
     base = f"{stack.url}/v1/jobs/{job_id}"
     calls = {
         "job": lambda: requests.get(base, headers=h, params={"wait": 10}, timeout=20),
-        "result": lambda: requests.get(base + "/result", headers=h, params={"wait": 10},
-                                       timeout=20),
-        "events": lambda: requests.get(base + "/events", headers=h, params={"wait": 10},
-                                       timeout=20),
-        "sse": lambda: requests.get(base + "/events", timeout=20,
-                                    headers={**h, "Accept": "text/event-stream"}),
+        "result": lambda: requests.get(
+            base + "/result", headers=h, params={"wait": 10}, timeout=20
+        ),
+        "events": lambda: requests.get(
+            base + "/events", headers=h, params={"wait": 10}, timeout=20
+        ),
+        "sse": lambda: requests.get(
+            base + "/events", timeout=20, headers={**h, "Accept": "text/event-stream"}
+        ),
         "cancel": lambda: requests.post(base + "/cancel", headers=h, timeout=20),
     }
     seen = {}
@@ -183,8 +201,12 @@ def test_another_key_gets_404_on_every_job_endpoint_exactly_as_for_an_unknown_id
 
 def test_idempotency_keys_are_per_owner(stack: Stack) -> None:
     def post(owner_key: str, idem: str, body: dict[str, Any]) -> requests.Response:
-        return requests.post(f"{stack.url}/v1/jobs", json=body, timeout=20,
-                             headers=_headers(owner_key, **{"Idempotency-Key": idem}))
+        return requests.post(
+            f"{stack.url}/v1/jobs",
+            json=body,
+            timeout=20,
+            headers=_headers(owner_key, **{"Idempotency-Key": idem}),
+        )
 
     key, other_key = f"idem-{time.time_ns()}", f"idem-other-{time.time_ns()}"
     body = _body("same body")
@@ -205,9 +227,14 @@ def test_the_result_cache_and_single_flight_are_per_owner(stack: Stack) -> None:
     body = _body(f"deterministic {time.time_ns()}", "fake:ttft=1,tokens=8", temperature=0)
     url = f"{stack.url}/v1/jobs"
     with ThreadPoolExecutor(2) as pool:
-        answers = list(pool.map(
-            lambda k: requests.post(url, json=body, headers=_headers(k), params={"wait": 20},
-                                    timeout=30).json(), [ALICE_KEY, BOB_KEY]))
+        answers = list(
+            pool.map(
+                lambda k: requests.post(
+                    url, json=body, headers=_headers(k), params={"wait": 20}, timeout=30
+                ).json(),
+                [ALICE_KEY, BOB_KEY],
+            )
+        )
     assert [a["status"] for a in answers] == ["completed", "completed"]
     # Neither was served from the other's cache, nor followed the other's upstream call.
     assert [a["cached"] for a in answers] == [False, False]
@@ -223,8 +250,9 @@ def test_the_result_cache_and_single_flight_are_per_owner(stack: Stack) -> None:
 def test_a_shared_cache_serves_another_owner_only_when_configured(recorded: Stack) -> None:
     body = _body(f"shared {time.time_ns()}", temperature=0)
     url = f"{recorded.url}/v1/jobs"
-    first = requests.post(url, json=body, headers=_headers(ALICE_KEY), params={"wait": 20},
-                          timeout=30).json()
+    first = requests.post(
+        url, json=body, headers=_headers(ALICE_KEY), params={"wait": 20}, timeout=30
+    ).json()
     second = requests.post(url, json=body, headers=_headers(BOB_KEY), timeout=30).json()
     assert first["cached"] is False and second["cached"] is True
     assert second["id"] != first["id"]
@@ -272,7 +300,7 @@ def test_a_body_over_the_limit_is_413(stack: Stack, path: str) -> None:
 
 def _chunks(data: bytes, size: int = 65536) -> Iterator[bytes]:
     for i in range(0, len(data), size):
-        yield data[i:i + size]
+        yield data[i : i + size]
 
 
 @pytest.mark.parametrize("path", ["/v1/jobs", "/v1/chat/completions"])
@@ -284,15 +312,17 @@ def test_a_chunked_body_over_the_limit_is_413_too(stack: Stack, path: str) -> No
 
 def test_a_chunked_body_under_the_limit_is_accepted(stack: Stack) -> None:
     small = json.dumps(_body("chunked but small")).encode()
-    r = requests.post(f"{stack.url}/v1/jobs", data=_chunks(small, 7), headers=_headers(),
-                      timeout=30)
+    r = requests.post(
+        f"{stack.url}/v1/jobs", data=_chunks(small, 7), headers=_headers(), timeout=30
+    )
     assert r.status_code == 202, r.text
 
 
 OVERSIZE_HEADERS = {
     "one huge header (gunicorn limit_request_field_size 8190)": {"X-Big": "S3CRET" * 2000},
-    "too many headers (gunicorn limit_request_fields 100)":
-        {f"X-Many-{i}": "S3CRET" for i in range(120)},
+    "too many headers (gunicorn limit_request_fields 100)": {
+        f"X-Many-{i}": "S3CRET" for i in range(120)
+    },
     "a huge bearer token": {"Authorization": "Bearer " + ALICE_KEY + "S3CRET" * 2000},
 }
 
@@ -309,23 +339,41 @@ def test_oversize_headers_are_refused_without_echo_and_the_web_survives(
 
 
 def test_an_oversize_request_line_is_refused_and_the_web_survives(stack: Stack) -> None:
-    r = requests.get(f"{stack.url}/v1/jobs/job_x", params={"q": "S3CRET" * 1000},
-                     headers=_headers(), timeout=10)
+    r = requests.get(
+        f"{stack.url}/v1/jobs/job_x", params={"q": "S3CRET" * 1000}, headers=_headers(), timeout=10
+    )
     assert r.status_code in (400, 414), r.status_code
     assert "S3CRET" not in r.text
     assert requests.get(f"{stack.url}/healthz", timeout=10).ok
 
 
 def test_oversize_headers_are_refused_in_openai_shape(stack: Stack) -> None:
-    r = requests.get(f"{stack.url}/v1/queue", headers={**_headers(), "X-Big": "a" * 9000},
-                     timeout=10)
+    r = requests.get(
+        f"{stack.url}/v1/queue", headers={**_headers(), "X-Big": "a" * 9000}, timeout=10
+    )
     _assert_openai_error(r, 431, "request_header_fields_too_large")
 
 
 # --- wait and cursor -------------------------------------------------------------------
 
-BAD_WAITS = ["-1", "nan", "NaN", "inf", "-inf", "1e999", "1e", "e5", "abc", "", " ", "0x10",
-             "1,5", "--1", "5s", "1.2.3"]
+BAD_WAITS = [
+    "-1",
+    "nan",
+    "NaN",
+    "inf",
+    "-inf",
+    "1e999",
+    "1e",
+    "e5",
+    "abc",
+    "",
+    " ",
+    "0x10",
+    "1,5",
+    "--1",
+    "5s",
+    "1.2.3",
+]
 
 
 @pytest.fixture(scope="module")
@@ -342,8 +390,13 @@ def test_bad_wait_values_are_400_on_every_waiting_endpoint(
     for value in BAD_WAITS:
         r = stack.get(done_job["id"], suffix=suffix, wait=value)
         _assert_openai_error(r, 400, "invalid_wait")
-    r = requests.post(f"{stack.url}/v1/jobs", json=_body("x"), params={"wait": "nan"},
-                      headers=_headers(), timeout=10)
+    r = requests.post(
+        f"{stack.url}/v1/jobs",
+        json=_body("x"),
+        params={"wait": "nan"},
+        headers=_headers(),
+        timeout=10,
+    )
     _assert_openai_error(r, 400, "invalid_wait")
 
 
@@ -353,13 +406,32 @@ def test_huge_waits_are_capped_and_unreadable_prefer_waits_ignored(
     r = stack.get(done_job["id"], wait="9" * 300)
     assert r.status_code == 200 and r.headers["Preference-Applied"] == "wait=55"
     for prefer in ("wait=abc", "wait=-1", "wait=nan", "wait=" + "9" * 5000):
-        r = requests.get(f"{stack.url}/v1/jobs/{done_job['id']}", timeout=10,
-                         headers=_headers(Prefer=prefer))
+        r = requests.get(
+            f"{stack.url}/v1/jobs/{done_job['id']}", timeout=10, headers=_headers(Prefer=prefer)
+        )
         assert r.status_code == 200, (prefer, r.text)
 
 
-BAD_CURSORS = ["abc", "-1", "1-", "-1-1", "1-2-3", "(1-2", "[1-2", "+", "-", "0-0 ", "1 -1",
-               "1-1\r", "1" * 21, "1-" + "1" * 21, "\u0660", "1-1;DROP", "*", "$"]
+BAD_CURSORS = [
+    "abc",
+    "-1",
+    "1-",
+    "-1-1",
+    "1-2-3",
+    "(1-2",
+    "[1-2",
+    "+",
+    "-",
+    "0-0 ",
+    "1 -1",
+    "1-1\r",
+    "1" * 21,
+    "1-" + "1" * 21,
+    "\u0660",
+    "1-1;DROP",
+    "*",
+    "$",
+]
 
 
 @pytest.mark.parametrize("where", ["cursor", "Last-Event-ID"])
@@ -368,9 +440,11 @@ def test_bad_cursors_are_400(stack: Stack, done_job: dict[str, Any], where: str)
         if where == "cursor":
             r = stack.get(done_job["id"], suffix="/events", cursor=cursor)
         elif cursor == cursor.strip() and cursor.isascii():  # as a header can carry it
-            r = requests.get(f"{stack.url}/v1/jobs/{done_job['id']}/events", timeout=10,
-                             headers=_headers(Accept="text/event-stream",
-                                              **{"Last-Event-ID": cursor}))
+            r = requests.get(
+                f"{stack.url}/v1/jobs/{done_job['id']}/events",
+                timeout=10,
+                headers=_headers(Accept="text/event-stream", **{"Last-Event-ID": cursor}),
+            )
         else:
             continue
         _assert_openai_error(r, 400, "invalid_cursor")
@@ -396,10 +470,14 @@ def test_unchecked_cursors_are_400_not_500(stack: Stack, done_job: dict[str, Any
 def test_an_overflowing_last_event_id_is_400_not_a_broken_stream(
     stack: Stack, done_job: dict[str, Any]
 ) -> None:
-    r = requests.get(f"{stack.url}/v1/jobs/{done_job['id']}/events", timeout=10,
-                     headers=_headers(Accept="text/event-stream",
-                                      **{"Last-Event-ID": UNCHECKED_CURSORS[
-                                          "20 digits over 2**64-1"]}))
+    r = requests.get(
+        f"{stack.url}/v1/jobs/{done_job['id']}/events",
+        timeout=10,
+        headers=_headers(
+            Accept="text/event-stream",
+            **{"Last-Event-ID": UNCHECKED_CURSORS["20 digits over 2**64-1"]},
+        ),
+    )
     _assert_openai_error(r, 400, "invalid_cursor")
 
 
@@ -411,15 +489,26 @@ def _nasty_requests(stack: Stack, job_id: str) -> Iterator[requests.Response]:
     for cursor in UNCHECKED_CURSORS.values():
         yield stack.get(job_id, suffix="/events", cursor=cursor)
     deep = "[" * 100_000 + "]" * 100_000
-    for raw in (deep, '{"messages": ' + deep + "}", "\xff\xfe", '{"messages": "\\ud800"}',
-                '{"messages": [{"role": "user", "content": "\\ud800"}]}', "1e999999", "NaN",
-                '{"messages": [{"role": "user", "content": [1, {"type": 5}]}]}',
-                '{"messages": [{"role": "user", "content": "x"}], "max_tokens": 1e400}'):
-        yield requests.post(f"{stack.url}/v1/jobs", data=raw.encode("utf-8", "surrogatepass"),
-                            headers=h, timeout=20)
-        yield requests.post(f"{stack.url}/v1/chat/completions",
-                            data=raw.encode("utf-8", "surrogatepass"),
-                            headers={**h, "Prefer": "wait=0"}, timeout=20)
+    for raw in (
+        deep,
+        '{"messages": ' + deep + "}",
+        "\xff\xfe",
+        '{"messages": "\\ud800"}',
+        '{"messages": [{"role": "user", "content": "\\ud800"}]}',
+        "1e999999",
+        "NaN",
+        '{"messages": [{"role": "user", "content": [1, {"type": 5}]}]}',
+        '{"messages": [{"role": "user", "content": "x"}], "max_tokens": 1e400}',
+    ):
+        yield requests.post(
+            f"{stack.url}/v1/jobs", data=raw.encode("utf-8", "surrogatepass"), headers=h, timeout=20
+        )
+        yield requests.post(
+            f"{stack.url}/v1/chat/completions",
+            data=raw.encode("utf-8", "surrogatepass"),
+            headers={**h, "Prefer": "wait=0"},
+            timeout=20,
+        )
 
 
 def test_no_answer_carries_a_traceback_and_a_500_is_openai_shaped(
@@ -437,11 +526,34 @@ def test_no_answer_carries_a_traceback_and_a_500_is_openai_shaped(
 
 # --- no SSRF -----------------------------------------------------------------------------
 
-SSRF_FIELDS = ("base_url", "api_base", "baseURL", "url", "endpoint", "upstream", "host",
-               "extra_headers", "headers", "extra_query", "api_key", "organization")
-SSRF_HEADERS = ("Host", "X-Forwarded-Host", "X-Forwarded-Proto", "X-Forwarded-Port",
-                "X-Forwarded-For", "Forwarded", "X-Original-URL", "X-Rewrite-URL",
-                "X-Upstream", "X-Real-IP", "OpenAI-Organization", "X-Api-Base")
+SSRF_FIELDS = (
+    "base_url",
+    "api_base",
+    "baseURL",
+    "url",
+    "endpoint",
+    "upstream",
+    "host",
+    "extra_headers",
+    "headers",
+    "extra_query",
+    "api_key",
+    "organization",
+)
+SSRF_HEADERS = (
+    "Host",
+    "X-Forwarded-Host",
+    "X-Forwarded-Proto",
+    "X-Forwarded-Port",
+    "X-Forwarded-For",
+    "Forwarded",
+    "X-Original-URL",
+    "X-Rewrite-URL",
+    "X-Upstream",
+    "X-Real-IP",
+    "OpenAI-Organization",
+    "X-Api-Base",
+)
 
 
 def _ssrf_bait(bait: RecordingUpstream) -> tuple[dict[str, Any], dict[str, str]]:
@@ -457,7 +569,9 @@ def _ssrf_bait(bait: RecordingUpstream) -> tuple[dict[str, Any], dict[str, str]]
 
 
 def _assert_only_the_configured_upstream_was_called(
-    recorder: RecordingUpstream, bait: RecordingUpstream, calls: list[dict[str, Any]],
+    recorder: RecordingUpstream,
+    bait: RecordingUpstream,
+    calls: list[dict[str, Any]],
     path: str,
 ) -> None:
     assert bait.connections == 0 and bait.requests == []
@@ -477,18 +591,26 @@ def test_no_request_field_or_header_redirects_the_upstream_call(
 ) -> None:
     fields, headers = _ssrf_bait(bait)
     marker = f"ssrf {time.time_ns()}"
-    r = requests.post(f"{recorded.url}/v1/jobs", json=_body(marker, **fields),
-                      params={"wait": 20}, headers=_headers(**headers), timeout=30)
+    r = requests.post(
+        f"{recorded.url}/v1/jobs",
+        json=_body(marker, **fields),
+        params={"wait": 20},
+        headers=_headers(**headers),
+        timeout=30,
+    )
     assert r.status_code == 200 and r.json()["status"] == "completed", r.text
     assert r.headers.get("Location") is None  # terminal: no Location to poison
     calls = [c for c in recorder.requests if marker.encode() in c["body"]]
     assert len(calls) == 1
-    _assert_only_the_configured_upstream_was_called(recorder, bait, calls,
-                                                    "/v1/chat/completions")
+    _assert_only_the_configured_upstream_was_called(recorder, bait, calls, "/v1/chat/completions")
     # The extra fields travel to the configured upstream as data in the body, nothing more.
     assert json.loads(calls[0]["body"])["base_url"] == bait.url + "/v1"
-    pending = requests.post(f"{recorded.url}/v1/jobs", json=_body(marker + " 2", "fake:ttft=1"),
-                            headers=_headers(**headers), timeout=30)
+    pending = requests.post(
+        f"{recorded.url}/v1/jobs",
+        json=_body(marker + " 2", "fake:ttft=1"),
+        headers=_headers(**headers),
+        timeout=30,
+    )
     assert pending.headers["Location"] == f"/v1/jobs/{pending.json()['id']}"
 
 
@@ -497,18 +619,26 @@ def test_the_front_door_and_models_list_ignore_client_upstream_hints(
 ) -> None:
     fields, headers = _ssrf_bait(bait)
     marker = f"front door {time.time_ns()}"
-    r = requests.post(f"{recorded.url}/v1/chat/completions", json=_body(marker, **fields),
-                      headers=_headers(**headers), timeout=30)
+    r = requests.post(
+        f"{recorded.url}/v1/chat/completions",
+        json=_body(marker, **fields),
+        headers=_headers(**headers),
+        timeout=30,
+    )
     assert r.status_code == 200, r.text
     calls = [c for c in recorder.requests if marker.encode() in c["body"]]
-    _assert_only_the_configured_upstream_was_called(recorder, bait, calls,
-                                                    "/v1/chat/completions")
+    _assert_only_the_configured_upstream_was_called(recorder, bait, calls, "/v1/chat/completions")
     before = len(recorder.requests)
-    r = requests.get(f"{recorded.url}/v1/models", params={"base_url": bait.url},
-                     headers=_headers(**headers), timeout=30)
+    r = requests.get(
+        f"{recorded.url}/v1/models",
+        params={"base_url": bait.url},
+        headers=_headers(**headers),
+        timeout=30,
+    )
     assert r.status_code == 200 and r.json()["object"] == "list"
-    _assert_only_the_configured_upstream_was_called(recorder, bait,
-                                                    recorder.requests[before:], "/v1/models")
+    _assert_only_the_configured_upstream_was_called(
+        recorder, bait, recorder.requests[before:], "/v1/models"
+    )
 
 
 @pytest.fixture
@@ -516,8 +646,9 @@ def echoing() -> Iterator[Stack]:
     """A stack on a Redis of its own whose upstream quotes our upstream key back in errors."""
     server = LocalRedis().start()
     upstream = EchoingUpstream()
-    s = start_stack(server.url, upstream.url + "/v1", CHATQ_UPSTREAM_MAX_ATTEMPTS="2",
-                    CHATQ_RETRY_BASE="0.05")
+    s = start_stack(
+        server.url, upstream.url + "/v1", CHATQ_UPSTREAM_MAX_ATTEMPTS="2", CHATQ_RETRY_BASE="0.05"
+    )
     yield s
     s.stop()
     upstream.stop()
@@ -529,10 +660,17 @@ def test_an_upstream_error_quoting_our_key_never_reaches_the_client(echoing: Sta
     for model in ("echo:401", "echo:400", "echo:404", "echo:429", "echo:503"):
         job = echoing.submit("x", model=model, wait=20).json()
         assert job["status"] == "failed", job
-        seen += [json.dumps(job), echoing.get(job["id"], suffix="/result").text,
-                 echoing.get(job["id"], suffix="/events").text]
-        front = requests.post(f"{echoing.url}/v1/chat/completions", json=_body("y", model),
-                              headers=_headers(), timeout=30)
+        seen += [
+            json.dumps(job),
+            echoing.get(job["id"], suffix="/result").text,
+            echoing.get(job["id"], suffix="/events").text,
+        ]
+        front = requests.post(
+            f"{echoing.url}/v1/chat/completions",
+            json=_body("y", model),
+            headers=_headers(),
+            timeout=30,
+        )
         assert front.status_code >= 400
         seen.append(front.text)
     models = requests.get(f"{echoing.url}/v1/models", headers=_headers(), timeout=30)
@@ -571,18 +709,33 @@ def test_keys_are_held_hashed_and_compared_against_every_entry(
 
 
 def test_an_unknown_or_malformed_key_is_401_everywhere(stack: Stack) -> None:
-    routes = [("POST", "/v1/jobs"), ("GET", "/v1/jobs/job_" + "a" * 32),
-              ("GET", "/v1/jobs/job_" + "a" * 32 + "/result"),
-              ("GET", "/v1/jobs/job_" + "a" * 32 + "/events"),
-              ("POST", "/v1/jobs/job_" + "a" * 32 + "/cancel"),
-              ("POST", "/v1/chat/completions"), ("GET", "/v1/models"), ("GET", "/v1/queue")]
-    auths = [None, "", "Bearer", "Bearer ", "Basic " + ALICE_KEY, "Bearer " + ALICE_KEY[:-1],
-             "Bearer " + ALICE_KEY + "x", "bearer  " + ALICE_KEY.upper(), "Token " + ALICE_KEY]
+    routes = [
+        ("POST", "/v1/jobs"),
+        ("GET", "/v1/jobs/job_" + "a" * 32),
+        ("GET", "/v1/jobs/job_" + "a" * 32 + "/result"),
+        ("GET", "/v1/jobs/job_" + "a" * 32 + "/events"),
+        ("POST", "/v1/jobs/job_" + "a" * 32 + "/cancel"),
+        ("POST", "/v1/chat/completions"),
+        ("GET", "/v1/models"),
+        ("GET", "/v1/queue"),
+    ]
+    auths = [
+        None,
+        "",
+        "Bearer",
+        "Bearer ",
+        "Basic " + ALICE_KEY,
+        "Bearer " + ALICE_KEY[:-1],
+        "Bearer " + ALICE_KEY + "x",
+        "bearer  " + ALICE_KEY.upper(),
+        "Token " + ALICE_KEY,
+    ]
     for method, path in routes:
         for auth in auths:
             headers = {} if auth is None else {"Authorization": auth}
-            r = requests.request(method, stack.url + path, json=_body("x"), headers=headers,
-                                 timeout=10)
+            r = requests.request(
+                method, stack.url + path, json=_body("x"), headers=headers, timeout=10
+            )
             _assert_openai_error(r, 401, "invalid_api_key")
 
 

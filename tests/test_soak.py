@@ -21,23 +21,26 @@ def _samples(web_growth: float = 0.0, p99_growth: float = 0.0) -> list[dict[str,
     out = []
     for t in range(1, 101):
         share = t / 100
-        out.append({
-            "t_s": float(t),
-            "web_rss": int(200 * MiB * (1 + web_growth * share)),
-            "worker_rss": [100 * MiB, 100 * MiB],
-            "redis": {"used_memory": 20 * MiB},
-            "e2e_p99_s": 10.0 * (1 + p99_growth * share),
-            "submit_p99_ms": 20.0,
-            "wake_p99_ms": 5.0,
-            "in_flight": 50,
-            "completed": 50 * t,
-            "cpu_s": {"web": 0.5 * t, "workers": 0.6 * t},
-        })
+        out.append(
+            {
+                "t_s": float(t),
+                "web_rss": int(200 * MiB * (1 + web_growth * share)),
+                "worker_rss": [100 * MiB, 100 * MiB],
+                "redis": {"used_memory": 20 * MiB},
+                "e2e_p99_s": 10.0 * (1 + p99_growth * share),
+                "submit_p99_ms": 20.0,
+                "wake_p99_ms": 5.0,
+                "in_flight": 50,
+                "completed": 50 * t,
+                "cpu_s": {"web": 0.5 * t, "workers": 0.6 * t},
+            }
+        )
     return out
 
 
-def _verdicts(samples: list[dict[str, Any]], drained_bytes: int = 2 * MiB,
-              load: Load | None = None) -> dict[str, Any]:
+def _verdicts(
+    samples: list[dict[str, Any]], drained_bytes: int = 2 * MiB, load: Load | None = None
+) -> dict[str, Any]:
     drained = {**BASELINE, "used_memory": drained_bytes}
     return soak_verdicts.verdicts(samples, 100.0, 20.0, BASELINE, drained, load or Load())
 
@@ -86,8 +89,10 @@ def _gc_metrics(counts: dict[str, int]) -> str:
     lines = []
     for generation in ("0", "2"):
         for le, n in counts.items():
-            lines.append(f'chatq_gc_pause_seconds_bucket{{generation="{generation}",le="{le}"}}'
-                         f" {float(n) if generation == '0' else 0.0}")
+            lines.append(
+                f'chatq_gc_pause_seconds_bucket{{generation="{generation}",le="{le}"}}'
+                f" {float(n) if generation == '0' else 0.0}"
+            )
     return "\n".join(lines) + "\n"
 
 
@@ -95,8 +100,7 @@ def test_the_longest_gc_pause_is_bounded_by_the_buckets_of_the_load_only() -> No
     # Before the load: one start-up collection between 0.1 and 0.25 s.
     before = gcpauses.parse(_gc_metrics({"0.01": 0, "0.05": 0, "0.1": 0, "0.25": 1, "+Inf": 1}))
     # During it: 40 more pauses, the longest between 0.01 and 0.05 s.
-    after = gcpauses.parse(_gc_metrics({"0.01": 30, "0.05": 40, "0.1": 40, "0.25": 41,
-                                        "+Inf": 41}))
+    after = gcpauses.parse(_gc_metrics({"0.01": 30, "0.05": 40, "0.1": 40, "0.25": 41, "+Inf": 41}))
     assert gcpauses.longest(before, after) == {"pauses": 40, "above_s": 0.01, "at_most_s": 0.05}
     assert gcpauses.longest(None, after)["at_most_s"] == 0.25
     over = gcpauses.parse(_gc_metrics({"0.01": 0, "0.25": 0, "+Inf": 2}))
@@ -107,25 +111,45 @@ def test_the_longest_gc_pause_is_bounded_by_the_buckets_of_the_load_only() -> No
 def test_the_worst_gc_bound_of_web_and_workers_is_the_summary_figure() -> None:
     quiet = gcpauses.parse(_gc_metrics({"0.01": 5, "0.05": 5, "+Inf": 5}))
     slow = gcpauses.parse(_gc_metrics({"0.01": 5, "0.05": 6, "+Inf": 6}))
-    summary = soak_verdicts.gc_longest({"web": None, "workers": [None, None]},
-                                       {"web": quiet, "workers": [quiet, slow]})
+    summary = soak_verdicts.gc_longest(
+        {"web": None, "workers": [None, None]}, {"web": quiet, "workers": [quiet, slow]}
+    )
     assert summary["at_most_s"] == 0.05 and summary["read"]
-    unread = soak_verdicts.gc_longest({"web": None, "workers": [None]},
-                                      {"web": quiet, "workers": [None]})
+    unread = soak_verdicts.gc_longest(
+        {"web": None, "workers": [None]}, {"web": quiet, "workers": [None]}
+    )
     assert not unread["read"]
 
 
 @pytest.mark.slow
 def test_a_short_soak_of_the_real_stack_passes(tmp_path: Path) -> None:
     out = tmp_path / "soak.json"
-    args = ["--minutes", "0.3", "--rate", "10", "--waiters", "10", "--ttl", "2",
-            "--sample-seconds", "1", "--out", str(out)]
+    args = [
+        "--minutes",
+        "0.3",
+        "--rate",
+        "10",
+        "--waiters",
+        "10",
+        "--ttl",
+        "2",
+        "--sample-seconds",
+        "1",
+        "--out",
+        str(out),
+    ]
     assert soak.main(args) == 0
     result = json.loads(out.read_text())
     summary = result["summary"]
     assert summary["submitted"] == summary["completed"] >= 150
-    assert set(summary["cpu_ms_per_job"]) == {"web", "workers", "redis", "fakellm",
-                                              "load_generator", "total"}
+    assert set(summary["cpu_ms_per_job"]) == {
+        "web",
+        "workers",
+        "redis",
+        "fakellm",
+        "load_generator",
+        "total",
+    }
     assert all(value > 0 for value in summary["cpu_ms_per_job"].values())
     assert summary["gc_pause_longest"]["read"] and summary["completed_per_s"] > 0
     assert result["alive"] == {"web": True, "workers": [True, True]}

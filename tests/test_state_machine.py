@@ -147,6 +147,7 @@ class JobMachine(RuleBasedStateMachine):
     def _assert_followers_match(self, leader_id: str, follower_ids: list[str]) -> None:
         """Followers end with their leader's status, output and result."""
         fields = ("status", "result", "error")
+
         def seen(job_id: str) -> tuple[list[str | None], str | None]:
             return self.redis.hmget(keys.job(job_id), fields), self.redis.get(keys.text(job_id))
 
@@ -163,8 +164,9 @@ class JobMachine(RuleBasedStateMachine):
     def create(self, owner: str, flight: str) -> None:
         self.counter += 1
         job_id = f"job_{self.counter:04d}{'x' * 16}"
-        record = jobs.new_record(job_id, owner, "fake", "interactive", {"n": self.counter},
-                                 time.time())
+        record = jobs.new_record(
+            job_id, owner, "fake", "interactive", {"n": self.counter}, time.time()
+        )
         leader = self.inflight.get(flight, "") if flight else ""
         created = self.store.create(record=record, lease_s=LEASE_S, flight=flight)
         m = Model(owner=owner)
@@ -192,12 +194,19 @@ class JobMachine(RuleBasedStateMachine):
         job_id = f"job_{self.counter:04d}{'c' * 16}"
         now = time.time()
         record = jobs.new_record(job_id, owner, "fake", "interactive", {"n": self.counter}, now)
-        record |= {"status": jobs.COMPLETED, "cached": "1", "output_text": text,
-                   "result": json.dumps({"cached": text}), "finish_reason": "stop",
-                   "started_at": repr(now), "completed_at": repr(now)}
+        record |= {
+            "status": jobs.COMPLETED,
+            "cached": "1",
+            "output_text": text,
+            "result": json.dumps({"cached": text}),
+            "finish_reason": "stop",
+            "started_at": repr(now),
+            "completed_at": repr(now),
+        }
         assert self.store.create(record=record, lease_s=LEASE_S, cached=True).kind == "created"
-        self.model[job_id] = Model(owner=owner, status=jobs.COMPLETED, output=text,
-                                   has_message=False)
+        self.model[job_id] = Model(
+            owner=owner, status=jobs.COMPLETED, output=text, has_message=False
+        )
 
     @rule(data=st.data())
     def cancel(self, data: st.DataObject) -> None:
@@ -273,13 +282,20 @@ class JobMachine(RuleBasedStateMachine):
             assert not self.store.begin_attempt(job_id=job_id, run_id=run, attempt=9)
         elif call == "append":
             offset = len(m.output.encode())
-            assert not self.store.append(job_id=job_id, run_id=run, offset_bytes=offset,
-                                         text=text)
+            assert not self.store.append(job_id=job_id, run_id=run, offset_bytes=offset, text=text)
         else:
             # Only the run that completed the job hears "done" again (a repeated finish).
             again = run == m.ended_by and m.status == jobs.COMPLETED
-            assert self.store.finish(job_id=job_id, run_id=run, status=jobs.COMPLETED,
-                                     fields={"result": "{}"}, tail=text) is again
+            assert (
+                self.store.finish(
+                    job_id=job_id,
+                    run_id=run,
+                    status=jobs.COMPLETED,
+                    fields={"result": "{}"},
+                    tail=text,
+                )
+                is again
+            )
 
     @rule(data=st.data(), again=st.booleans())
     def begin_attempt(self, data: st.DataObject, again: bool) -> None:
@@ -304,8 +320,7 @@ class JobMachine(RuleBasedStateMachine):
         m = self.model[job_id]
         ours = self._owned(job_id, run)
         offset = len(m.output.encode())
-        assert self.store.append(job_id=job_id, run_id=run, offset_bytes=offset,
-                                 text=text) is ours
+        assert self.store.append(job_id=job_id, run_id=run, offset_bytes=offset, text=text) is ours
         if ours:
             m.last_append = (offset, text)
             for j in self._group(job_id):
@@ -321,8 +336,9 @@ class JobMachine(RuleBasedStateMachine):
         assert m.last_append is not None
         offset, text = m.last_append
         ours = self._owned(job_id, m.run)
-        assert self.store.append(job_id=job_id, run_id=m.run, offset_bytes=offset,
-                                 text=text) is ours
+        assert (
+            self.store.append(job_id=job_id, run_id=m.run, offset_bytes=offset, text=text) is ours
+        )
 
     @rule(data=st.data(), text=texts, status=st.sampled_from([jobs.COMPLETED, jobs.FAILED]))
     def finish(self, data: st.DataObject, text: str, status: str) -> None:
@@ -330,16 +346,21 @@ class JobMachine(RuleBasedStateMachine):
             return
         job_id, run = picked
         ours = self._owned(job_id, run)
-        fields = ({"result": json.dumps({"run": run}), "finish_reason": "stop"}
-                  if status == jobs.COMPLETED else {"error": json.dumps({"code": "x"})})
-        finished = self.store.finish(job_id=job_id, run_id=run, status=status, fields=fields,
-                                     tail=text, finish_reason="stop")
+        fields = (
+            {"result": json.dumps({"run": run}), "finish_reason": "stop"}
+            if status == jobs.COMPLETED
+            else {"error": json.dumps({"code": "x"})}
+        )
+        finished = self.store.finish(
+            job_id=job_id, run_id=run, status=status, fields=fields, tail=text, finish_reason="stop"
+        )
         assert finished is ours
         if not ours:
             return
         # A worker that lost the answer finishes again: the same answer, nothing changes.
-        assert self.store.finish(job_id=job_id, run_id=run, status=status, fields=fields,
-                                 tail=text, finish_reason="stop")
+        assert self.store.finish(
+            job_id=job_id, run_id=run, status=status, fields=fields, tail=text, finish_reason="stop"
+        )
         followers = sorted(self.model[job_id].followers)
         self.model[job_id].ended_by = run
         for j in self._group(job_id):
@@ -354,9 +375,13 @@ class JobMachine(RuleBasedStateMachine):
         if (picked := self._running(data)) is None:
             return
         job_id, run = picked
-        expected = (LeaseState.HELD if self._owned(job_id, run)
-                    else LeaseState.CANCELLED if self.model[job_id].status == jobs.CANCELLED
-                    else LeaseState.LOST)
+        expected = (
+            LeaseState.HELD
+            if self._owned(job_id, run)
+            else LeaseState.CANCELLED
+            if self.model[job_id].status == jobs.CANCELLED
+            else LeaseState.LOST
+        )
         states = self.store.heartbeat(runs=[(job_id, run)], lease_s=LEASE_S, worker="w", slots=1)
         assert states == [expected]
         if expected is LeaseState.HELD:
@@ -399,8 +424,9 @@ class JobMachine(RuleBasedStateMachine):
 
     # --- invariants --------------------------------------------------------------------
 
-    def _read_all(self) -> list[tuple[str, dict[str, str], list[tuple[str, dict[str, str]]],
-                                     float | None]]:
+    def _read_all(
+        self,
+    ) -> list[tuple[str, dict[str, str], list[tuple[str, dict[str, str]]], float | None]]:
         """Each job's record (with its text as `output_text`), events and lease."""
         pipe = self.redis.pipeline(transaction=False)
         ids = sorted(self.model)
@@ -410,8 +436,15 @@ class JobMachine(RuleBasedStateMachine):
             pipe.xrange(keys.events(job_id))
             pipe.zscore(keys.leases(keys.shard(job_id)), job_id)
         out = pipe.execute()
-        return [(job_id, {**out[4 * i], "output_text": out[4 * i + 1] or ""}, out[4 * i + 2],
-                 out[4 * i + 3]) for i, job_id in enumerate(ids)]
+        return [
+            (
+                job_id,
+                {**out[4 * i], "output_text": out[4 * i + 1] or ""},
+                out[4 * i + 2],
+                out[4 * i + 3],
+            )
+            for i, job_id in enumerate(ids)
+        ]
 
     @invariant()
     def redis_agrees_with_the_rules(self) -> None:
@@ -469,8 +502,13 @@ def _flight(shard: str) -> str:
 def _run(client: redis.Redis, examples: int, steps: int) -> None:
     run_state_machine_as_test(
         lambda: JobMachine(client),
-        settings=settings(max_examples=examples, stateful_step_count=steps, deadline=None,
-                          database=None, suppress_health_check=[HealthCheck.too_slow]),
+        settings=settings(
+            max_examples=examples,
+            stateful_step_count=steps,
+            deadline=None,
+            database=None,
+            suppress_health_check=[HealthCheck.too_slow],
+        ),
     )
 
 
@@ -489,24 +527,32 @@ def test_a_terminal_job_ignores_every_later_transition(client: redis.Redis) -> N
     """The promise spelled out once, in plain steps: nothing moves a completed job."""
     store = Store(client, job_ttl_s=3600)
     job_id = "job_" + "t" * 32
-    store.create(record=jobs.new_record(job_id, "alice", "fake", "interactive", {}, time.time()),
-                 lease_s=LEASE_S)
+    store.create(
+        record=jobs.new_record(job_id, "alice", "fake", "interactive", {}, time.time()),
+        lease_s=LEASE_S,
+    )
     assert store.claim(job_id=job_id, run_id="r1", lease_s=LEASE_S).claimed
     assert store.append(job_id=job_id, run_id="r1", offset_bytes=0, text="hello")
-    assert store.finish(job_id=job_id, run_id="r1", status=jobs.COMPLETED,
-                        fields={"result": "{}"}, tail=" world", finish_reason="stop")
+    assert store.finish(
+        job_id=job_id,
+        run_id="r1",
+        status=jobs.COMPLETED,
+        fields={"result": "{}"},
+        tail=" world",
+        finish_reason="stop",
+    )
     before = (client.hgetall(keys.job(job_id)), client.xlen(keys.events(job_id)))
     assert store.claim(job_id=job_id, run_id="r2", lease_s=LEASE_S).status == jobs.COMPLETED
     assert not store.begin_attempt(job_id=job_id, run_id="r1", attempt=2)
     assert not store.append(job_id=job_id, run_id="r1", offset_bytes=11, text="late")
-    assert not store.finish(job_id=job_id, run_id="r1", status=jobs.FAILED,
-                            fields={"error": "{}"})
+    assert not store.finish(job_id=job_id, run_id="r1", status=jobs.FAILED, fields={"error": "{}"})
     assert store.cancel(job_id=job_id, lease_s=LEASE_S).status == jobs.COMPLETED
     client.zadd(keys.leases(keys.shard(job_id)), {job_id: 0})
     swept = store.sweep(lease_s=LEASE_S, resend_s=LEASE_S, max_takeovers=MAX_TAKEOVERS)
     assert [(s.job_id, s.outcome) for s in swept] == [(job_id, SweepOutcome.GONE)]
-    assert store.heartbeat(runs=[(job_id, "r1")], lease_s=LEASE_S, worker="w",
-                           slots=1) == [LeaseState.LOST]
+    assert store.heartbeat(runs=[(job_id, "r1")], lease_s=LEASE_S, worker="w", slots=1) == [
+        LeaseState.LOST
+    ]
     after = (client.hgetall(keys.job(job_id)), client.xlen(keys.events(job_id)))
     assert after == before
     assert client.get(keys.text(job_id)) == "hello world"
@@ -522,11 +568,11 @@ def test_a_follower_joining_a_running_job_starts_now_not_in_the_future(
     follower = jobs.new_record("job_l" + "f" * 31, "alice", "fake", "interactive", {}, now)
     assert store.create(record=leader, lease_s=lease_s, flight=_flight("l")).kind == "created"
     assert store.claim(job_id=leader["id"], run_id="r1", lease_s=lease_s).claimed
-    assert store.create(record=follower, lease_s=lease_s,
-                        flight=_flight("l")).kind == "follower"
+    assert store.create(record=follower, lease_s=lease_s, flight=_flight("l")).kind == "follower"
     started = float(client.hget(keys.job(follower["id"]), "started_at") or 0)
-    assert store.finish(job_id=leader["id"], run_id="r1", status=jobs.COMPLETED,
-                        fields={"result": "{}"})
+    assert store.finish(
+        job_id=leader["id"], run_id="r1", status=jobs.COMPLETED, fields={"result": "{}"}
+    )
     completed = float(client.hget(keys.job(follower["id"]), "completed_at") or 0)
     assert now - 1 <= started <= completed <= time.time() + 1, (now, started, completed)
 
@@ -547,8 +593,13 @@ def test_a_leader_ends_with_one_copy_of_its_record_on_the_channel(
     (pubsub.ssubscribe if sharded else pubsub.subscribe)(channel)
     get = pubsub.get_sharded_message if sharded else pubsub.get_message
     assert get(timeout=1)["type"] in ("subscribe", "ssubscribe")
-    assert store.finish(job_id=ids[0], run_id="r1", status=jobs.COMPLETED,
-                        fields={"result": "{}"}, tail="a long answer")
+    assert store.finish(
+        job_id=ids[0],
+        run_id="r1",
+        status=jobs.COMPLETED,
+        fields={"result": "{}"},
+        tail="a long answer",
+    )
     messages = []
     while (message := get(timeout=0.5)) is not None:
         messages.append(message["data"])

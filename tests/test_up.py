@@ -31,8 +31,13 @@ class Up:
         self.lines: list[str] = []
         self.banner_shown = threading.Event()
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "scripts.up"], cwd=ROOT, env=env, text=True,
-            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            [sys.executable, "-m", "scripts.up"],
+            cwd=ROOT,
+            env=env,
+            text=True,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
             start_new_session=True,
         )
         self.reader = threading.Thread(target=self._read, daemon=True)
@@ -52,7 +57,7 @@ class Up:
     def banner(self) -> list[str]:
         """The lines from `chatq is up` to the last line of the banner."""
         start = next(i for i, line in enumerate(self.lines) if line.startswith("chatq is up"))
-        return self.lines[start:self.lines.index(LAST_LINE, start) + 1]
+        return self.lines[start : self.lines.index(LAST_LINE, start) + 1]
 
     def stop(self) -> int:
         """Ctrl-C, as from its terminal; answers the exit code."""
@@ -102,8 +107,13 @@ def _comparable(lines: list[str]) -> list[str]:
 
 def _run_pasted(export_line: str, command: str) -> dict[str, object]:
     """Run a printed example in bash after the printed export line; answer its JSON."""
-    done = subprocess.run(["bash", "-c", f"{export_line}\n{command}"], capture_output=True,
-                          text=True, timeout=60, check=True)
+    done = subprocess.run(
+        ["bash", "-c", f"{export_line}\n{command}"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
     answer: dict[str, object] = json.loads(done.stdout)
     return answer
 
@@ -122,8 +132,11 @@ def test_make_up_takes_free_ports_prints_the_readme_banner_and_its_examples_run(
             url = re.search(r"URL=(\S+)", export_line)[1]  # type: ignore[index]
             metrics = re.search(r"metrics at (\S+)\.$", banner[0])[1]  # type: ignore[index]
             assert not url.endswith(":8000") and ":9101/" not in metrics
-            job, completion = (_run_pasted(export_line, line.strip())
-                               for line in banner if line.strip().startswith("curl "))
+            job, completion = (
+                _run_pasted(export_line, line.strip())
+                for line in banner
+                if line.strip().startswith("curl ")
+            )
             assert (job["object"], job["status"]) == ("chat.completion.job", "completed")
             assert completion["object"] == "chat.completion"
             assert "chatq_worker_slots" in requests.get(metrics, timeout=10).text

@@ -89,8 +89,11 @@ def test_faulty_upstreams_end_terminal_within_the_deadline(short: Stack, knobs: 
     # 200: the job ended (by its 6 s CHATQ_JOB_TIMEOUT at the latest) before the 20 s wait did.
     assert r.status_code == 200 and job["status"] == "failed", job
     assert 1 <= job["attempts"] <= int(SHORT["CHATQ_UPSTREAM_MAX_ATTEMPTS"])
-    assert job["error"]["code"] in ("upstream_error", "upstream_timeout",
-                                    "upstream_invalid_response")
+    assert job["error"]["code"] in (
+        "upstream_error",
+        "upstream_timeout",
+        "upstream_invalid_response",
+    )
     assert "Traceback" not in json.dumps(job)
 
 
@@ -111,8 +114,7 @@ def test_identical_concurrent_submissions_reach_the_upstream_once(
     from concurrent.futures import ThreadPoolExecutor
 
     before = _stats(upstreams[0])["requests"]
-    body = _body(f"coalesce {time.time()}", "fake:ttft=0.5,tps=50,tokens=30",
-                 temperature=0)
+    body = _body(f"coalesce {time.time()}", "fake:ttft=0.5,tps=50,tokens=30", temperature=0)
     session = short.session()
     url = f"{short.url}/v1/jobs"
     with ThreadPoolExecutor(50) as pool:
@@ -144,20 +146,30 @@ def test_a_repeated_deterministic_request_is_a_cache_hit(short: Stack) -> None:
 def test_cache_control_no_cache_no_store_and_max_age(short: Stack) -> None:
     s = short.session()
     body = _body(f"controls {time.time()}", temperature=0)
-    s.post(f"{short.url}/v1/jobs?wait=10", json=body, headers={"Cache-Control": "no-store"},
-           timeout=20)
+    s.post(
+        f"{short.url}/v1/jobs?wait=10", json=body, headers={"Cache-Control": "no-store"}, timeout=20
+    )
     assert s.post(f"{short.url}/v1/jobs", json=body, timeout=20).status_code == 202
     time.sleep(1)
-    fresh = s.post(f"{short.url}/v1/jobs", json=body, headers={"Cache-Control": "no-cache"},
-                   timeout=20)
+    fresh = s.post(
+        f"{short.url}/v1/jobs", json=body, headers={"Cache-Control": "no-cache"}, timeout=20
+    )
     assert fresh.status_code == 202
     warm = _body(f"warm {time.time()}", temperature=0.9)
     s.post(f"{short.url}/v1/jobs?wait=10", json=warm, timeout=20)
     assert s.post(f"{short.url}/v1/jobs", json=warm, timeout=20).status_code == 202
-    s.post(f"{short.url}/v1/jobs?wait=10", json=warm, headers={"Cache-Control": "max-age=60"},
-           timeout=20)
-    assert s.post(f"{short.url}/v1/jobs", json=warm, headers={"Cache-Control": "max-age=60"},
-                  timeout=20).json()["cached"] is True
+    s.post(
+        f"{short.url}/v1/jobs?wait=10",
+        json=warm,
+        headers={"Cache-Control": "max-age=60"},
+        timeout=20,
+    )
+    assert (
+        s.post(
+            f"{short.url}/v1/jobs", json=warm, headers={"Cache-Control": "max-age=60"}, timeout=20
+        ).json()["cached"]
+        is True
+    )
 
 
 def test_context_over_the_limit_is_422_naming_both_numbers(short: Stack) -> None:
@@ -172,19 +184,29 @@ def test_context_over_the_limit_is_422_naming_both_numbers(short: Stack) -> None
 def test_truncate_oldest_keeps_the_system_message_and_newest_turns(short: Stack) -> None:
     messages = [{"role": "system", "content": "be brief"}]
     for i in range(30):
-        messages += [{"role": "user", "content": f"old question {i} " + "pad " * 20},
-                     {"role": "assistant", "content": "old answer " + "pad " * 20}]
+        messages += [
+            {"role": "user", "content": f"old question {i} " + "pad " * 20},
+            {"role": "assistant", "content": "old answer " + "pad " * 20},
+        ]
     messages.append({"role": "user", "content": "the newest question"})
     headers = {"Chatq-Context-Overflow": "truncate_oldest"}
-    r = short.session().post(f"{short.url}/v1/jobs?wait=10", headers=headers, timeout=20,
-                             json={"model": "fake", "messages": messages})
+    r = short.session().post(
+        f"{short.url}/v1/jobs?wait=10",
+        headers=headers,
+        timeout=20,
+        json={"model": "fake", "messages": messages},
+    )
     assert r.status_code == 200 and r.json()["output_text"] == "the newest question"
     stored = json.loads(short.redis.hget(keys.job(r.json()["id"]), "request"))
     kept = stored["messages"]
     assert kept[0]["role"] == "system" and kept[-1]["content"] == "the newest question"
     assert 2 < len(kept) < len(messages)
-    bad = short.session().post(f"{short.url}/v1/jobs", headers={"Chatq-Context-Overflow": "x"},
-                               json={"model": "fake", "messages": messages}, timeout=20)
+    bad = short.session().post(
+        f"{short.url}/v1/jobs",
+        headers={"Chatq-Context-Overflow": "x"},
+        json={"model": "fake", "messages": messages},
+        timeout=20,
+    )
     assert bad.status_code == 400
 
 
@@ -195,9 +217,19 @@ def test_a_cache_hit_never_reaches_celery(redis_url: str, fakellm: str) -> None:
         s.redis.flushdb()
         body = _body("seeded", temperature=0)
         request = {**body}
-        result = {"id": "chatcmpl-seed", "object": "chat.completion", "created": 1,
-                  "model": "fake", "choices": [{"index": 0, "finish_reason": "stop",
-                  "message": {"role": "assistant", "content": "from the cache"}}]}
+        result = {
+            "id": "chatcmpl-seed",
+            "object": "chat.completion",
+            "created": 1,
+            "model": "fake",
+            "choices": [
+                {
+                    "index": 0,
+                    "finish_reason": "stop",
+                    "message": {"role": "assistant", "content": "from the cache"},
+                }
+            ],
+        }
         s.redis.set(keys.cache(cache.cache_key(request, "alice")), json.dumps(result), ex=60)
         r = s.session().post(f"{s.url}/v1/jobs", json=body, timeout=10)
         assert r.status_code == 200 and r.json()["output_text"] == "from the cache"
@@ -210,9 +242,13 @@ def test_a_cache_hit_never_reaches_celery(redis_url: str, fakellm: str) -> None:
 
 # 600 calls through at most 105 connections already rules out a connection per call; the
 # long run (slow) shows that the pool holds over 10,000.
-@pytest.mark.parametrize("count", [
-    600, pytest.param(10_000, marks=pytest.mark.slow, id="10000"),
-])
+@pytest.mark.parametrize(
+    "count",
+    [
+        600,
+        pytest.param(10_000, marks=pytest.mark.slow, id="10000"),
+    ],
+)
 def test_pooled_connections_serve_many_calls(
     short: Stack, upstreams: tuple[str, str], count: int
 ) -> None:
@@ -224,12 +260,16 @@ def test_pooled_connections_serve_many_calls(
     headers = dict(short.session().headers)
 
     async def main() -> list[int]:
-        async with aiohttp.ClientSession(headers=headers,
-                                         connector=aiohttp.TCPConnector(limit=200)) as http:
+        async with aiohttp.ClientSession(
+            headers=headers, connector=aiohttp.TCPConnector(limit=200)
+        ) as http:
+
             async def one(i: int) -> int:
-                async with http.post(f"{short.url}/v1/jobs", params={"wait": "30"},
-                                     json=_body(f"pool {i}")) as r:
+                async with http.post(
+                    f"{short.url}/v1/jobs", params={"wait": "30"}, json=_body(f"pool {i}")
+                ) as r:
                     return r.status
+
             return await asyncio.gather(*(one(i) for i in range(count)))
 
     statuses = asyncio.run(main())
@@ -238,5 +278,3 @@ def test_pooled_connections_serve_many_calls(
     assert stats["requests"] >= count
     # One connection per concurrent slot at most (default 100 slots), never one per call.
     assert stats["connections_opened"] <= 100 + 5
-
-

@@ -97,9 +97,18 @@ def test_abort_cuts_a_call_waiting_for_its_first_byte(
     ended: list[Attempt] = []
 
     def call() -> None:
-        ended.append(attempt(session, upstream.url + "/chat/completions", {"model": "x"}, {},
-                             Timeouts(10, FIRST_BYTE_S, FIRST_BYTE_S), handle,
-                             _writer(handle), Redactor()))
+        ended.append(
+            attempt(
+                session,
+                upstream.url + "/chat/completions",
+                {"model": "x"},
+                {},
+                Timeouts(10, FIRST_BYTE_S, FIRST_BYTE_S),
+                handle,
+                _writer(handle),
+                Redactor(),
+            )
+        )
 
     caller = threading.Thread(target=call, daemon=True)
     caller.start()

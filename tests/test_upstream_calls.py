@@ -133,8 +133,11 @@ def test_a_message_delivered_twice_runs_its_job_once(own_stack: StackFactory) ->
     _all_completed(s, ids)
     for job_id in ids:  # ...and once it has ended
         celery_app.enqueue(app, job_id, "interactive")
-    wait_until(lambda: sum(s.redis.llen(k) for k in broker.queue_keys("interactive")) == 0,
-               10, "the duplicates consumed")
+    wait_until(
+        lambda: sum(s.redis.llen(k) for k in broker.queue_keys("interactive")) == 0,
+        10,
+        "the duplicates consumed",
+    )
     assert _calls(fakellm) == 5
     assert all(j["attempts"] == 1 for j in _all_completed(s, ids))
 
@@ -142,8 +145,9 @@ def test_a_message_delivered_twice_runs_its_job_once(own_stack: StackFactory) ->
 def test_a_backlog_older_than_the_resend_period_is_not_sent_again(
     own_stack: StackFactory,
 ) -> None:
-    s, fakellm = own_stack(workers=0, CHATQ_LEASE="1", CHATQ_QUEUE_RESEND="1",
-                           CHATQ_WORKER_CONCURRENCY="1")
+    s, fakellm = own_stack(
+        workers=0, CHATQ_LEASE="1", CHATQ_QUEUE_RESEND="1", CHATQ_WORKER_CONCURRENCY="1"
+    )
     s.procs.append(start_worker(s.env, ""))
     blocker = _submit(s, 1, "fake:ttft=6", "blocker")
     wait_until(lambda: s.get(blocker[0]).json()["status"] == "in_progress", 10, "blocker runs")
@@ -169,12 +173,16 @@ def test_identical_requests_share_one_call_up_to_the_followers_cap(
     own_stack: StackFactory,
 ) -> None:
     s, fakellm = own_stack(workers=1, CHATQ_MAX_FOLLOWERS="2")
-    body = {"model": "fake:ttft=2", "temperature": 0,
-            "messages": [{"role": "user", "content": "the same question"}]}
+    body = {
+        "model": "fake:ttft=2",
+        "temperature": 0,
+        "messages": [{"role": "user", "content": "the same question"}],
+    }
     session = s.session()
     with ThreadPoolExecutor(5) as pool:
-        posted = list(pool.map(
-            lambda _: session.post(f"{s.url}/v1/jobs", json=body, timeout=30), range(5)))
+        posted = list(
+            pool.map(lambda _: session.post(f"{s.url}/v1/jobs", json=body, timeout=30), range(5))
+        )
     jobs = _all_completed(s, [p.json()["id"] for p in posted])
     # One leader with two followers; the two beyond the cap each run on their own.
     assert _calls(fakellm) == 3

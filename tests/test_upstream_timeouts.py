@@ -41,10 +41,13 @@ def _upstream_calls(stack: Stack, status_label: str) -> float:
     """The worker's count of upstream calls whose status label is `status_label`."""
     bind = stack.procs[0].env["CHATQ_WORKER_METRICS_BIND"]
     text = requests.get(f"http://{bind}/metrics", timeout=10).text
-    return sum(sample.value for family in text_string_to_metric_families(text)
-               for sample in family.samples
-               if sample.name == "chatq_upstream_request_duration_seconds_count"
-               and sample.labels.get("status_code") == status_label)
+    return sum(
+        sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+        if sample.name == "chatq_upstream_request_duration_seconds_count"
+        and sample.labels.get("status_code") == status_label
+    )
 
 
 def _fakellm_requests(fakellm: str) -> int:

@@ -17,8 +17,12 @@ MiB = 2**20
 def test_web_processes_share_the_encoding_the_master_built(stack: Stack) -> None:
     # gpt-4o-mini counts with o200k_base; a tiny context limit answers 422 after counting, so
     # that no job is queued.
-    env = base_env(stack.env["CHATQ_REDIS_URL"], "http://127.0.0.1:9/v1",
-                   CHATQ_DEFAULT_MODEL="gpt-4o-mini", CHATQ_MAX_CONTEXT_TOKENS="5")
+    env = base_env(
+        stack.env["CHATQ_REDIS_URL"],
+        "http://127.0.0.1:9/v1",
+        CHATQ_DEFAULT_MODEL="gpt-4o-mini",
+        CHATQ_MAX_CONTEXT_TOKENS="5",
+    )
     web, url = start_web(env)
     try:
         session = requests.Session()

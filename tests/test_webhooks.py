@@ -40,17 +40,23 @@ def hooks(fakellm: str, receiver: Receiver) -> Iterator[Stack]:
     times faster than the spec's schedule, and one endpoint of alice's from configuration."""
     server = LocalRedis().start()
     configured = f"alice={receiver.url('/config')}#{'#'.join(CONFIG_SECRETS)}"
-    s = start_stack(server.url, fakellm, CHATQ_WEBHOOK_ALLOW_PRIVATE="1",
-                    CHATQ_WEBHOOK_RETRY_SCALE="0.001", CHATQ_WEBHOOK_TIMEOUT="1",
-                    CHATQ_WEBHOOKS=configured)
+    s = start_stack(
+        server.url,
+        fakellm,
+        CHATQ_WEBHOOK_ALLOW_PRIVATE="1",
+        CHATQ_WEBHOOK_RETRY_SCALE="0.001",
+        CHATQ_WEBHOOK_TIMEOUT="1",
+        CHATQ_WEBHOOKS=configured,
+    )
     yield s
     s.stop()
     server.stop()
 
 
 def _create(stack: Stack, url: str, key: str = ALICE_KEY, **fields: Any) -> dict[str, Any]:
-    answer = stack.session(key).post(f"{stack.url}/v1/webhooks", json={"url": url, **fields},
-                                     timeout=10)
+    answer = stack.session(key).post(
+        f"{stack.url}/v1/webhooks", json={"url": url, **fields}, timeout=10
+    )
     assert answer.status_code == 200, answer.text
     body: dict[str, Any] = answer.json()
     return body
@@ -59,27 +65,30 @@ def _create(stack: Stack, url: str, key: str = ALICE_KEY, **fields: Any) -> dict
 def _job(stack: Stack, hook: str | None, key: str = ALICE_KEY, **body: Any) -> str:
     headers = {"Chatq-Webhook": hook} if hook else {}
     payload = {"model": "fake", "messages": [{"role": "user", "content": "hi"}], **body}
-    answer = stack.session(key).post(f"{stack.url}/v1/jobs?wait=30", json=payload,
-                                     headers=headers, timeout=40)
+    answer = stack.session(key).post(
+        f"{stack.url}/v1/jobs?wait=30", json=payload, headers=headers, timeout=40
+    )
     assert answer.status_code == 200, answer.text
     job_id: str = answer.json()["id"]
     return job_id
 
 
 def _log(stack: Stack, endpoint_id: str, key: str = ALICE_KEY) -> list[dict[str, Any]]:
-    answer = stack.session(key).get(f"{stack.url}/v1/webhooks/{endpoint_id}/deliveries",
-                                    timeout=10)
+    answer = stack.session(key).get(f"{stack.url}/v1/webhooks/{endpoint_id}/deliveries", timeout=10)
     assert answer.status_code == 200, answer.text
     data: list[dict[str, Any]] = answer.json()["data"]
     return data
 
 
-def _settled(stack: Stack, endpoint_id: str, count: int = 1,
-             key: str = ALICE_KEY) -> list[dict[str, Any]]:
+def _settled(
+    stack: Stack, endpoint_id: str, count: int = 1, key: str = ALICE_KEY
+) -> list[dict[str, Any]]:
     """The log once `count` deliveries have ended (delivered or failed for good)."""
+
     def done() -> list[dict[str, Any]] | None:
         log = _log(stack, endpoint_id, key)
         return log if sum(d["status"] != "pending" for d in log) >= count else None
+
     result: list[dict[str, Any]] = wait_until(done, 30, "deliveries settled", every_s=0.2)
     return result
 
@@ -93,8 +102,9 @@ def _valid(name: str, value: Any) -> None:
     doc = document()
     resource = Resource.from_contents(doc, default_specification=DRAFT202012)
     registry: Registry[Any] = Registry().with_resource("urn:doc", resource)
-    Draft202012Validator({"$ref": f"urn:doc#/components/schemas/{name}"},
-                         registry=registry).validate(value)
+    Draft202012Validator(
+        {"$ref": f"urn:doc#/components/schemas/{name}"}, registry=registry
+    ).validate(value)
 
 
 def _worker_metrics(stack: Stack) -> str:
@@ -103,7 +113,8 @@ def _worker_metrics(stack: Stack) -> str:
 
 
 def test_a_key_s_endpoint_hears_of_its_job_verified_by_both_libraries(
-        hooks: Stack, receiver: Receiver) -> None:
+    hooks: Stack, receiver: Receiver
+) -> None:
     endpoint = _create(hooks, receiver.url("/bob"), key=BOB_KEY)
     job_id = _job(hooks, None, key=BOB_KEY)
     [got] = receiver.wait_for("/bob", 1)
@@ -111,33 +122,40 @@ def test_a_key_s_endpoint_hears_of_its_job_verified_by_both_libraries(
     assert (event.type, event.data.id) == ("job.completed", job_id)
     [delivery] = _settled(hooks, endpoint["id"], key=BOB_KEY)
     assert delivery["status"] == "delivered" and delivery["event"]["id"] == event.id
-    assert [(a["outcome"], a["status_code"]) for a in delivery["attempts"]] == [
-        ("delivered", 200)]
+    assert [(a["outcome"], a["status_code"]) for a in delivery["attempts"]] == [("delivered", 200)]
     listed = hooks.session(BOB_KEY).get(f"{hooks.url}/v1/webhooks", timeout=10).json()
     assert endpoint["id"] in [e["id"] for e in listed["data"]]
     _valid("WebhookEndpointWithSecret", endpoint)
     _valid("WebhookEndpointList", listed)
     _valid("WebhookDelivery", delivery)
     _valid("WebhookEvent", json.loads(got.body))
-    assert re.search(r'chatq_webhook_attempts_total\{outcome="delivered"\} [1-9]',
-                     _worker_metrics(hooks))
+    assert re.search(
+        r'chatq_webhook_attempts_total\{outcome="delivered"\} [1-9]', _worker_metrics(hooks)
+    )
 
 
 def test_a_stale_timestamp_or_a_wrong_secret_fails_verification(
-        hooks: Stack, receiver: Receiver) -> None:
+    hooks: Stack, receiver: Receiver
+) -> None:
     endpoint = _create(hooks, receiver.url("/stale"))
     _job(hooks, endpoint["id"])
     [got] = receiver.wait_for("/stale", 1)
     secret = endpoint["signing_secret"]
     verify(got, secret)
-    stale = replace(got, headers={
-        **got.headers, "webhook-timestamp": str(int(got.headers["webhook-timestamp"]) - 600)})
+    stale = replace(
+        got,
+        headers={
+            **got.headers,
+            "webhook-timestamp": str(int(got.headers["webhook-timestamp"]) - 600),
+        },
+    )
     refuse(stale, secret, "too old")
     refuse(got, new_secret(), "signature")
 
 
 def test_500_twice_then_200_gets_exactly_one_accepted_delivery(
-        hooks: Stack, receiver: Receiver) -> None:
+    hooks: Stack, receiver: Receiver
+) -> None:
     receiver.plan("/flaky", Answer(500), Answer(500), Answer(200))
     endpoint = _create(hooks, receiver.url("/flaky"))
     _job(hooks, endpoint["id"])
@@ -169,7 +187,9 @@ def test_a_redirect_is_a_failure_and_is_not_followed(hooks: Stack, receiver: Rec
     _job(hooks, endpoint["id"])
     [delivery] = _settled(hooks, endpoint["id"])
     assert [(a["outcome"], a["status_code"]) for a in delivery["attempts"]] == [
-        ("redirect", 302), ("delivered", 200)]
+        ("redirect", 302),
+        ("delivered", 200),
+    ]
     assert receiver.at("/elsewhere") == []
 
 
@@ -186,8 +206,7 @@ def test_retry_after_is_honoured(hooks: Stack, receiver: Receiver) -> None:
     assert got[1].at_s - got[0].at_s >= 2 - 0.01
 
 
-def test_a_delivery_is_replayed_with_the_same_webhook_id(
-        hooks: Stack, receiver: Receiver) -> None:
+def test_a_delivery_is_replayed_with_the_same_webhook_id(hooks: Stack, receiver: Receiver) -> None:
     endpoint = _create(hooks, receiver.url("/replay"))
     _job(hooks, endpoint["id"])
     [first] = _settled(hooks, endpoint["id"])
@@ -215,44 +234,69 @@ def test_a_job_names_one_endpoint_or_none(hooks: Stack, receiver: Receiver) -> N
     assert receiver.at("/other") == [] and _log(hooks, other["id"]) == []
     bobs = _create(hooks, receiver.url("/bobs"), key=BOB_KEY)
     for named in ("wh_nonexistent", bobs["id"]):
-        answer = hooks.session().post(f"{hooks.url}/v1/jobs", headers={"Chatq-Webhook": named},
-                                      json={"messages": [{"role": "user", "content": "x"}]},
-                                      timeout=10)
+        answer = hooks.session().post(
+            f"{hooks.url}/v1/jobs",
+            headers={"Chatq-Webhook": named},
+            json={"messages": [{"role": "user", "content": "x"}]},
+            timeout=10,
+        )
         assert answer.status_code == 400
         assert answer.json()["error"] | {"message": ""} == {
-            "message": "", "type": "invalid_request_error", "param": "Chatq-Webhook",
-            "code": "webhook_not_found"}
+            "message": "",
+            "type": "invalid_request_error",
+            "param": "Chatq-Webhook",
+            "code": "webhook_not_found",
+        }
 
 
 def test_an_answer_from_the_cache_is_announced_too(hooks: Stack, receiver: Receiver) -> None:
     endpoint = _create(hooks, receiver.url("/cached"))
-    first = _job(hooks, endpoint["id"], temperature=0, messages=[
-        {"role": "user", "content": "cache me for webhooks"}])
-    second = _job(hooks, endpoint["id"], temperature=0, messages=[
-        {"role": "user", "content": "cache me for webhooks"}])
+    first = _job(
+        hooks,
+        endpoint["id"],
+        temperature=0,
+        messages=[{"role": "user", "content": "cache me for webhooks"}],
+    )
+    second = _job(
+        hooks,
+        endpoint["id"],
+        temperature=0,
+        messages=[{"role": "user", "content": "cache me for webhooks"}],
+    )
     assert hooks.redis.hget(keys.job(second), "cached") == "1"
     got = receiver.wait_for("/cached", 2)
     ids = {verify(g, endpoint["signing_secret"]).data.id for g in got}
     assert ids == {first, second}
 
 
-@pytest.mark.parametrize(("status", "finish_reason", "expected"), [
-    (jobs.COMPLETED, "stop", "response.completed"),
-    (jobs.COMPLETED, "length", "response.incomplete"),
-    (jobs.FAILED, "error", "response.failed"),
-])
-def test_a_response_s_end_is_a_response_event(hooks: Stack, receiver: Receiver, status: str,
-                                              finish_reason: str, expected: str) -> None:
+@pytest.mark.parametrize(
+    ("status", "finish_reason", "expected"),
+    [
+        (jobs.COMPLETED, "stop", "response.completed"),
+        (jobs.COMPLETED, "length", "response.incomplete"),
+        (jobs.FAILED, "error", "response.failed"),
+    ],
+)
+def test_a_response_s_end_is_a_response_event(
+    hooks: Stack, receiver: Receiver, status: str, finish_reason: str, expected: str
+) -> None:
     path = f"/responses-{finish_reason}"
     endpoint = _create(hooks, receiver.url(path))
     store = Store(hooks.redis, job_ttl_s=600)
     job_id = jobs.new_job_id()
     record = jobs.new_record(job_id, "alice", "fake", "interactive", {}, 0.0)
-    store.create(record={**record, "api": "responses", "announce": "1",
-                         "webhook": endpoint["id"]}, lease_s=30)
+    store.create(
+        record={**record, "api": "responses", "announce": "1", "webhook": endpoint["id"]},
+        lease_s=30,
+    )
     assert store.claim(job_id=job_id, run_id="r", lease_s=30).claimed
-    store.finish(job_id=job_id, run_id="r", status=status,
-                 fields={"finish_reason": finish_reason}, finish_reason=finish_reason)
+    store.finish(
+        job_id=job_id,
+        run_id="r",
+        status=status,
+        fields={"finish_reason": finish_reason},
+        finish_reason=finish_reason,
+    )
     [got] = receiver.wait_for(path, 1)
     event = verify(got, endpoint["signing_secret"])
     assert (event.type, event.data.id) == (expected, "resp_" + job_id.removeprefix("job_"))
@@ -260,7 +304,8 @@ def test_a_response_s_end_is_a_response_event(hooks: Stack, receiver: Receiver, 
 
 
 def test_a_configured_endpoint_signs_with_each_of_its_secrets(
-        hooks: Stack, receiver: Receiver) -> None:
+    hooks: Stack, receiver: Receiver
+) -> None:
     listed = hooks.session().get(f"{hooks.url}/v1/webhooks", timeout=10).json()["data"]
     [configured] = [e for e in listed if e["source"] == "config"]
     job_id = _job(hooks, configured["id"])
@@ -273,11 +318,15 @@ def test_a_configured_endpoint_signs_with_each_of_its_secrets(
 
 
 def test_a_rotated_secret_signs_beside_the_old_one_only_when_asked(
-        hooks: Stack, receiver: Receiver) -> None:
+    hooks: Stack, receiver: Receiver
+) -> None:
     endpoint = _create(hooks, receiver.url("/rotate"))
     base = f"{hooks.url}/v1/webhooks/{endpoint['id']}/rotate_secret"
-    kept = hooks.session().post(base, json={"keep_old_secret_active_for_24_hours": True},
-                                timeout=10).json()
+    kept = (
+        hooks.session()
+        .post(base, json={"keep_old_secret_active_for_24_hours": True}, timeout=10)
+        .json()
+    )
     _job(hooks, endpoint["id"])
     [got] = receiver.wait_for("/rotate", 1)
     verify(got, kept["signing_secret"])
@@ -294,16 +343,20 @@ def test_a_rotated_secret_signs_beside_the_old_one_only_when_asked(
     assert not any(secret in shown for secret in secrets)
 
 
-@pytest.mark.parametrize(("body", "param"), [
-    ({}, "url"),
-    ({"url": "ftp://example.com/x"}, "url"),
-    ({"url": "https://user:pw@example.com/x"}, "url"),
-    ({"url": "https://example.com/x", "event_types": ["job.exploded"]}, "event_types"),
-    ({"url": "https://example.com/x", "event_types": []}, "event_types"),
-    ({"url": "https://example.com/x", "name": 7}, "name"),
-])
-def test_a_bad_endpoint_is_a_400_naming_the_field(hooks: Stack, body: dict[str, Any],
-                                                  param: str) -> None:
+@pytest.mark.parametrize(
+    ("body", "param"),
+    [
+        ({}, "url"),
+        ({"url": "ftp://example.com/x"}, "url"),
+        ({"url": "https://user:pw@example.com/x"}, "url"),
+        ({"url": "https://example.com/x", "event_types": ["job.exploded"]}, "event_types"),
+        ({"url": "https://example.com/x", "event_types": []}, "event_types"),
+        ({"url": "https://example.com/x", "name": 7}, "name"),
+    ],
+)
+def test_a_bad_endpoint_is_a_400_naming_the_field(
+    hooks: Stack, body: dict[str, Any], param: str
+) -> None:
     answer = hooks.session().post(f"{hooks.url}/v1/webhooks", json=body, timeout=10)
     assert answer.status_code == 400 and answer.json()["error"]["param"] == param
 
@@ -315,7 +368,6 @@ def test_another_key_s_endpoint_is_a_404_and_a_deleted_one_is_gone(hooks: Stack)
         answer = hooks.session(BOB_KEY).request(method, url, timeout=10)
         assert answer.status_code == 404 and answer.json()["error"]["code"] == "webhook_not_found"
     deleted = hooks.session().delete(url, timeout=10).json()
-    assert deleted == {"id": endpoint["id"], "object": "webhook_endpoint.deleted",
-                       "deleted": True}
+    assert deleted == {"id": endpoint["id"], "object": "webhook_endpoint.deleted", "deleted": True}
     assert hooks.session().get(url, timeout=10).status_code == 404
     assert hooks.session().get(url + "/deliveries", timeout=10).status_code == 404

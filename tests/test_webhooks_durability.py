@@ -33,20 +33,28 @@ def redis_url() -> Iterator[str]:
 
 
 def _submit(url: str, hook: str) -> str:
-    answer = requests.post(f"{url}/v1/jobs?wait=30", headers={
-        "Authorization": f"Bearer {ALICE_KEY}", "Chatq-Webhook": hook},
-        json={"messages": [{"role": "user", "content": "hi"}]}, timeout=40)
+    answer = requests.post(
+        f"{url}/v1/jobs?wait=30",
+        headers={"Authorization": f"Bearer {ALICE_KEY}", "Chatq-Webhook": hook},
+        json={"messages": [{"role": "user", "content": "hi"}]},
+        timeout=40,
+    )
     assert answer.status_code == 200, answer.text
     job_id: str = answer.json()["id"]
     return job_id
 
 
-def test_a_worker_killed_mid_delivery_loses_none(fakellm: str, redis_url: str,
-                                                 receiver: Receiver) -> None:
+def test_a_worker_killed_mid_delivery_loses_none(
+    fakellm: str, redis_url: str, receiver: Receiver
+) -> None:
     secret = new_secret()
     receiver.plan("/held", Answer(503, hold=True))
-    stack = start_stack(redis_url, fakellm, CHATQ_WEBHOOK_TIMEOUT="1",
-                        CHATQ_WEBHOOKS=f"alice={receiver.url('/held')}#{secret}")
+    stack = start_stack(
+        redis_url,
+        fakellm,
+        CHATQ_WEBHOOK_TIMEOUT="1",
+        CHATQ_WEBHOOKS=f"alice={receiver.url('/held')}#{secret}",
+    )
     try:
         job_id = _submit(stack.url, config_endpoint_id("alice", receiver.url("/held")))
         receiver.wait_for("/held", 1)  # the worker is in the middle of the delivery
@@ -61,24 +69,37 @@ def test_a_worker_killed_mid_delivery_loses_none(fakellm: str, redis_url: str,
 
 
 def test_private_destinations_are_refused_at_registration_and_at_connect_time(
-        fakellm: str, redis_url: str, receiver: Receiver) -> None:
+    fakellm: str, redis_url: str, receiver: Receiver
+) -> None:
     # A configured endpoint is never checked at registration: the connect-time check is what
     # stops it (as it stops a name whose DNS answer changed after registration).
     secret = new_secret()
-    stack = start_stack(redis_url, fakellm, CHATQ_WEBHOOK_ALLOW_PRIVATE="0",
-                        CHATQ_WEBHOOKS=f"alice={receiver.url('/private')}#{secret}")
+    stack = start_stack(
+        redis_url,
+        fakellm,
+        CHATQ_WEBHOOK_ALLOW_PRIVATE="0",
+        CHATQ_WEBHOOKS=f"alice={receiver.url('/private')}#{secret}",
+    )
     try:
         s = stack.session()
-        for url in (receiver.url("/private"), "http://localhost/x", "http://[::1]/x",
-                    "http://10.0.0.8/x", "http://169.254.169.254/latest/meta-data"):
+        for url in (
+            receiver.url("/private"),
+            "http://localhost/x",
+            "http://[::1]/x",
+            "http://10.0.0.8/x",
+            "http://169.254.169.254/latest/meta-data",
+        ):
             answer = s.post(f"{stack.url}/v1/webhooks", json={"url": url}, timeout=10)
             assert answer.status_code == 400, url
             assert answer.json()["error"]["code"] == "webhook_url_refused", url
         endpoint_id = config_endpoint_id("alice", receiver.url("/private"))
         _submit(stack.url, endpoint_id)
         log_url = f"{stack.url}/v1/webhooks/{endpoint_id}/deliveries"
-        tried = wait_until(lambda: [d for d in s.get(log_url, timeout=10).json()["data"]
-                                    if d["attempts"]], 30, "an attempt")
+        tried = wait_until(
+            lambda: [d for d in s.get(log_url, timeout=10).json()["data"] if d["attempts"]],
+            30,
+            "an attempt",
+        )
     finally:
         stack.stop()
     first = tried[0]["attempts"][0]

@@ -18,23 +18,31 @@ def test_configured_endpoints_are_parsed_and_never_shown_with_their_secrets() ->
     raw = f"alice=https://hooks.example.com/a#{new}#{old}  bob=http://10.0.0.1:8080/b#{new}"
     settings = config.load({"CHATQ_API_KEYS": KEYS, "CHATQ_WEBHOOKS": raw})
     alice, bob = settings.webhooks
-    assert (alice.owner, alice.url, alice.secrets) == ("alice", "https://hooks.example.com/a",
-                                                       (new, old))
+    assert (alice.owner, alice.url, alice.secrets) == (
+        "alice",
+        "https://hooks.example.com/a",
+        (new, old),
+    )
     assert bob.url == "http://10.0.0.1:8080/b" and alice.endpoint_id != bob.endpoint_id
-    assert alice.endpoint_id == config.load({"CHATQ_API_KEYS": KEYS, "CHATQ_WEBHOOKS": raw}
-                                            ).webhooks[0].endpoint_id
+    assert (
+        alice.endpoint_id
+        == config.load({"CHATQ_API_KEYS": KEYS, "CHATQ_WEBHOOKS": raw}).webhooks[0].endpoint_id
+    )
     assert new not in repr(settings) and old not in repr(settings)
 
 
-@pytest.mark.parametrize("entry", [
-    "alice=https://example.com/a",  # no secret
-    "https://example.com/a#SECRET",  # no key name
-    "carol=https://example.com/a#SECRET",  # not a key name
-    "alice=ftp://example.com/a#SECRET",
-    "alice=https://u:p@example.com/a#SECRET",
-    "alice=https://example.com/a#whsec_tooshort",
-    "alice=https://example.com/a#SECRET alice=https://example.com/a#SECRET",
-])
+@pytest.mark.parametrize(
+    "entry",
+    [
+        "alice=https://example.com/a",  # no secret
+        "https://example.com/a#SECRET",  # no key name
+        "carol=https://example.com/a#SECRET",  # not a key name
+        "alice=ftp://example.com/a#SECRET",
+        "alice=https://u:p@example.com/a#SECRET",
+        "alice=https://example.com/a#whsec_tooshort",
+        "alice=https://example.com/a#SECRET alice=https://example.com/a#SECRET",
+    ],
+)
 def test_a_bad_configured_endpoint_stops_the_start_without_quoting_its_secret(entry: str) -> None:
     secret = webhooks.new_secret()
     with pytest.raises(ConfigError) as caught:
@@ -47,7 +55,8 @@ def test_signatures_are_those_the_standard_webhooks_library_makes() -> None:
     body = webhooks.Event("evt_1", "job.completed", 1_700_000_000, "job_x").body()
     mine = webhooks.signature(secret, "evt_1", 1_700_000_000, body)
     theirs = standardwebhooks.Webhook(secret).sign(
-        "evt_1", datetime.fromtimestamp(1_700_000_000, tz=UTC), body)
+        "evt_1", datetime.fromtimestamp(1_700_000_000, tz=UTC), body
+    )
     assert mine == theirs
     both = webhooks.headers([secret, webhooks.new_secret()], "evt_1", 1, body)
     assert len(both["webhook-signature"].split(" ")) == 2
@@ -64,10 +73,17 @@ def test_the_schedule_is_the_spec_s_ten_attempts_scaled_and_jittered() -> None:
 
 
 def test_a_response_s_event_names_the_response() -> None:
-    record = {"id": "job_abc", "api": "responses", "finish_reason": "length",
-              "completed_at": "1700000000.5"}
+    record = {
+        "id": "job_abc",
+        "api": "responses",
+        "finish_reason": "length",
+        "completed_at": "1700000000.5",
+    }
     event = webhooks.event_for(record, "completed")
     assert (event.type, event.subject_id, event.created_at) == (
-        "response.incomplete", "resp_abc", 1_700_000_000)
+        "response.incomplete",
+        "resp_abc",
+        1_700_000_000,
+    )
     assert webhooks.event_for({"id": "job_abc"}, "cancelled").type == "job.cancelled"
     assert event.id == webhooks.event_for(record, "completed").id

@@ -40,10 +40,25 @@ class TlsRedis:
 
     def _args(self) -> list[str]:
         return [
-            redis_server_binary(), "--port", "0", "--tls-port", str(self.port),
-            "--bind", "127.0.0.1", "--dir", str(self.folder), "--save", "",
-            "--tls-cert-file", str(self.cert_path), "--tls-key-file", str(self.key_path),
-            "--tls-ca-cert-file", self.ca_path, "--tls-auth-clients", "no",
+            redis_server_binary(),
+            "--port",
+            "0",
+            "--tls-port",
+            str(self.port),
+            "--bind",
+            "127.0.0.1",
+            "--dir",
+            str(self.folder),
+            "--save",
+            "",
+            "--tls-cert-file",
+            str(self.cert_path),
+            "--tls-key-file",
+            str(self.key_path),
+            "--tls-ca-cert-file",
+            self.ca_path,
+            "--tls-auth-clients",
+            "no",
         ]
 
     def start(self, timeout_s: float = 10.0) -> TlsRedis:
@@ -51,9 +66,15 @@ class TlsRedis:
         log_path = self.folder / "redis.log"
         with open(log_path, "ab") as log:
             self.process = subprocess.Popen(self._args(), stdout=log, stderr=subprocess.STDOUT)
-        client = redis.Redis(host="127.0.0.1", port=self.port, ssl=True,
-                             ssl_ca_certs=self.ca_path, ssl_check_hostname=False,
-                             socket_timeout=1, socket_connect_timeout=1)
+        client = redis.Redis(
+            host="127.0.0.1",
+            port=self.port,
+            ssl=True,
+            ssl_ca_certs=self.ca_path,
+            ssl_check_hostname=False,
+            socket_timeout=1,
+            socket_connect_timeout=1,
+        )
         deadline = time.monotonic() + timeout_s
         while True:
             try:

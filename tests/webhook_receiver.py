@@ -94,8 +94,13 @@ class Receiver:
             def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0)).decode()
                 answer = receiver._answer(self.path)
-                got = Received(self.path, {k.lower(): v for k, v in self.headers.items()},
-                               body, answer.status, time.time())
+                got = Received(
+                    self.path,
+                    {k.lower(): v for k, v in self.headers.items()},
+                    body,
+                    answer.status,
+                    time.time(),
+                )
                 with receiver.lock:
                     receiver.received.append(got)
                 if answer.hold:

@@ -39,11 +39,18 @@ from web import metrics
 
 MAX_RETRY_AFTER_S = 60
 # Requests refused by a key's limits, by key name (never the key) and why.
-KEY_REJECTIONS = Counter("chatq_key_rejections_total",
-                         "Chat requests refused by their key's limits or budgets",
-                         ["key", "reason"])
-REASONS = {"requests": "requests_per_minute", "tokens": "tokens_per_minute",
-           TOO_LARGE: "request_too_large", "day": "daily_budget", "month": "monthly_budget"}
+KEY_REJECTIONS = Counter(
+    "chatq_key_rejections_total",
+    "Chat requests refused by their key's limits or budgets",
+    ["key", "reason"],
+)
+REASONS = {
+    "requests": "requests_per_minute",
+    "tokens": "tokens_per_minute",
+    TOO_LARGE: "request_too_large",
+    "day": "daily_budget",
+    "month": "monthly_budget",
+}
 # Queue depth is read at most this often per process: a submit costs no round trip for it.
 DEPTH_MAX_AGE_S = 0.1
 
@@ -61,17 +68,24 @@ def _storage(settings: Settings, client: redis.Redis) -> Storage:
     tls = tls_options(url, settings.redis_ca_file)
     if is_cluster(client):
         uri = url.split("://", 1)[1]
-        return RedisClusterStorage(f"redis+cluster://{uri}", key_prefix="chatq:ratelimit",
-                                   socket_timeout=5.0, socket_connect_timeout=1.0, **tls)
-    return RedisStorage(url, key_prefix="chatq:ratelimit", socket_timeout=5.0,
-                        socket_connect_timeout=1.0, **tls)
+        return RedisClusterStorage(
+            f"redis+cluster://{uri}",
+            key_prefix="chatq:ratelimit",
+            socket_timeout=5.0,
+            socket_connect_timeout=1.0,
+            **tls,
+        )
+    return RedisStorage(
+        url, key_prefix="chatq:ratelimit", socket_timeout=5.0, socket_connect_timeout=1.0, **tls
+    )
 
 
 class Admission:
     """Says "not now, retry in N s" before a request adds load the system cannot take."""
 
-    def __init__(self, settings: Settings, client: redis.Redis,
-                 broker: Broker | None = None) -> None:
+    def __init__(
+        self, settings: Settings, client: redis.Redis, broker: Broker | None = None
+    ) -> None:
         self.redis = client
         self.broker = broker or RedisBroker(client)
         self.max_queue_depth = settings.max_queue_depth
@@ -97,8 +111,10 @@ class Admission:
                 reset_at = self.limiter.get_window_stats(item, owner).reset_time
                 metrics.ADMISSION_REJECTIONS.labels("rate_limited").inc()
                 raise ApiError(
-                    429, "rate_limit_exceeded",
-                    f"Rate limit of {item} exceeded for this key.", type_="requests",
+                    429,
+                    "rate_limit_exceeded",
+                    f"Rate limit of {item} exceeded for this key.",
+                    type_="requests",
                     retry_after_s=max(1, math.ceil(reset_at - time.time())),
                 )
 
@@ -114,8 +130,11 @@ class Admission:
         wait_s = math.ceil(excess / drain) if drain > 0 else MAX_RETRY_AFTER_S
         metrics.ADMISSION_REJECTIONS.labels("queue_full").inc()
         raise ApiError(
-            503, "queue_full", f"The queue holds {depth} jobs; retry later.",
-            type_="server_error", retry_after_s=min(MAX_RETRY_AFTER_S, max(1, wait_s)),
+            503,
+            "queue_full",
+            f"The queue holds {depth} jobs; retry later.",
+            type_="server_error",
+            retry_after_s=min(MAX_RETRY_AFTER_S, max(1, wait_s)),
         )
 
     def queue_depth(self) -> int:
@@ -130,8 +149,14 @@ class Admission:
             self._depth_read_at = now
         return self._depth
 
-    def admit(self, owner: str, job_id: str, request: dict[str, Any],
-              prompt_tokens: int | None, cached: bool) -> bool:
+    def admit(
+        self,
+        owner: str,
+        job_id: str,
+        request: dict[str, Any],
+        prompt_tokens: int | None,
+        cached: bool,
+    ) -> bool:
         """Charge the request that makes job `job_id` to its key's limits: 429 when over a
         minute's limit or a budget. Whether tokens are now held for the job (its end
         corrects them; if it is not made after all, `release` it)."""
@@ -159,29 +184,45 @@ def refusal(owner: str, window: Window, cost: int) -> ApiError:
     lim, verdict = window.limits, window.verdict
     if verdict in QUOTA_REFUSALS:
         day = verdict == "day"
-        period, budget = ("today (UTC)", lim.tokens_per_day) if day else (
-            "this month (UTC)", lim.tokens_per_month)
+        period, budget = (
+            ("today (UTC)", lim.tokens_per_day)
+            if day
+            else ("this month (UTC)", lim.tokens_per_month)
+        )
         used = window.day_tokens if day else window.month_tokens
         renews = "at 00:00 UTC" if day else "on the first of the month, 00:00 UTC"
-        return ApiError(429, "insufficient_quota",
-                        f"Key {owner} has used or reserved {used} of its {budget} tokens "
-                        f"{period}; this request may use up to {cost}. The budget renews "
-                        f"{renews}.",
-                        type_="insufficient_quota")
+        return ApiError(
+            429,
+            "insufficient_quota",
+            f"Key {owner} has used or reserved {used} of its {budget} tokens "
+            f"{period}; this request may use up to {cost}. The budget renews "
+            f"{renews}.",
+            type_="insufficient_quota",
+        )
     if verdict == TOO_LARGE:
-        return ApiError(429, "rate_limit_exceeded",
-                        f"Request too large for key {owner} on tokens per minute (TPM): limit "
-                        f"{lim.tokens_per_minute}, requested {cost}. Ask for fewer output "
-                        "tokens (max_tokens) or send a shorter prompt.", type_="tokens")
+        return ApiError(
+            429,
+            "rate_limit_exceeded",
+            f"Request too large for key {owner} on tokens per minute (TPM): limit "
+            f"{lim.tokens_per_minute}, requested {cost}. Ask for fewer output "
+            "tokens (max_tokens) or send a shorter prompt.",
+            type_="tokens",
+        )
     if verdict == "tokens":
-        what = (f"tokens per minute (TPM): limit {lim.tokens_per_minute}, remaining "
-                f"{window.remaining_tokens}, requested {cost}")
+        what = (
+            f"tokens per minute (TPM): limit {lim.tokens_per_minute}, remaining "
+            f"{window.remaining_tokens}, requested {cost}"
+        )
     else:
         what = f"requests per minute (RPM): limit {lim.requests_per_minute}, remaining 0"
-    return ApiError(429, "rate_limit_exceeded",
-                    f"Rate limit reached for key {owner} on {what}. Please try again in "
-                    f"{duration_text(window.wait_s)}.", type_=verdict,
-                    retry_after_s=max(1, math.ceil(window.wait_s)))
+    return ApiError(
+        429,
+        "rate_limit_exceeded",
+        f"Rate limit reached for key {owner} on {what}. Please try again in "
+        f"{duration_text(window.wait_s)}.",
+        type_=verdict,
+        retry_after_s=max(1, math.ceil(window.wait_s)),
+    )
 
 
 def rate_headers(window: Window) -> dict[str, str]:
@@ -189,8 +230,7 @@ def rate_headers(window: Window) -> dict[str, str]:
     refusal, `retry-after-ms` when a retry will pass, else `x-should-retry: false`."""
     lim, headers = window.limits, {}
     for kind, limit, remaining, full_in_s in (
-        ("requests", lim.requests_per_minute, window.remaining_requests,
-         window.requests_full_in_s),
+        ("requests", lim.requests_per_minute, window.remaining_requests, window.requests_full_in_s),
         ("tokens", lim.tokens_per_minute, window.remaining_tokens, window.tokens_full_in_s),
     ):
         if limit:

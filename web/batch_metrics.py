@@ -11,12 +11,16 @@ from chatq.queue_stats import BatchLines
 
 def gauges(lines: BatchLines) -> Iterator[GaugeMetricFamily]:
     """Unfinished batches, and their lines by where they are."""
-    yield GaugeMetricFamily("chatq_batches_active", "Batches not yet ended",
-                            value=lines.active)
+    yield GaugeMetricFamily("chatq_batches_active", "Batches not yet ended", value=lines.active)
     by_state = GaugeMetricFamily(
-        "chatq_batch_lines", "Lines of the unfinished batches: waiting in the input file, fed "
-        "(queued or running), done", labels=["state"])
-    for state, count in (("waiting_in_file", lines.waiting_in_file), ("fed", lines.fed),
-                         ("done", lines.done)):
+        "chatq_batch_lines",
+        "Lines of the unfinished batches: waiting in the input file, fed (queued or running), done",
+        labels=["state"],
+    )
+    for state, count in (
+        ("waiting_in_file", lines.waiting_in_file),
+        ("fed", lines.fed),
+        ("done", lines.done),
+    ):
         by_state.add_metric([state], count)
     yield by_state

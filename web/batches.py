@@ -42,14 +42,20 @@ def _metadata(value: Any) -> dict[str, str] | None:
     if value is None:
         return None
     if not isinstance(value, dict) or len(value) > MAX_METADATA_PAIRS:
-        raise _invalid(f"`metadata` must be an object of at most {MAX_METADATA_PAIRS} pairs.",
-                       "metadata")
+        raise _invalid(
+            f"`metadata` must be an object of at most {MAX_METADATA_PAIRS} pairs.", "metadata"
+        )
     for key, item in value.items():
-        if len(key) > MAX_METADATA_KEY_CHARS or not isinstance(item, str) \
-                or len(item) > MAX_METADATA_VALUE_CHARS:
-            raise _invalid(f"`metadata` keys are at most {MAX_METADATA_KEY_CHARS} characters "
-                           f"and values strings of at most {MAX_METADATA_VALUE_CHARS}.",
-                           "metadata")
+        if (
+            len(key) > MAX_METADATA_KEY_CHARS
+            or not isinstance(item, str)
+            or len(item) > MAX_METADATA_VALUE_CHARS
+        ):
+            raise _invalid(
+                f"`metadata` keys are at most {MAX_METADATA_KEY_CHARS} characters "
+                f"and values strings of at most {MAX_METADATA_VALUE_CHARS}.",
+                "metadata",
+            )
     return value
 
 
@@ -60,8 +66,10 @@ def _output_expires_s(value: Any, default_s: int) -> int:
         raise _invalid("`output_expires_after` must be an object.", "output_expires_after")
     unknown = sorted(set(value) - {"anchor", "seconds"})
     if unknown:
-        raise _invalid(f"`output_expires_after.{unknown[0][:40]}` is not supported here.",
-                       f"output_expires_after.{unknown[0][:40]}")
+        raise _invalid(
+            f"`output_expires_after.{unknown[0][:40]}` is not supported here.",
+            f"output_expires_after.{unknown[0][:40]}",
+        )
     return expires_after_s(value.get("anchor"), value.get("seconds"), "output_expires_after")
 
 
@@ -77,9 +85,13 @@ def _new_record(body: dict[str, Any], owner: str, default_expires_s: int) -> dic
     if _required_text(body, "completion_window") != "24h":
         raise _invalid("`completion_window` must be 24h.", "completion_window")
     return batches.new_record(
-        batch_id=batches.new_batch_id(), owner=owner, endpoint=endpoint, input_file_id=file_id,
+        batch_id=batches.new_batch_id(),
+        owner=owner,
+        endpoint=endpoint,
+        input_file_id=file_id,
         metadata=_metadata(body.get("metadata")),
-        output_expires_s=_output_expires_s(body.get("output_expires_after"), default_expires_s))
+        output_expires_s=_output_expires_s(body.get("output_expires_after"), default_expires_s),
+    )
 
 
 @bp.post("")
@@ -90,12 +102,17 @@ def create_batch() -> Response:
     record = _new_record(params.json_body(), owner, svc.settings.files_ttl_s)
     meta = owned_file(record["input_file_id"], owner, "input_file_id")
     if meta.get("purpose") != files_meta.PURPOSE_INPUT:
-        raise _invalid("`input_file_id` must name a file uploaded with purpose batch.",
-                       "input_file_id")
+        raise _invalid(
+            "`input_file_id` must name a file uploaded with purpose batch.", "input_file_id"
+        )
     if bsvc.batches.create(record, svc.settings.batch_window_s) is None:
         raise file_not_found("input_file_id")  # deleted or expired since it was read
-    log.info("batch %s created on %s", record["id"], record["input_file_id"],
-             extra={"key": owner, "event": "batch_created"})
+    log.info(
+        "batch %s created on %s",
+        record["id"],
+        record["input_file_id"],
+        extra={"key": owner, "event": "batch_created"},
+    )
     return json_response(batches.public_view(_owned(svc, record["id"], owner)))
 
 
@@ -139,8 +156,9 @@ def get_batch(batch_id: str) -> Response:
     record = _owned(svc, batch_id, owner)
     record = _wait_ended(svc, record, params.jittered(wait_s))
     applied = preference_applied(wait_s if asked else None)
-    return json_response(batches.public_view(record), 200,
-                         {"Preference-Applied": applied} if applied else None)
+    return json_response(
+        batches.public_view(record), 200, {"Preference-Applied": applied} if applied else None
+    )
 
 
 @bp.get("")
@@ -152,11 +170,18 @@ def list_batches() -> Response:
     if not raw.isdigit() or not 1 <= int(raw) <= MAX_LIST_LIMIT:
         raise _invalid(f"`limit` must be from 1 to {MAX_LIST_LIMIT}.", "limit")
     records, has_more = batch_services().batches.page(
-        owner, current_request.args.get("after", ""), int(raw))
+        owner, current_request.args.get("after", ""), int(raw)
+    )
     data = [batches.public_view(r) for r in records]
-    return json_response({"object": "list", "data": data,
-                          "first_id": data[0]["id"] if data else None,
-                          "last_id": data[-1]["id"] if data else None, "has_more": has_more})
+    return json_response(
+        {
+            "object": "list",
+            "data": data,
+            "first_id": data[0]["id"] if data else None,
+            "last_id": data[-1]["id"] if data else None,
+            "has_more": has_more,
+        }
+    )
 
 
 @bp.post("/<batch_id>/cancel")
@@ -166,6 +191,5 @@ def cancel_batch(batch_id: str) -> Response:
     owner = authorize(svc)
     _owned(svc, batch_id, owner)
     status = batch_services().batches.cancel(batch_id)
-    log.info("batch %s cancel: %s", batch_id, status,
-             extra={"key": owner, "event": "batch_cancel"})
+    log.info("batch %s cancel: %s", batch_id, status, extra={"key": owner, "event": "batch_cancel"})
     return json_response(batches.public_view(_owned(svc, batch_id, owner)))

@@ -22,9 +22,7 @@ from web.waiting import load_owned, wait_events
 
 bp = Blueprint("events", __name__, url_prefix="/v1/jobs")
 # Once headers are sent these can only end a stream: the job expired, or Redis left.
-STREAM_ENDING_ERRORS: tuple[type[Exception], ...] = (
-    ApiError, redis.ResponseError, *BACKEND_ERRORS
-)
+STREAM_ENDING_ERRORS: tuple[type[Exception], ...] = (ApiError, redis.ResponseError, *BACKEND_ERRORS)
 _CURSOR = re.compile(r"(0|([0-9]{1,20})-([0-9]{1,20}))\Z")
 _MAX_ID_PART = 2**64 - 1
 
@@ -37,8 +35,9 @@ def valid_cursor(raw: str | None) -> str:
     parts = [int(p) for p in match.groups()[1:] if p is not None] if match else []
     # A Redis stream id is two 64-bit numbers, and nothing comes after the largest one.
     if not match or any(p > _MAX_ID_PART for p in parts) or parts == [_MAX_ID_PART] * 2:
-        raise ApiError(400, "invalid_cursor", "`cursor` is not a cursor this API gave out.",
-                       param="cursor")
+        raise ApiError(
+            400, "invalid_cursor", "`cursor` is not a cursor this API gave out.", param="cursor"
+        )
     return raw
 
 
@@ -91,12 +90,14 @@ def sse_response(body: Iterator[str]) -> Response:
     return Response(body, mimetype="text/event-stream", headers=headers)
 
 
-def follow(svc: Services, job_id: str, cursor: str,
-           through_drain: bool = False) -> Iterator[list[Event]]:
+def follow(
+    svc: Services, job_id: str, cursor: str, through_drain: bool = False
+) -> Iterator[list[Event]]:
     """Pages of new events until the job ends; an empty page after each keepalive interval."""
     while True:
-        events, status = wait_events(svc, job_id, cursor, svc.settings.sse_keepalive_s,
-                                     through_drain)
+        events, status = wait_events(
+            svc, job_id, cursor, svc.settings.sse_keepalive_s, through_drain
+        )
         yield events
         if is_done(events, status) or svc.listener.stops(through_drain):
             return

@@ -39,8 +39,10 @@ def install(app: Flask) -> None:
     """Add the Files and Batches services to `app` (after its job services)."""
     svc: Services = app.extensions["chatq"]
     app.extensions["chatq_batches"] = BatchServices(
-        files=FileIndex(svc.redis), batches=BatchStore(svc.redis, svc.settings.files_ttl_s),
-        storage=storage_for(svc.settings.files_dir))
+        files=FileIndex(svc.redis),
+        batches=BatchStore(svc.redis, svc.settings.files_ttl_s),
+        storage=storage_for(svc.settings.files_dir),
+    )
 
 
 def batch_services() -> BatchServices:
@@ -57,15 +59,20 @@ def file_not_found(param: str = "id") -> ApiError:
 def expires_after_s(anchor: Any, seconds: Any, param: str) -> int:
     """The seconds of an `expires_after` {anchor: created_at, seconds}, checked."""
     if anchor != "created_at":
-        raise ApiError(400, "invalid_request", f"`{param}.anchor` must be created_at.",
-                       param=f"{param}.anchor")
+        raise ApiError(
+            400, "invalid_request", f"`{param}.anchor` must be created_at.", param=f"{param}.anchor"
+        )
     try:
         value = int(seconds)
     except (TypeError, ValueError):
         value = -1
     if isinstance(seconds, bool) or not EXPIRES_MIN_S <= value <= EXPIRES_MAX_S:
-        raise ApiError(400, "invalid_request", f"`{param}.seconds` must be a whole number "
-                       f"from {EXPIRES_MIN_S} to {EXPIRES_MAX_S}.", param=f"{param}.seconds")
+        raise ApiError(
+            400,
+            "invalid_request",
+            f"`{param}.seconds` must be a whole number from {EXPIRES_MIN_S} to {EXPIRES_MAX_S}.",
+            param=f"{param}.seconds",
+        )
     return value
 
 
@@ -85,13 +92,18 @@ def _checked(got: Received, max_lines: int, default_ttl_s: int) -> int:
     if purpose is None:
         raise ApiError(400, "missing_field", "`purpose` is required.", param="purpose")
     if purpose != files_meta.PURPOSE_INPUT:
-        raise ApiError(400, "invalid_request", "`purpose` must be batch: this server keeps "
-                       "files for the Batch API only.", param="purpose")
+        raise ApiError(
+            400,
+            "invalid_request",
+            "`purpose` must be batch: this server keeps files for the Batch API only.",
+            param="purpose",
+        )
     if got.upload is None:
         raise ApiError(400, "missing_field", "`file` is required.", param="file")
     if got.lines > max_lines:
-        raise ApiError(400, "invalid_request", f"The file has more than {max_lines} lines.",
-                       param="file")
+        raise ApiError(
+            400, "invalid_request", f"The file has more than {max_lines} lines.", param="file"
+        )
     return _expiry_s(got.fields, default_ttl_s)
 
 
@@ -112,13 +124,24 @@ def upload() -> Response:
             got.upload.discard()
         raise
     now = queue_stats.redis_time(svc.redis)
-    meta = files_meta.new_meta(file_id=file_id, owner=owner, size_bytes=size_bytes,
-                               lines=got.lines, filename=got.filename or "upload.jsonl",
-                               purpose=files_meta.PURPOSE_INPUT, created_at=now,
-                               expires_at=now + expires_s)
+    meta = files_meta.new_meta(
+        file_id=file_id,
+        owner=owner,
+        size_bytes=size_bytes,
+        lines=got.lines,
+        filename=got.filename or "upload.jsonl",
+        purpose=files_meta.PURPOSE_INPUT,
+        created_at=now,
+        expires_at=now + expires_s,
+    )
     bsvc.files.add(meta)
-    log.info("file %s uploaded: %d bytes, %d lines", file_id, size_bytes, got.lines,
-             extra={"key": owner, "event": "file_uploaded"})
+    log.info(
+        "file %s uploaded: %d bytes, %d lines",
+        file_id,
+        size_bytes,
+        got.lines,
+        extra={"key": owner, "event": "file_uploaded"},
+    )
     return json_response(files_meta.public_view(meta))
 
 
@@ -127,8 +150,9 @@ def _limit(default: int, maximum: int) -> int:
     if raw is None:
         return default
     if not raw.isdigit() or not 1 <= int(raw) <= maximum:
-        raise ApiError(400, "invalid_request", f"`limit` must be from 1 to {maximum}.",
-                       param="limit")
+        raise ApiError(
+            400, "invalid_request", f"`limit` must be from 1 to {maximum}.", param="limit"
+        )
     return int(raw)
 
 
@@ -141,15 +165,24 @@ def list_files() -> Response:
     order = args.get("order", "desc")
     if order not in ("asc", "desc"):
         raise ApiError(400, "invalid_request", "`order` must be asc or desc.", param="order")
-    page = bsvc.files.page(owner, after=args.get("after", ""),
-                           limit=_limit(MAX_LIST_LIMIT, MAX_LIST_LIMIT),
-                           newest_first=order == "desc", purpose=args.get("purpose", ""),
-                           now=queue_stats.redis_time(svc.redis))
+    page = bsvc.files.page(
+        owner,
+        after=args.get("after", ""),
+        limit=_limit(MAX_LIST_LIMIT, MAX_LIST_LIMIT),
+        newest_first=order == "desc",
+        purpose=args.get("purpose", ""),
+        now=queue_stats.redis_time(svc.redis),
+    )
     data = [files_meta.public_view(m) for m in page.files]
-    return json_response({"object": "list", "data": data,
-                          "first_id": data[0]["id"] if data else None,
-                          "last_id": data[-1]["id"] if data else None,
-                          "has_more": page.has_more})
+    return json_response(
+        {
+            "object": "list",
+            "data": data,
+            "first_id": data[0]["id"] if data else None,
+            "last_id": data[-1]["id"] if data else None,
+            "has_more": page.has_more,
+        }
+    )
 
 
 def owned_file(file_id: str, owner: str, param: str = "id") -> dict[str, str]:
@@ -181,10 +214,13 @@ def file_content(file_id: str) -> Response:
     except FileNotFoundError as exc:  # deleted between the two reads
         raise file_not_found() from exc
     body = wrap_file(current_request.environ, handle, buffer_size=CHUNK_BYTES)
-    headers = {"Content-Length": meta.get("bytes") or "0",
-               "Content-Disposition": f'attachment; filename="{file_id}.jsonl"'}
-    return Response(body, headers=headers, mimetype="application/octet-stream",
-                    direct_passthrough=True)
+    headers = {
+        "Content-Length": meta.get("bytes") or "0",
+        "Content-Disposition": f'attachment; filename="{file_id}.jsonl"',
+    }
+    return Response(
+        body, headers=headers, mimetype="application/octet-stream", direct_passthrough=True
+    )
 
 
 @bp.delete("/<file_id>")
@@ -198,7 +234,11 @@ def delete_file(file_id: str) -> Response:
     if outcome == "missing":
         raise file_not_found()
     if outcome == "in_use":
-        raise ApiError(409, "file_in_use", "A batch that has not ended reads this file; "
-                       "cancel it or wait for its end.", param="id")
+        raise ApiError(
+            409,
+            "file_in_use",
+            "A batch that has not ended reads this file; cancel it or wait for its end.",
+            param="id",
+        )
     bsvc.storage.delete(file_id)
     return json_response({"id": file_id, "object": "file", "deleted": True})

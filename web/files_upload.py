@@ -67,8 +67,9 @@ class Receiver:
     def receive(self) -> Received:
         """Read the whole body; the file's Upload is the caller's to commit or discard."""
         request.max_content_length = self.max_bytes + FORM_OVERHEAD_BYTES
-        decoder = MultipartDecoder(_boundary(), max_form_memory_size=CHUNK_BYTES * 4,
-                                   max_parts=MAX_PARTS)
+        decoder = MultipartDecoder(
+            _boundary(), max_form_memory_size=CHUNK_BYTES * 4, max_parts=MAX_PARTS
+        )
         try:
             stream = request.stream
             while chunk := stream.read(CHUNK_BYTES):
@@ -78,8 +79,9 @@ class Receiver:
             self._drain(decoder)
         except RequestEntityTooLarge as exc:
             self._discard()
-            raise ApiError(413, "request_too_large",
-                           f"The file is larger than {self.max_bytes} bytes.") from exc
+            raise ApiError(
+                413, "request_too_large", f"The file is larger than {self.max_bytes} bytes."
+            ) from exc
         except ValueError as exc:
             self._discard()
             raise _invalid("The body is not valid multipart/form-data.") from exc

@@ -58,8 +58,16 @@ def create_job() -> Response:
     cache_control = current_request.headers.get("Cache-Control", "")
     job_id = job_id_for(svc, owner, request, cache_control)
     with watching(svc, job_id, wait_s) as waiter:
-        record = submit(svc, owner, request, priority, idem_key, cache_control, job_id=job_id,
-                        prompt_tokens=fitted.prompt_tokens)
+        record = submit(
+            svc,
+            owner,
+            request,
+            priority,
+            idem_key,
+            cache_control,
+            job_id=job_id,
+            prompt_tokens=fitted.prompt_tokens,
+        )
         g.chatq_job_id = record["id"]
         return job_response(wait_terminal(svc, record, wait_s, waiter=waiter), echo)
 
@@ -95,8 +103,12 @@ def cancel_job(job_id: str) -> Response:
     owner = authorize(svc)
     _owned(svc, owner, job_id)
     cancel = svc.store.cancel(job_id=job_id, lease_s=svc.settings.lease_s)
-    log.info("job %s cancel: %s", job_id, cancel.status,
-             extra={"job_id": job_id, "key": owner, "event": "cancel"})
+    log.info(
+        "job %s cancel: %s",
+        job_id,
+        cancel.status,
+        extra={"job_id": job_id, "key": owner, "event": "cancel"},
+    )
     for follower_id in cancel.detached:
         # They were waiting on this job's upstream call: now they run on their own.
         follower = svc.store.get(follower_id) or {}

@@ -12,11 +12,10 @@ from prometheus_client import Counter, Gauge, Histogram
 from chatq.metrics import LATENCY_BUCKETS_S
 
 JOBS_SUBMITTED = Counter("chatq_jobs_submitted_total", "Jobs accepted", ["priority"])
-CACHE_LOOKUPS = Counter(
-    "chatq_cache_lookups_total", "Result cache lookups at submit", ["result"]
-)
+CACHE_LOOKUPS = Counter("chatq_cache_lookups_total", "Result cache lookups at submit", ["result"])
 HTTP_IN_PROGRESS = Gauge(
-    "chatq_http_requests_in_progress", "HTTP requests being handled",
+    "chatq_http_requests_in_progress",
+    "HTTP requests being handled",
     multiprocess_mode="livesum",
 )
 ADMISSION_REJECTIONS = Counter(
@@ -28,7 +27,9 @@ WAITERS = Gauge(
 # Observed once per request in the request hook (web/observability.py): these are the names
 # prometheus-flask-exporter gave them, without its per-request cost.
 HTTP_DURATION = Histogram(
-    "chatq_http_request_duration_seconds", "HTTP requests by route template, method and status",
-    ["method", "endpoint", "status"], buckets=LATENCY_BUCKETS_S,
+    "chatq_http_request_duration_seconds",
+    "HTTP requests by route template, method and status",
+    ["method", "endpoint", "status"],
+    buckets=LATENCY_BUCKETS_S,
 )
 HTTP_REQUESTS = Counter("chatq_http_request", "HTTP requests", ["method", "status"])

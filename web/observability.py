@@ -40,10 +40,12 @@ class QueueCollector(Collector):
             snap = queue_stats.snapshot(self.svc.redis, self.svc.broker)
         except BACKEND_ERRORS:
             return
-        depth = GaugeMetricFamily("chatq_queue_depth", "Jobs waiting in the broker",
-                                  labels=["queue"])
-        age = GaugeMetricFamily("chatq_queue_oldest_age_seconds", "Age of the oldest waiting job",
-                                labels=["queue"])
+        depth = GaugeMetricFamily(
+            "chatq_queue_depth", "Jobs waiting in the broker", labels=["queue"]
+        )
+        age = GaugeMetricFamily(
+            "chatq_queue_oldest_age_seconds", "Age of the oldest waiting job", labels=["queue"]
+        )
         for name, jobs_waiting in snap.depths.items():
             depth.add_metric([name], jobs_waiting)
             oldest_s = snap.oldest_age_s[name]
@@ -51,11 +53,14 @@ class QueueCollector(Collector):
                 age.add_metric([name], oldest_s)
         yield depth
         yield age
-        yield GaugeMetricFamily("chatq_jobs_in_progress", "Jobs running on workers",
-                                value=snap.workers.busy)
-        yield GaugeMetricFamily("chatq_recommended_concurrency",
-                                "Worker slots needed by Little's law x 1.2",
-                                value=snap.recommended_concurrency)
+        yield GaugeMetricFamily(
+            "chatq_jobs_in_progress", "Jobs running on workers", value=snap.workers.busy
+        )
+        yield GaugeMetricFamily(
+            "chatq_recommended_concurrency",
+            "Worker slots needed by Little's law x 1.2",
+            value=snap.recommended_concurrency,
+        )
         yield from batch_metrics.gauges(snap.batches)
 
 
@@ -87,8 +92,11 @@ def _finished(response: Response) -> Response:
         metrics.HTTP_DURATION.labels(method, path, status).observe(duration_s)
         metrics.HTTP_REQUESTS.labels(method, status).inc()
         context = {
-            "method": method, "path": path, "status": response.status_code,
-            "duration_ms": round(duration_s * 1000, 2), "key": g.get("chatq_key", "-"),
+            "method": method,
+            "path": path,
+            "status": response.status_code,
+            "duration_ms": round(duration_s * 1000, 2),
+            "key": g.get("chatq_key", "-"),
             "job_id": g.get("chatq_job_id", "-"),
         }
         log.info("request", extra=context)

@@ -43,8 +43,16 @@ def chat_completions() -> Response:
     cache_control = flask_request.headers.get("Cache-Control", "")
     job_id = job_id_for(svc, owner, request, cache_control)
     with watching(svc, job_id, 0.0 if stream else 1.0) as waiter:
-        record = submit(svc, owner, request, "interactive", params.idempotency_key(),
-                        cache_control, job_id=job_id, prompt_tokens=fitted.prompt_tokens)
+        record = submit(
+            svc,
+            owner,
+            request,
+            "interactive",
+            params.idempotency_key(),
+            cache_control,
+            job_id=job_id,
+            prompt_tokens=fitted.prompt_tokens,
+        )
         if not stream:
             return _hold(svc, record, waiter)
     include_usage = bool(isinstance(options, dict) and options.get("include_usage"))
@@ -68,19 +76,25 @@ def _hold(svc: Services, record: dict[str, str], waiter: Waiter | None = None) -
     headers = {"Chatq-Job-Id": record["id"], "x-should-retry": "false"}
     if record["status"] == jobs.COMPLETED:
         return json_response(jobs.public_view(record)["result"], 200, headers)
-    error = failed_job_error(record) if jobs.is_terminal(record["status"]) else _unfinished(
-        svc, record["id"])
+    error = (
+        failed_job_error(record)
+        if jobs.is_terminal(record["status"])
+        else _unfinished(svc, record["id"])
+    )
     return json_response(error.body(), error.status, headers)
 
 
 def _unfinished(svc: Services, job_id: str) -> ApiError:
     """The answer for a held job that has not ended: the web is stopping, or time ran out."""
     if svc.listener.draining:
-        return ApiError(503, "server_shutting_down",
-                        f"This server is restarting; job {job_id} goes on: fetch its answer at "
-                        f"/v1/jobs/{job_id}/result.", type_="server_error")
-    return ApiError(504, "job_timeout", f"Job {job_id} did not end in time.",
-                    type_="server_error")
+        return ApiError(
+            503,
+            "server_shutting_down",
+            f"This server is restarting; job {job_id} goes on: fetch its answer at "
+            f"/v1/jobs/{job_id}/result.",
+            type_="server_error",
+        )
+    return ApiError(504, "job_timeout", f"Job {job_id} did not end in time.", type_="server_error")
 
 
 def _stream(svc: Services, record: dict[str, str], include_usage: bool) -> Iterator[str]:
@@ -145,13 +159,14 @@ def models() -> Response:
         upstream = _models_session.get(url, headers=headers, timeout=10)
         body = upstream.json()
     except (requests.RequestException, ValueError) as exc:
-        raise ApiError(502, "upstream_error", "The upstream model list is unavailable.",
-                       type_="upstream_error") from exc
+        raise ApiError(
+            502, "upstream_error", "The upstream model list is unavailable.", type_="upstream_error"
+        ) from exc
     if upstream.status_code != 200 or not isinstance(body, dict):
-        raise ApiError(502, "upstream_error",
-                       f"The upstream answered {upstream.status_code} for its model list.",
-                       type_="upstream_error")
+        raise ApiError(
+            502,
+            "upstream_error",
+            f"The upstream answered {upstream.status_code} for its model list.",
+            type_="upstream_error",
+        )
     return json_response(body)
-
-
-

@@ -10,17 +10,29 @@ from chatq.batch_lines import ENDPOINTS
 from web.openapi import _error_responses, _json, _op, _param, _response, _wait
 from web.openapi_schemas import Schema, _nullable, _object, ref
 
-BATCH_STATUSES = ["validating", "failed", "in_progress", "finalizing", "completed", "expired",
-                  "cancelling", "cancelled"]
+BATCH_STATUSES = [
+    "validating",
+    "failed",
+    "in_progress",
+    "finalizing",
+    "completed",
+    "expired",
+    "cancelling",
+    "cancelled",
+]
 _COUNT = {"type": "integer", "minimum": 0}
 _FILE_404 = "`file_not_found`: unknown, expired or foreign file id."
 _BATCH_404 = "`batch_not_found`: unknown, expired or foreign batch id."
 
 
 def _path_id(name: str, prefix: str, description: str) -> Schema:
-    return {"name": name, "in": "path", "required": True,
-            "schema": {"type": "string", "pattern": f"^{prefix}[A-Za-z0-9_-]+$"},
-            "description": description}
+    return {
+        "name": name,
+        "in": "path",
+        "required": True,
+        "schema": {"type": "string", "pattern": f"^{prefix}[A-Za-z0-9_-]+$"},
+        "description": description,
+    }
 
 
 _FILE_ID = _path_id("file_id", "file-", "The file's id; another key's file is `404`.")
@@ -34,87 +46,182 @@ def _query(name: str, schema: Schema, description: str) -> Schema:
 def _file_collection() -> dict[str, Schema]:
     """POST and GET /v1/files."""
     upload = _op(
-        "createFile", "Upload a JSONL file of batch requests (multipart)",
-        {"200": _response("The file object.", _json("File")),
-         **_error_responses((400, "`invalid_request`, `missing_field`: not multipart, no "
-                                  "`file` or `purpose`, a `purpose` other than batch, an "
-                                  "unknown field, a bad `expires_after`, more lines than "
-                                  "CHATQ_FILES_MAX_LINES."), 401,
-                            (413, "`request_too_large`: the file is over CHATQ_FILES_MAX_BYTES."),
-                            429, 503)},
-        description="Streamed to the file storage (CHATQ_FILES_DIR), never held in memory.")
-    upload["requestBody"] = {"required": True, "content": {
-        "multipart/form-data": {"schema": ref("FileUpload")}}}
+        "createFile",
+        "Upload a JSONL file of batch requests (multipart)",
+        {
+            "200": _response("The file object.", _json("File")),
+            **_error_responses(
+                (
+                    400,
+                    "`invalid_request`, `missing_field`: not multipart, no "
+                    "`file` or `purpose`, a `purpose` other than batch, an "
+                    "unknown field, a bad `expires_after`, more lines than "
+                    "CHATQ_FILES_MAX_LINES.",
+                ),
+                401,
+                (413, "`request_too_large`: the file is over CHATQ_FILES_MAX_BYTES."),
+                429,
+                503,
+            ),
+        },
+        description="Streamed to the file storage (CHATQ_FILES_DIR), never held in memory.",
+    )
+    upload["requestBody"] = {
+        "required": True,
+        "content": {"multipart/form-data": {"schema": ref("FileUpload")}},
+    }
     listing = _op(
-        "listFiles", "The key's files",
-        {"200": _response("A page of files.", _json("FileList")),
-         **_error_responses((400, "`invalid_request`: a bad `limit` or `order`."), 401, 429,
-                            503)},
+        "listFiles",
+        "The key's files",
+        {
+            "200": _response("A page of files.", _json("FileList")),
+            **_error_responses(
+                (400, "`invalid_request`: a bad `limit` or `order`."), 401, 429, 503
+            ),
+        },
         _query("after", {"type": "string"}, "A file id: the page starts after it."),
-        _query("limit", {"type": "integer", "minimum": 1, "maximum": 10000, "default": 10000},
-               "At most this many files."),
-        _query("order", {"type": "string", "enum": ["asc", "desc"], "default": "desc"},
-               "By creation time."),
-        _query("purpose", {"type": "string"}, "Only files of this purpose."))
+        _query(
+            "limit",
+            {"type": "integer", "minimum": 1, "maximum": 10000, "default": 10000},
+            "At most this many files.",
+        ),
+        _query(
+            "order",
+            {"type": "string", "enum": ["asc", "desc"], "default": "desc"},
+            "By creation time.",
+        ),
+        _query("purpose", {"type": "string"}, "Only files of this purpose."),
+    )
     return {"/v1/files": {"post": upload, "get": listing}}
 
 
 def _file_item() -> dict[str, Schema]:
     """GET and DELETE /v1/files/{file_id}, and its content."""
-    get = _op("retrieveFile", "A file object",
-              {"200": _response("The file object.", _json("File")),
-               **_error_responses(401, (404, _FILE_404), 429, 503)}, _FILE_ID)
-    delete = _op("deleteFile", "Delete a file",
-                 {"200": _response("Deleted.", _json("FileDeleted")),
-                  **_error_responses(401, (404, _FILE_404),
-                                     (409, "`file_in_use`: an unfinished batch reads it."),
-                                     429, 503)}, _FILE_ID)
-    content = _op("downloadFile", "A file's bytes",
-                  {"200": _response("The file, streamed.", {"application/octet-stream": {
-                      "type": "string", "format": "binary"}}),
-                   **_error_responses(401, (404, _FILE_404), 429, 503)}, _FILE_ID)
-    return {"/v1/files/{file_id}": {"get": get, "delete": delete},
-            "/v1/files/{file_id}/content": {"get": content}}
+    get = _op(
+        "retrieveFile",
+        "A file object",
+        {
+            "200": _response("The file object.", _json("File")),
+            **_error_responses(401, (404, _FILE_404), 429, 503),
+        },
+        _FILE_ID,
+    )
+    delete = _op(
+        "deleteFile",
+        "Delete a file",
+        {
+            "200": _response("Deleted.", _json("FileDeleted")),
+            **_error_responses(
+                401,
+                (404, _FILE_404),
+                (409, "`file_in_use`: an unfinished batch reads it."),
+                429,
+                503,
+            ),
+        },
+        _FILE_ID,
+    )
+    content = _op(
+        "downloadFile",
+        "A file's bytes",
+        {
+            "200": _response(
+                "The file, streamed.",
+                {"application/octet-stream": {"type": "string", "format": "binary"}},
+            ),
+            **_error_responses(401, (404, _FILE_404), 429, 503),
+        },
+        _FILE_ID,
+    )
+    return {
+        "/v1/files/{file_id}": {"get": get, "delete": delete},
+        "/v1/files/{file_id}/content": {"get": content},
+    }
 
 
 def _batch_collection() -> dict[str, Schema]:
     """POST and GET /v1/batches."""
     create = _op(
-        "createBatch", "Create a batch on an uploaded file",
-        {"200": _response("The batch, `validating`.", _json("Batch")),
-         **_error_responses((400, "`invalid_json`, `invalid_request`, `missing_field`: a field "
-                                  "missing, of the wrong type or not supported (an endpoint "
-                                  "other than /v1/chat/completions or /v1/responses, a window "
-                                  "other than 24h)."),
-                            401, (404, _FILE_404 + " (`input_file_id`)"), 413, 429, 503)},
-        body="BatchCreateRequest")
+        "createBatch",
+        "Create a batch on an uploaded file",
+        {
+            "200": _response("The batch, `validating`.", _json("Batch")),
+            **_error_responses(
+                (
+                    400,
+                    "`invalid_json`, `invalid_request`, `missing_field`: a field "
+                    "missing, of the wrong type or not supported (an endpoint "
+                    "other than /v1/chat/completions or /v1/responses, a window "
+                    "other than 24h).",
+                ),
+                401,
+                (404, _FILE_404 + " (`input_file_id`)"),
+                413,
+                429,
+                503,
+            ),
+        },
+        body="BatchCreateRequest",
+    )
     listing = _op(
-        "listBatches", "The key's batches, newest first",
-        {"200": _response("A page of batches.", _json("BatchList")),
-         **_error_responses((400, "`invalid_request`: a bad `limit`."), 401, 429, 503)},
+        "listBatches",
+        "The key's batches, newest first",
+        {
+            "200": _response("A page of batches.", _json("BatchList")),
+            **_error_responses((400, "`invalid_request`: a bad `limit`."), 401, 429, 503),
+        },
         _query("after", {"type": "string"}, "A batch id: the page starts after it."),
-        _query("limit", {"type": "integer", "minimum": 1, "maximum": 100, "default": 20},
-               "At most this many batches."))
+        _query(
+            "limit",
+            {"type": "integer", "minimum": 1, "maximum": 100, "default": 20},
+            "At most this many batches.",
+        ),
+    )
     return {"/v1/batches": {"post": create, "get": listing}}
 
 
 def _batch_item() -> dict[str, Schema]:
     """GET /v1/batches/{batch_id} and its cancel."""
-    get = _op("retrieveBatch", "A batch, long-polled",
-              {"200": _response("The batch (as it is when `wait` runs out, or once ended).",
-                                _json("Batch"), "Preference-Applied"),
-               **_error_responses((400, "`invalid_wait`: `wait` is not a finite number >= 0."),
-                                  401, (404, _BATCH_404), 429, 503)},
-              _BATCH_ID, _wait(0), _param("Prefer"),
-              description="With `wait`, held until the batch has ended (completed, failed, "
-                          "cancelled or expired) or the wait runs out.")
-    cancel = _op("cancelBatch", "Cancel a batch",
-                 {"200": _response("The batch: `cancelling` until its running lines end and "
-                                   "its files are written; an ended batch is left as it is.",
-                                   _json("Batch")),
-                  **_error_responses(401, (404, _BATCH_404), 429, 503)}, _BATCH_ID)
-    return {"/v1/batches/{batch_id}": {"get": get},
-            "/v1/batches/{batch_id}/cancel": {"post": cancel}}
+    get = _op(
+        "retrieveBatch",
+        "A batch, long-polled",
+        {
+            "200": _response(
+                "The batch (as it is when `wait` runs out, or once ended).",
+                _json("Batch"),
+                "Preference-Applied",
+            ),
+            **_error_responses(
+                (400, "`invalid_wait`: `wait` is not a finite number >= 0."),
+                401,
+                (404, _BATCH_404),
+                429,
+                503,
+            ),
+        },
+        _BATCH_ID,
+        _wait(0),
+        _param("Prefer"),
+        description="With `wait`, held until the batch has ended (completed, failed, "
+        "cancelled or expired) or the wait runs out.",
+    )
+    cancel = _op(
+        "cancelBatch",
+        "Cancel a batch",
+        {
+            "200": _response(
+                "The batch: `cancelling` until its running lines end and "
+                "its files are written; an ended batch is left as it is.",
+                _json("Batch"),
+            ),
+            **_error_responses(401, (404, _BATCH_404), 429, 503),
+        },
+        _BATCH_ID,
+    )
+    return {
+        "/v1/batches/{batch_id}": {"get": get},
+        "/v1/batches/{batch_id}/cancel": {"post": cancel},
+    }
 
 
 def paths() -> dict[str, Schema]:
@@ -123,72 +230,137 @@ def paths() -> dict[str, Schema]:
 
 
 def _expires_after() -> Schema:
-    return _object(["anchor", "seconds"], anchor={"type": "string", "const": "created_at"},
-                   seconds={"type": "integer", "minimum": 3600, "maximum": 2592000})
+    return _object(
+        ["anchor", "seconds"],
+        anchor={"type": "string", "const": "created_at"},
+        seconds={"type": "integer", "minimum": 3600, "maximum": 2592000},
+    )
 
 
 def _file_schemas() -> dict[str, Schema]:
     file = _object(
         ["id", "object", "bytes", "created_at", "expires_at", "filename", "purpose", "status"],
-        id={"type": "string"}, object={"type": "string", "const": "file"}, bytes=_COUNT,
+        id={"type": "string"},
+        object={"type": "string", "const": "file"},
+        bytes=_COUNT,
         created_at={"type": "integer"},
         expires_at=_nullable("integer", "When the file is deleted (Unix seconds)."),
         filename={"type": "string"},
         purpose={"type": "string", "enum": ["batch", "batch_output"]},
-        status={"type": "string", "const": "processed"})
-    upload = _object(["file", "purpose"], file={"type": "string", "format": "binary"},
-                     purpose={"type": "string", "const": "batch"})
+        status={"type": "string", "const": "processed"},
+    )
+    upload = _object(
+        ["file", "purpose"],
+        file={"type": "string", "format": "binary"},
+        purpose={"type": "string", "const": "batch"},
+    )
     upload["properties"] |= {
         "expires_after[anchor]": {"type": "string", "const": "created_at"},
-        "expires_after[seconds]": {"type": "integer", "minimum": 3600, "maximum": 2592000,
-                                   "description": "Default: CHATQ_FILES_TTL."}}
-    return {"File": file, "FileUpload": upload, "FileList": _list_of("File"),
-            "FileDeleted": _object(["id", "object", "deleted"], id={"type": "string"},
-                                   object={"type": "string", "const": "file"},
-                                   deleted={"type": "boolean"})}
+        "expires_after[seconds]": {
+            "type": "integer",
+            "minimum": 3600,
+            "maximum": 2592000,
+            "description": "Default: CHATQ_FILES_TTL.",
+        },
+    }
+    return {
+        "File": file,
+        "FileUpload": upload,
+        "FileList": _list_of("File"),
+        "FileDeleted": _object(
+            ["id", "object", "deleted"],
+            id={"type": "string"},
+            object={"type": "string", "const": "file"},
+            deleted={"type": "boolean"},
+        ),
+    }
 
 
 def _list_of(name: str) -> Schema:
-    return _object(["object", "data", "first_id", "last_id", "has_more"],
-                   object={"type": "string", "const": "list"},
-                   data={"type": "array", "items": ref(name)},
-                   first_id=_nullable("string", "The first id of the page."),
-                   last_id=_nullable("string", "The last id: `after` for the next page."),
-                   has_more={"type": "boolean"})
+    return _object(
+        ["object", "data", "first_id", "last_id", "has_more"],
+        object={"type": "string", "const": "list"},
+        data={"type": "array", "items": ref(name)},
+        first_id=_nullable("string", "The first id of the page."),
+        last_id=_nullable("string", "The last id: `after` for the next page."),
+        has_more={"type": "boolean"},
+    )
 
 
 def _usage_schema() -> Schema:
     return _object(
-        ["input_tokens", "input_tokens_details", "output_tokens", "output_tokens_details",
-         "total_tokens"], input_tokens=_COUNT,
+        [
+            "input_tokens",
+            "input_tokens_details",
+            "output_tokens",
+            "output_tokens_details",
+            "total_tokens",
+        ],
+        input_tokens=_COUNT,
         input_tokens_details=_object(["cached_tokens"], cached_tokens=_COUNT),
         output_tokens=_COUNT,
         output_tokens_details=_object(["reasoning_tokens"], reasoning_tokens=_COUNT),
-        total_tokens=_COUNT)
+        total_tokens=_COUNT,
+    )
 
 
 def _batch_schema() -> Schema:
     stamp: Schema = {"type": ["integer", "null"]}
-    error = _object(["code", "message", "param", "line"], code={"type": "string"},
-                    message={"type": "string"}, param={"type": ["string", "null"]},
-                    line={"type": ["integer", "null"]})
-    errors = _object(["object", "data"], object={"type": "string", "const": "list"},
-                     data={"type": "array", "items": error})
-    stamps = ("created_at", "in_progress_at", "expires_at", "finalizing_at", "completed_at",
-              "failed_at", "expired_at", "cancelling_at", "cancelled_at")
+    error = _object(
+        ["code", "message", "param", "line"],
+        code={"type": "string"},
+        message={"type": "string"},
+        param={"type": ["string", "null"]},
+        line={"type": ["integer", "null"]},
+    )
+    errors = _object(
+        ["object", "data"],
+        object={"type": "string", "const": "list"},
+        data={"type": "array", "items": error},
+    )
+    stamps = (
+        "created_at",
+        "in_progress_at",
+        "expires_at",
+        "finalizing_at",
+        "completed_at",
+        "failed_at",
+        "expired_at",
+        "cancelling_at",
+        "cancelled_at",
+    )
     batch = _object(
-        ["id", "object", "endpoint", "errors", "input_file_id", "completion_window", "status",
-         "output_file_id", "error_file_id", *stamps, "request_counts", "usage", "metadata"],
-        id={"type": "string"}, object={"type": "string", "const": "batch"},
-        endpoint={"type": "string"}, errors={"anyOf": [{"type": "null"}, errors]},
-        input_file_id={"type": "string"}, completion_window={"type": "string"},
+        [
+            "id",
+            "object",
+            "endpoint",
+            "errors",
+            "input_file_id",
+            "completion_window",
+            "status",
+            "output_file_id",
+            "error_file_id",
+            *stamps,
+            "request_counts",
+            "usage",
+            "metadata",
+        ],
+        id={"type": "string"},
+        object={"type": "string", "const": "batch"},
+        endpoint={"type": "string"},
+        errors={"anyOf": [{"type": "null"}, errors]},
+        input_file_id={"type": "string"},
+        completion_window={"type": "string"},
         status={"type": "string", "enum": BATCH_STATUSES},
-        output_file_id={"type": ["string", "null"]}, error_file_id={"type": ["string", "null"]},
-        request_counts=_object(["total", "completed", "failed"], total=_COUNT,
-                               completed=_COUNT, failed=_COUNT),
+        output_file_id={"type": ["string", "null"]},
+        error_file_id={"type": ["string", "null"]},
+        request_counts=_object(
+            ["total", "completed", "failed"], total=_COUNT, completed=_COUNT, failed=_COUNT
+        ),
         usage=_usage_schema(),
         metadata={"type": ["object", "null"], "additionalProperties": {"type": "string"}},
-        model={"type": "string", "description": "The model of the first valid line."})
+        model={"type": "string", "description": "The model of the first valid line."},
+    )
     batch["properties"] |= {name: stamp for name in stamps}
     return batch
 
@@ -196,14 +368,29 @@ def _batch_schema() -> Schema:
 def schemas() -> dict[str, Schema]:
     """Every Files and Batches schema, by name."""
     create = _object(
-        ["input_file_id", "endpoint", "completion_window"], input_file_id={"type": "string"},
-        endpoint={"type": "string", "enum": list(ENDPOINTS),
-                  "description": "The `url` of every line; a line's `body` is a request to "
-                                 "it (/v1/responses: the Responses API's text subset)."},
-        completion_window={"type": "string", "const": "24h",
-                           "description": "Lasts CHATQ_BATCH_WINDOW seconds (24 h)."},
-        metadata={"type": ["object", "null"], "maxProperties": 16,
-                  "additionalProperties": {"type": "string", "maxLength": 512}},
-        output_expires_after=_expires_after())
-    return {**_file_schemas(), "Batch": _batch_schema(), "BatchList": _list_of("Batch"),
-            "BatchCreateRequest": create}
+        ["input_file_id", "endpoint", "completion_window"],
+        input_file_id={"type": "string"},
+        endpoint={
+            "type": "string",
+            "enum": list(ENDPOINTS),
+            "description": "The `url` of every line; a line's `body` is a request to "
+            "it (/v1/responses: the Responses API's text subset).",
+        },
+        completion_window={
+            "type": "string",
+            "const": "24h",
+            "description": "Lasts CHATQ_BATCH_WINDOW seconds (24 h).",
+        },
+        metadata={
+            "type": ["object", "null"],
+            "maxProperties": 16,
+            "additionalProperties": {"type": "string", "maxLength": 512},
+        },
+        output_expires_after=_expires_after(),
+    )
+    return {
+        **_file_schemas(),
+        "Batch": _batch_schema(),
+        "BatchList": _list_of("Batch"),
+        "BatchCreateRequest": create,
+    }

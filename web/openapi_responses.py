@@ -10,22 +10,24 @@ from web.openapi_schemas import Schema, ref
 
 _ERRORS = {
     400: "A parameter is missing, invalid, or outside the text subset (`unsupported_parameter`: "
-         "tools, reasoning, images, files, ...); `param` names it. "
-         "`previous_response_not_found`; `invalid_wait`; `invalid_cursor`: a Last-Event-ID "
-         "that is no sequence number.",
+    "tools, reasoning, images, files, ...); `param` names it. "
+    "`previous_response_not_found`; `invalid_wait`; `invalid_cursor`: a Last-Event-ID "
+    "that is no sequence number.",
     401: "`invalid_api_key`: no key or an unknown key.",
     404: "`job_not_found`: unknown, expired, deleted, `store: false` or another key's.",
     413: "`request_too_large`: body over CHATQ_MAX_BODY_BYTES.",
     422: "`context_length_exceeded` (the prompt, previous responses included, is over the "
-         "model's limit); `idempotency_key_reused`.",
+    "model's limit); `idempotency_key_reused`.",
     429: "`rate_limit_exceeded`: the key's request rate is over its limit.",
     503: "`queue_full`, `backend_unavailable`.",
 }
 _EVENTS = {
-    "response.created": "ResponseLifecycleEvent", "response.queued": "ResponseLifecycleEvent",
+    "response.created": "ResponseLifecycleEvent",
+    "response.queued": "ResponseLifecycleEvent",
     "response.in_progress": "ResponseLifecycleEvent",
     "response.completed": "ResponseLifecycleEvent",
-    "response.incomplete": "ResponseLifecycleEvent", "response.failed": "ResponseLifecycleEvent",
+    "response.incomplete": "ResponseLifecycleEvent",
+    "response.failed": "ResponseLifecycleEvent",
     "response.output_item.added": "ResponseOutputItemEvent",
     "response.output_item.done": "ResponseOutputItemEvent",
     "response.content_part.added": "ResponseContentPartEvent",
@@ -34,14 +36,20 @@ _EVENTS = {
     "response.output_text.done": "ResponseTextDoneEvent",
     "error": "ResponseErrorEvent",
 }
-_STREAM = ("Server-Sent Events: `event:` the type, `id:` the sequence number, `data:` one "
-           "ResponseStreamEvent.")
+_STREAM = (
+    "Server-Sent Events: `event:` the type, `id:` the sequence number, `data:` one "
+    "ResponseStreamEvent."
+)
 
 
 def _obj(required: list[str] | None = None, /, **properties: Schema) -> Schema:
     """A closed object; every property required unless `required` says otherwise."""
-    return {"type": "object", "additionalProperties": False, "properties": properties,
-            "required": list(properties) if required is None else required}
+    return {
+        "type": "object",
+        "additionalProperties": False,
+        "properties": properties,
+        "required": list(properties) if required is None else required,
+    }
 
 
 def _const(value: str) -> Schema:
@@ -54,26 +62,45 @@ def _nullable(schema: Schema) -> Schema:
 
 def _format(kind: str, **properties: Schema) -> Schema:
     required = ["type", *(name for name in properties if name in ("name", "schema"))]
-    return {"type": "object", "required": required,
-            "properties": {"type": {"const": kind}, **properties}}
+    return {
+        "type": "object",
+        "required": required,
+        "properties": {"type": {"const": kind}, **properties},
+    }
 
 
 # `text`: only its `format` is honoured (plain text, or JSON by the chat `response_format`).
-_TEXT: Schema = {"type": "object", "additionalProperties": False, "properties": {
-    "format": _nullable({"anyOf": [
-        _format("text"), _format("json_object"),
-        _format("json_schema", name={"type": "string"}, schema={"type": "object"},
-                description={"type": "string"}, strict={"type": ["boolean", "null"]}),
-    ]}),
-    "verbosity": {"type": "null"},
-}}
+_TEXT: Schema = {
+    "type": "object",
+    "additionalProperties": False,
+    "properties": {
+        "format": _nullable(
+            {
+                "anyOf": [
+                    _format("text"),
+                    _format("json_object"),
+                    _format(
+                        "json_schema",
+                        name={"type": "string"},
+                        schema={"type": "object"},
+                        description={"type": "string"},
+                        strict={"type": ["boolean", "null"]},
+                    ),
+                ]
+            }
+        ),
+        "verbosity": {"type": "null"},
+    },
+}
 
 
 def _errors(*statuses: int) -> dict[str, Schema]:
     out: dict[str, Schema] = {}
     for status in statuses:
-        response: Schema = {"description": _ERRORS[status],
-                            "content": {"application/json": {"schema": ref("Error")}}}
+        response: Schema = {
+            "description": _ERRORS[status],
+            "content": {"application/json": {"schema": ref("Error")}},
+        }
         if status in (429, 503):
             response["headers"] = {"Retry-After": {"$ref": "#/components/headers/Retry-After"}}
         out[str(status)] = response
@@ -98,77 +125,142 @@ def _header(name: str) -> Schema:
     return {"$ref": f"#/components/parameters/{name}"}
 
 
-_ID = {"name": "id", "in": "path", "required": True,
-       "schema": {"type": "string", "pattern": "^(resp|job)_[A-Za-z0-9_-]+$"},
-       "description": "The response's id (`resp_…`), or its job's (`job_…`)."}
-_WAIT = _query("wait", {"type": "number", "minimum": 0, "default": 0},
-               "Seconds to hold until the response ends (capped at CHATQ_MAX_WAIT).")
+_ID = {
+    "name": "id",
+    "in": "path",
+    "required": True,
+    "schema": {"type": "string", "pattern": "^(resp|job)_[A-Za-z0-9_-]+$"},
+    "description": "The response's id (`resp_…`), or its job's (`job_…`).",
+}
+_WAIT = _query(
+    "wait",
+    {"type": "number", "minimum": 0, "default": 0},
+    "Seconds to hold until the response ends (capped at CHATQ_MAX_WAIT).",
+)
 
 
 def _create() -> Schema:
     return {
-        "operationId": "createResponse", "summary": "Create a response (a chat job)",
+        "operationId": "createResponse",
+        "summary": "Create a response (a chat job)",
         "description": "`background: true` answers at once (`queued`); `stream: true` answers "
-                       "Server-Sent Events; otherwise the request is held until the response "
-                       "ends (a bounded hold with `Prefer: wait=N`). Always `200` with the "
-                       "Response, whatever its status: a failed one carries `error`.",
-        "parameters": [_header("Prefer"), _header("Priority"), _header("IdempotencyKey"),
-                       _header("CacheControl"), _header("ContextOverflow")],
-        "requestBody": {"required": True, "content": {
-            "application/json": {"schema": ref("ResponseRequest")}}},
-        "responses": {"200": _ok("The Response, or its events.", ref("Response"),
-                                 "Chatq-Job-Id", "Preference-Applied", stream=True),
-                      **_errors(400, 401, 413, 422, 429, 503)},
+        "Server-Sent Events; otherwise the request is held until the response "
+        "ends (a bounded hold with `Prefer: wait=N`). Always `200` with the "
+        "Response, whatever its status: a failed one carries `error`.",
+        "parameters": [
+            _header("Prefer"),
+            _header("Priority"),
+            _header("IdempotencyKey"),
+            _header("CacheControl"),
+            _header("ContextOverflow"),
+        ],
+        "requestBody": {
+            "required": True,
+            "content": {"application/json": {"schema": ref("ResponseRequest")}},
+        },
+        "responses": {
+            "200": _ok(
+                "The Response, or its events.",
+                ref("Response"),
+                "Chatq-Job-Id",
+                "Preference-Applied",
+                stream=True,
+            ),
+            **_errors(400, 401, 413, 422, 429, 503),
+        },
     }
 
 
 def _retrieve() -> Schema:
     return {
-        "operationId": "getResponse", "summary": "A response, long-polled or streamed",
+        "operationId": "getResponse",
+        "summary": "A response, long-polled or streamed",
         "description": "With `stream=true`, its events from the first (or after "
-                       "`starting_after`, or an SSE `Last-Event-ID`) until it ends, for as "
-                       "long as it is kept: the same numbers on every replay.",
-        "parameters": [_ID, _WAIT, _header("Prefer"),
-                       _query("stream", {"type": "boolean", "default": False},
-                              "Answer the response's events as Server-Sent Events."),
-                       _query("starting_after", {"type": "integer"},
-                              "With `stream=true`: only the events numbered above this "
-                              "(ignored without it)."),
-                       _header("LastEventId")],
-        "responses": {"200": _ok("The Response (any status), or its events.", ref("Response"),
-                                 "Preference-Applied", stream=True),
-                      **_errors(400, 401, 404, 429, 503)},
+        "`starting_after`, or an SSE `Last-Event-ID`) until it ends, for as "
+        "long as it is kept: the same numbers on every replay.",
+        "parameters": [
+            _ID,
+            _WAIT,
+            _header("Prefer"),
+            _query(
+                "stream",
+                {"type": "boolean", "default": False},
+                "Answer the response's events as Server-Sent Events.",
+            ),
+            _query(
+                "starting_after",
+                {"type": "integer"},
+                "With `stream=true`: only the events numbered above this (ignored without it).",
+            ),
+            _header("LastEventId"),
+        ],
+        "responses": {
+            "200": _ok(
+                "The Response (any status), or its events.",
+                ref("Response"),
+                "Preference-Applied",
+                stream=True,
+            ),
+            **_errors(400, 401, 404, 429, 503),
+        },
     }
 
 
 def _paths() -> dict[str, Schema]:
-    cancel = {"operationId": "cancelResponse", "summary": "Cancel a queued or running response",
-              "parameters": [_ID],
-              "responses": {"200": _ok("The Response as it now is (an ended one unchanged).",
-                                       ref("Response")), **_errors(401, 404, 429, 503)}}
-    delete = {"operationId": "deleteResponse", "summary": "Delete a response for good",
-              "description": "A queued or running response is cancelled first; then its "
-                             "record, text and events are removed.", "parameters": [_ID],
-              "responses": {"200": _ok("Deleted.", ref("ResponseDeleted")),
-                            **_errors(401, 404, 429, 503)}}
-    stored = {
-        "operationId": "getChatCompletion", "summary": "A job's chat completion, again",
-        "description": "By the `Chatq-Job-Id` a POST /v1/chat/completions answered (or the "
-                       "`chatcmpl-` id of its stream): held like that POST until the job "
-                       "ends; a failed job answers its OpenAI error; a response is `404`.",
-        "parameters": [{"name": "id", "in": "path", "required": True, "schema": {
-            "type": "string", "pattern": "^(job_|chatcmpl-)[A-Za-z0-9_-]+$"}}, _header("Prefer")],
-        "responses": {"200": _ok("Exactly the upstream's `chat.completion`.",
-                                 ref("ChatCompletion"), "Chatq-Job-Id"),
-                      "202": _ok("Only with `Prefer: wait=N` (and N passed) or "
-                                 "`respond-async`: the job.", ref("Job"), "Location",
-                                 "Preference-Applied"),
-                      **_errors(401, 404, 429, 503)},
+    cancel = {
+        "operationId": "cancelResponse",
+        "summary": "Cancel a queued or running response",
+        "parameters": [_ID],
+        "responses": {
+            "200": _ok("The Response as it now is (an ended one unchanged).", ref("Response")),
+            **_errors(401, 404, 429, 503),
+        },
     }
-    return {"/v1/responses": {"post": _create()},
-            "/v1/responses/{id}": {"get": _retrieve(), "delete": delete},
-            "/v1/responses/{id}/cancel": {"post": cancel},
-            "/v1/chat/completions/{id}": {"get": stored}}
+    delete = {
+        "operationId": "deleteResponse",
+        "summary": "Delete a response for good",
+        "description": "A queued or running response is cancelled first; then its "
+        "record, text and events are removed.",
+        "parameters": [_ID],
+        "responses": {
+            "200": _ok("Deleted.", ref("ResponseDeleted")),
+            **_errors(401, 404, 429, 503),
+        },
+    }
+    stored = {
+        "operationId": "getChatCompletion",
+        "summary": "A job's chat completion, again",
+        "description": "By the `Chatq-Job-Id` a POST /v1/chat/completions answered (or the "
+        "`chatcmpl-` id of its stream): held like that POST until the job "
+        "ends; a failed job answers its OpenAI error; a response is `404`.",
+        "parameters": [
+            {
+                "name": "id",
+                "in": "path",
+                "required": True,
+                "schema": {"type": "string", "pattern": "^(job_|chatcmpl-)[A-Za-z0-9_-]+$"},
+            },
+            _header("Prefer"),
+        ],
+        "responses": {
+            "200": _ok(
+                "Exactly the upstream's `chat.completion`.", ref("ChatCompletion"), "Chatq-Job-Id"
+            ),
+            "202": _ok(
+                "Only with `Prefer: wait=N` (and N passed) or `respond-async`: the job.",
+                ref("Job"),
+                "Location",
+                "Preference-Applied",
+            ),
+            **_errors(401, 404, 429, 503),
+        },
+    }
+    return {
+        "/v1/responses": {"post": _create()},
+        "/v1/responses/{id}": {"get": _retrieve(), "delete": delete},
+        "/v1/responses/{id}/cancel": {"post": cancel},
+        "/v1/chat/completions/{id}": {"get": stored},
+    }
 
 
 def response_paths() -> dict[str, Schema]:
@@ -177,13 +269,17 @@ def response_paths() -> dict[str, Schema]:
 
 
 def _input_item() -> Schema:
-    part = _obj(type={"type": "string", "enum": ["input_text", "output_text"]},
-                text={"type": "string"})
+    part = _obj(
+        type={"type": "string", "enum": ["input_text", "output_text"]}, text={"type": "string"}
+    )
     part["additionalProperties"] = True  # `annotations` of an output_text part passed back
     content = {"oneOf": [{"type": "string"}, {"type": "array", "minItems": 1, "items": part}]}
-    item = _obj(["role", "content"], type=_const("message"),
-                role={"type": "string", "enum": ["user", "assistant", "system", "developer"]},
-                content=content)
+    item = _obj(
+        ["role", "content"],
+        type=_const("message"),
+        role={"type": "string", "enum": ["user", "assistant", "system", "developer"]},
+        content=content,
+    )
     item["additionalProperties"] = True  # `id`, `status` of an output item passed back
     return item
 
@@ -197,59 +293,84 @@ def _request(settings: Settings) -> Schema:
     return _obj(
         ["input"],
         model={"type": "string", "minLength": 1, "description": "Default CHATQ_DEFAULT_MODEL."},
-        input={"oneOf": [{"type": "string"},
-                         {"type": "array", "minItems": 1, "items": _input_item()}]},
+        input={
+            "oneOf": [{"type": "string"}, {"type": "array", "minItems": 1, "items": _input_item()}]
+        },
         instructions=_nullable({"type": "string"}),
         max_output_tokens=_nullable(tokens),
         temperature=_nullable({**number, "maximum": 2}),
         top_p=_nullable({**number, "maximum": 1}),
-        metadata=_nullable({"type": "object", "maxProperties": MAX_METADATA_KEYS,
-                            "additionalProperties": {"type": "string", "maxLength": 512}}),
+        metadata=_nullable(
+            {
+                "type": "object",
+                "maxProperties": MAX_METADATA_KEYS,
+                "additionalProperties": {"type": "string", "maxLength": 512},
+            }
+        ),
         store=_nullable({"type": "boolean", "default": True}),
         stream=_nullable({"type": "boolean", "default": False}),
         background=_nullable({"type": "boolean", "default": False}),
         previous_response_id=_nullable({"type": "string"}),
         truncation=_nullable({"type": "string", "enum": ["auto", "disabled"]}),
         text=_nullable(_TEXT),
-        user={"type": "string"}, safety_identifier={"type": "string"},
-        prompt_cache_key={"type": "string"}, service_tier=_nullable({"type": "string"}),
-        tools={"type": "array", "maxItems": 0}, include={"type": "array", "maxItems": 0},
+        user={"type": "string"},
+        safety_identifier={"type": "string"},
+        prompt_cache_key={"type": "string"},
+        service_tier=_nullable({"type": "string"}),
+        tools={"type": "array", "maxItems": 0},
+        include={"type": "array", "maxItems": 0},
         tool_choice={"type": "string", "enum": ["auto", "none"]},
         parallel_tool_calls={"type": "boolean"},
     )
 
 
 def _message() -> Schema:
-    text_part = _obj(type=_const("output_text"), text={"type": "string"},
-                     annotations={"type": "array", "maxItems": 0},
-                     logprobs={"type": "array", "maxItems": 0})
+    text_part = _obj(
+        type=_const("output_text"),
+        text={"type": "string"},
+        annotations={"type": "array", "maxItems": 0},
+        logprobs={"type": "array", "maxItems": 0},
+    )
     refusal = _obj(type=_const("refusal"), refusal={"type": "string"})
-    return _obj(id={"type": "string"}, type=_const("message"),
-                status={"type": "string", "enum": ["in_progress", "completed", "incomplete"]},
-                role=_const("assistant"),
-                content={"type": "array", "items": {"oneOf": [text_part, refusal]}})
+    return _obj(
+        id={"type": "string"},
+        type=_const("message"),
+        status={"type": "string", "enum": ["in_progress", "completed", "incomplete"]},
+        role=_const("assistant"),
+        content={"type": "array", "items": {"oneOf": [text_part, refusal]}},
+    )
 
 
 def _response() -> Schema:
     message = _message()
     details = _obj(reason={"type": "string", "enum": ["max_output_tokens", "content_filter"]})
-    usage = _obj(input_tokens={"type": "integer"},
-                 input_tokens_details=_obj(cached_tokens={"type": "integer"}),
-                 output_tokens={"type": "integer"},
-                 output_tokens_details=_obj(reasoning_tokens={"type": "integer"}),
-                 total_tokens={"type": "integer"})
+    usage = _obj(
+        input_tokens={"type": "integer"},
+        input_tokens_details=_obj(cached_tokens={"type": "integer"}),
+        output_tokens={"type": "integer"},
+        output_tokens_details=_obj(reasoning_tokens={"type": "integer"}),
+        total_tokens={"type": "integer"},
+    )
     fields: dict[str, Schema] = {
-        "id": {"type": "string", "pattern": "^resp_"}, "object": _const("response"),
-        "created_at": {"type": "integer"}, "status": {"type": "string", "enum": list(STATUSES)},
+        "id": {"type": "string", "pattern": "^resp_"},
+        "object": _const("response"),
+        "created_at": {"type": "integer"},
+        "status": {"type": "string", "enum": list(STATUSES)},
         "background": {"type": "boolean"},
         "completed_at": _nullable({"type": "integer"}),
         "error": _nullable(_obj(code={"type": "string"}, message={"type": "string"})),
-        "incomplete_details": _nullable(details), "instructions": _nullable({"type": "string"}),
-        "max_output_tokens": _nullable({"type": "integer"}), "model": {"type": "string"},
-        "output": {"type": "array", "items": message}, "parallel_tool_calls": {"type": "boolean"},
-        "previous_response_id": _nullable({"type": "string"}), "reasoning": {"type": "null"},
-        "temperature": _nullable({"type": "number"}), "text": {"type": "object"},
-        "tool_choice": _const("auto"), "tools": {"type": "array", "maxItems": 0},
+        "incomplete_details": _nullable(details),
+        "instructions": _nullable({"type": "string"}),
+        "max_output_tokens": _nullable({"type": "integer"}),
+        "model": {"type": "string"},
+        "output": {"type": "array", "items": message},
+        "parallel_tool_calls": {"type": "boolean"},
+        "previous_response_id": _nullable({"type": "string"}),
+        "reasoning": {"type": "null"},
+        "temperature": _nullable({"type": "number"}),
+        "text": {"type": "object"},
+        "tool_choice": _const("auto"),
+        "tools": {"type": "array", "maxItems": 0},
         "top_p": _nullable({"type": "number"}),
         "truncation": {"type": "string", "enum": ["auto", "disabled"]},
         "metadata": {"type": "object", "additionalProperties": {"type": "string"}},
@@ -257,44 +378,79 @@ def _response() -> Schema:
         "usage": usage,
     }
     schema = _obj([k for k in fields if k not in ("output_text", "usage")], **fields)
-    schema["description"] = ("OpenAI's Response object, for the text subset chatq serves: "
-                             "`usage` once the upstream gave it.")
+    schema["description"] = (
+        "OpenAI's Response object, for the text subset chatq serves: "
+        "`usage` once the upstream gave it."
+    )
     return {"Response": schema, "ResponseMessage": message}
 
 
 def _events() -> dict[str, Schema]:
-    seq, integer, string = {"type": "integer", "minimum": 0}, {"type": "integer"}, \
-        {"type": "string"}
+    seq, integer, string = (
+        {"type": "integer", "minimum": 0},
+        {"type": "integer"},
+        {"type": "string"},
+    )
 
     def kinds(schema: str) -> Schema:
         return {"type": "string", "enum": [k for k, s in _EVENTS.items() if s == schema]}
 
     where = {"item_id": string, "output_index": integer, "content_index": integer}
     events = {
-        "ResponseLifecycleEvent": _obj(type=kinds("ResponseLifecycleEvent"),
-                                       response=ref("Response"), sequence_number=seq),
-        "ResponseOutputItemEvent": _obj(type=kinds("ResponseOutputItemEvent"),
-                                        output_index=integer, item=ref("ResponseMessage"),
-                                        sequence_number=seq),
-        "ResponseContentPartEvent": _obj(type=kinds("ResponseContentPartEvent"), **where,
-                                         part={"type": "object"}, sequence_number=seq),
-        "ResponseTextDeltaEvent": _obj(type=_const("response.output_text.delta"), **where,
-                                       delta=string, logprobs={"type": "array"},
-                                       sequence_number=seq),
-        "ResponseTextDoneEvent": _obj(type=_const("response.output_text.done"), **where,
-                                      text=string, logprobs={"type": "array"},
-                                      sequence_number=seq),
-        "ResponseErrorEvent": _obj(type=_const("error"), code=_nullable(string), message=string,
-                                   param=_nullable(string), sequence_number=seq),
+        "ResponseLifecycleEvent": _obj(
+            type=kinds("ResponseLifecycleEvent"), response=ref("Response"), sequence_number=seq
+        ),
+        "ResponseOutputItemEvent": _obj(
+            type=kinds("ResponseOutputItemEvent"),
+            output_index=integer,
+            item=ref("ResponseMessage"),
+            sequence_number=seq,
+        ),
+        "ResponseContentPartEvent": _obj(
+            type=kinds("ResponseContentPartEvent"),
+            **where,
+            part={"type": "object"},
+            sequence_number=seq,
+        ),
+        "ResponseTextDeltaEvent": _obj(
+            type=_const("response.output_text.delta"),
+            **where,
+            delta=string,
+            logprobs={"type": "array"},
+            sequence_number=seq,
+        ),
+        "ResponseTextDoneEvent": _obj(
+            type=_const("response.output_text.done"),
+            **where,
+            text=string,
+            logprobs={"type": "array"},
+            sequence_number=seq,
+        ),
+        "ResponseErrorEvent": _obj(
+            type=_const("error"),
+            code=_nullable(string),
+            message=string,
+            param=_nullable(string),
+            sequence_number=seq,
+        ),
     }
-    union = {"oneOf": [ref(name) for name in events],
-             "description": "Numbered from 0; a replay gives the same numbers."}
+    union = {
+        "oneOf": [ref(name) for name in events],
+        "description": "Numbered from 0; a replay gives the same numbers.",
+    }
     return {**events, "ResponseStreamEvent": union}
 
 
 def response_schemas(settings: Settings | None = None) -> dict[str, Schema]:
     """The component schemas of the Responses API."""
-    deleted = _obj(id={"type": "string"}, object=_const("response.deleted"),
-                   deleted={"type": "boolean", "const": True})
-    return {"ResponseRequest": _request(settings or Settings()), **_response(), **_events(),
-            "ResponseDeleted": deleted}
+    deleted = _obj(
+        id={"type": "string"},
+        object=_const("response.deleted"),
+        deleted={"type": "boolean", "const": True},
+    )
+    return {
+        "ResponseRequest": _request(settings or Settings()),
+        **_response(),
+        **_events(),
+        "ResponseDeleted": deleted,
+    }

@@ -49,8 +49,10 @@ def _error_schemas() -> dict[str, Schema]:
     job_error = _object(
         ["type", "code", "message"],
         type={"type": "string"},
-        code={"type": "string", "examples": ["upstream_error", "upstream_timeout",
-                                             "upstream_invalid_response"]},
+        code={
+            "type": "string",
+            "examples": ["upstream_error", "upstream_timeout", "upstream_invalid_response"],
+        },
         message={"type": "string"},
     )
     job_error["description"] = "Why a job failed; never a traceback, never a secret."
@@ -72,8 +74,10 @@ def _message_schema() -> Schema:
     )
     message["anyOf"] = [
         {"required": ["content"]},
-        {"required": ["tool_calls"], "properties": {"tool_calls": {"type": "array",
-                                                                   "minItems": 1}}},
+        {
+            "required": ["tool_calls"],
+            "properties": {"tool_calls": {"type": "array", "minItems": 1}},
+        },
     ]
     return message
 
@@ -101,10 +105,16 @@ def _sampling_fields(settings: Settings) -> dict[str, Schema]:
         **{name: _bounded(name, "number", settings) for name in numbers},
         **{name: _bounded(name, "integer", settings) for name in integers},
         "logprobs": {"type": "boolean"},
-        "logit_bias": {"type": "object", "additionalProperties": {
-            "type": "integer", "minimum": low, "maximum": high}},
-        "stop": {"type": ["string", "array"], "items": {"type": "string"},
-                 "minItems": 1, "maxItems": MAX_STOP_SEQUENCES},
+        "logit_bias": {
+            "type": "object",
+            "additionalProperties": {"type": "integer", "minimum": low, "maximum": high},
+        },
+        "stop": {
+            "type": ["string", "array"],
+            "items": {"type": "string"},
+            "minItems": 1,
+            "maxItems": MAX_STOP_SEQUENCES,
+        },
     }
 
 
@@ -118,18 +128,25 @@ def _request_schemas(settings: Settings) -> dict[str, Schema]:
         stream={"type": "boolean", "default": False},
         # Every field the server checks (web/validate.FIELD_TYPES) is typed here too.
         **_sampling_fields(settings),
-        response_format={"type": "object"}, stream_options={"type": "object"},
-        metadata={"type": "object"}, user={"type": "string"},
+        response_format={"type": "object"},
+        stream_options={"type": "object"},
+        metadata={"type": "object"},
+        user={"type": "string"},
         tools={"type": "array", "items": {"type": "object"}},
     )
-    request["description"] = ("OpenAI's request, with the bounds of OpenAI's schema; fields "
-                              "not listed go to the upstream unchanged.")
+    request["description"] = (
+        "OpenAI's request, with the bounds of OpenAI's schema; fields "
+        "not listed go to the upstream unchanged."
+    )
     job_request = {
         "allOf": [ref("ChatCompletionRequest")],
         "properties": {"stream": {"const": False, "description": "`true` is a 400 here."}},
     }
-    return {"ChatMessage": _message_schema(), "ChatCompletionRequest": request,
-            "JobRequest": job_request}
+    return {
+        "ChatMessage": _message_schema(),
+        "ChatCompletionRequest": request,
+        "JobRequest": job_request,
+    }
 
 
 def _upstream_schemas() -> dict[str, Schema]:
@@ -144,16 +161,24 @@ def _upstream_schemas() -> dict[str, Schema]:
         usage={"type": "object"},
     )
     chunk = _object(
-        ["object", "choices"], closed=False, object=_const("chat.completion.chunk"),
+        ["object", "choices"],
+        closed=False,
+        object=_const("chat.completion.chunk"),
         choices={"type": "array", "items": {"type": "object"}},
     )
     model = _object(["id", "object"], closed=False, id={"type": "string"}, object=_const("model"))
     models = _object(
-        ["object", "data"], closed=False, object=_const("list"),
+        ["object", "data"],
+        closed=False,
+        object=_const("list"),
         data={"type": "array", "items": ref("Model")},
     )
-    return {"ChatCompletion": completion, "ChatCompletionChunk": chunk,
-            "Model": model, "ModelList": models}
+    return {
+        "ChatCompletion": completion,
+        "ChatCompletionChunk": chunk,
+        "Model": model,
+        "ModelList": models,
+    }
 
 
 def _job_schema() -> Schema:
@@ -171,8 +196,10 @@ def _job_schema() -> Schema:
         cached={"type": "boolean", "description": "Answered from the result cache."},
         attempts={"type": "integer", "minimum": 0},
         output_text={"type": "string", "description": "Text so far; partial while running."},
-        result={"oneOf": [ref("ChatCompletion"), {"type": "null"}],
-                "description": "The upstream's `chat.completion`, once completed."},
+        result={
+            "oneOf": [ref("ChatCompletion"), {"type": "null"}],
+            "description": "The upstream's `chat.completion`, once completed.",
+        },
         error={"oneOf": [ref("JobError"), {"type": "null"}], "description": "Once failed."},
     )
     job["required"] = list(job["properties"])
@@ -183,17 +210,25 @@ def _event_schemas() -> dict[str, Schema]:
     """The events of a job and a page of them."""
     string = {"type": "string"}
     events = {
-        "StatusEvent": _object(["type", "status"], type=_const("status"),
-                               status={"type": "string", "enum": JOB_STATUSES}),
+        "StatusEvent": _object(
+            ["type", "status"],
+            type=_const("status"),
+            status={"type": "string", "enum": JOB_STATUSES},
+        ),
         "DeltaEvent": _object(["type", "delta"], type=_const("delta"), delta=string),
         "ResetEvent": _object(["type"], type=_const("reset")),
-        "EndEvent": _object(["type", "status"], type=_const("end"),
-                            status={"type": "string", "enum": TERMINAL_STATUSES},
-                            finish_reason={"type": ["string", "null"]}),
+        "EndEvent": _object(
+            ["type", "status"],
+            type=_const("end"),
+            status={"type": "string", "enum": TERMINAL_STATUSES},
+            finish_reason={"type": ["string", "null"]},
+        ),
     }
     mapping = {name.removesuffix("Event").lower(): ref(name)["$ref"] for name in events}
-    event = {"oneOf": [ref(name) for name in events],
-             "discriminator": {"propertyName": "type", "mapping": mapping}}
+    event = {
+        "oneOf": [ref(name) for name in events],
+        "discriminator": {"propertyName": "type", "mapping": mapping},
+    }
     page = _object(
         ["object", "job_id", "status", "events", "cursor", "done"],
         object=_const("chat.completion.job.events"),
@@ -209,22 +244,37 @@ def _event_schemas() -> dict[str, Schema]:
 def _queue_schema() -> Schema:
     """The load figures of GET /v1/queue."""
     number, count = {"type": "number", "minimum": 0}, {"type": "integer", "minimum": 0}
-    age = {"type": ["number", "null"], "minimum": 0,
-           "description": "Seconds; null when the broker cannot tell (RabbitMQ)."}
+    age = {
+        "type": ["number", "null"],
+        "minimum": 0,
+        "description": "Seconds; null when the broker cannot tell (RabbitMQ).",
+    }
     queue = _object(["depth", "oldest_age_s"], depth=count, oldest_age_s=age)
-    lines = _object(["total", "waiting_in_file", "fed", "done"], total=count,
-                    waiting_in_file=count, fed={**count, "description": "Queued or running."},
-                    done=count)
+    lines = _object(
+        ["total", "waiting_in_file", "fed", "done"],
+        total=count,
+        waiting_in_file=count,
+        fed={**count, "description": "Queued or running."},
+        done=count,
+    )
     return _object(
-        ["queues", "in_progress", "workers", "arrival_rate_per_s", "mean_job_seconds",
-         "recommended_concurrency", "batches"],
+        [
+            "queues",
+            "in_progress",
+            "workers",
+            "arrival_rate_per_s",
+            "mean_job_seconds",
+            "recommended_concurrency",
+            "batches",
+        ],
         queues=_object(["interactive", "batch"], interactive=queue, batch=queue),
         in_progress=count,
         workers=_object(["count", "slots", "busy"], count=count, slots=count, busy=count),
         arrival_rate_per_s=number,
         mean_job_seconds=number,
         recommended_concurrency={
-            **count, "description": "ceil(arrival_rate_per_s * mean_job_seconds * 1.2)"
+            **count,
+            "description": "ceil(arrival_rate_per_s * mean_job_seconds * 1.2)",
         },
         batches=_object(["active", "lines"], active=count, lines=lines),
     )
@@ -232,16 +282,23 @@ def _queue_schema() -> Schema:
 
 def schemas(settings: Settings | None = None) -> dict[str, Schema]:
     """All component schemas, by name; the caps are `settings`' (default: the defaults)."""
-    health = _object(["status"], closed=False, status={"type": "string"},
-                     redis={"type": "boolean"})
+    health = _object(["status"], closed=False, status={"type": "string"}, redis={"type": "boolean"})
     readiness = _object(
-        ["status", "redis", "redis_noeviction", "redis_persistent"], closed=False,
-        status={"type": "string"}, redis={"type": "boolean"},
-        redis_noeviction=_nullable("boolean", "Redis's maxmemory-policy is noeviction, so a "
-                                   "full Redis refuses writes instead of deleting jobs; null "
-                                   "when Redis would not say."),
-        redis_persistent=_nullable("boolean", "Redis has AOF or RDB persistence on, so a "
-                                   "restart keeps the jobs; null when Redis would not say."),
+        ["status", "redis", "redis_noeviction", "redis_persistent"],
+        closed=False,
+        status={"type": "string"},
+        redis={"type": "boolean"},
+        redis_noeviction=_nullable(
+            "boolean",
+            "Redis's maxmemory-policy is noeviction, so a "
+            "full Redis refuses writes instead of deleting jobs; null "
+            "when Redis would not say.",
+        ),
+        redis_persistent=_nullable(
+            "boolean",
+            "Redis has AOF or RDB persistence on, so a "
+            "restart keeps the jobs; null when Redis would not say.",
+        ),
     )
     return {
         **_error_schemas(),

@@ -32,8 +32,13 @@ def readyz() -> Response:
     except BACKEND_ERRORS as exc:
         raise backend_unavailable(svc.settings.backend_retry_after_s) from exc
     if svc.settings.redis_require_safe and not safety.safe:
-        raise ApiError(503, "redis_unsafe", "Redis may lose jobs: " + "; ".join(safety.problems()),
-                       type_="server_error", retry_after_s=svc.settings.backend_retry_after_s)
+        raise ApiError(
+            503,
+            "redis_unsafe",
+            "Redis may lose jobs: " + "; ".join(safety.problems()),
+            type_="server_error",
+            retry_after_s=svc.settings.backend_retry_after_s,
+        )
     return json_response({"status": "ok", "redis": True, **safety.fields()})
 
 

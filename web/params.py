@@ -121,9 +121,12 @@ def overflow_policy(default: str) -> Policy:
         return "reject"
     if value == "truncate_oldest":
         return "truncate_oldest"
-    raise ApiError(400, "invalid_request",
-                   "`Chatq-Context-Overflow` must be reject or truncate_oldest.",
-                   param="Chatq-Context-Overflow")
+    raise ApiError(
+        400,
+        "invalid_request",
+        "`Chatq-Context-Overflow` must be reject or truncate_oldest.",
+        param="Chatq-Context-Overflow",
+    )
 
 
 def is_job_id(value: str) -> bool:

@@ -64,12 +64,18 @@ def _history(svc: Services, owner: str, previous: Any) -> list[dict[str, Any]] |
     try:
         record = owned_response(svc, owner, previous)
     except ApiError:
-        raise ApiError(400, "previous_response_not_found",
-                       f"Previous response with id {previous[:80]!r} not found.",
-                       param="previous_response_id") from None
+        raise ApiError(
+            400,
+            "previous_response_not_found",
+            f"Previous response with id {previous[:80]!r} not found.",
+            param="previous_response_id",
+        ) from None
     if record["status"] != jobs.COMPLETED:
-        raise invalid(f"Previous response {previous[:80]!r} is {record['status']}; only a "
-                      "completed one can be continued.", "previous_response_id")
+        raise invalid(
+            f"Previous response {previous[:80]!r} is {record['status']}; only a "
+            "completed one can be continued.",
+            "previous_response_id",
+        )
     return conversation(record)
 
 
@@ -87,11 +93,18 @@ def create_response() -> Response:
     body = params.json_body()
     asked = translate(body, svc.settings, _history(svc, owner, body.get("previous_response_id")))
     request = chat_request(asked.request, svc.settings)
-    fitted = fit_context(request, svc.settings.max_context_tokens,
-                         _overflow(svc, asked.truncate))
+    fitted = fit_context(request, svc.settings.max_context_tokens, _overflow(svc, asked.truncate))
     cache_control = flask_request.headers.get("Cache-Control", "")
-    record = submit(svc, owner, fitted.request, params.priority(), params.idempotency_key(),
-                    cache_control, asked.fields, prompt_tokens=fitted.prompt_tokens)
+    record = submit(
+        svc,
+        owner,
+        fitted.request,
+        params.priority(),
+        params.idempotency_key(),
+        cache_control,
+        asked.fields,
+        prompt_tokens=fitted.prompt_tokens,
+    )
     g.chatq_job_id = record["id"]
     headers = {"Chatq-Job-Id": record["id"]}
     if asked.stream:
@@ -105,8 +118,7 @@ def create_response() -> Response:
     return _held(svc, record, headers, asked.store)
 
 
-def _held(svc: Services, record: dict[str, str], headers: dict[str, str],
-          store: bool) -> Response:
+def _held(svc: Services, record: dict[str, str], headers: dict[str, str], store: bool) -> Response:
     """The response once it ends (up to CHATQ_JOB_TIMEOUT), or when `Prefer: wait=N` runs
     out; 200 whatever its status, so that an SDK never resends a job that exists."""
     asked_s, respond_async = params.prefer_wait(), params.prefers_async()
@@ -149,8 +161,7 @@ def _starting_after(stream: bool) -> int:
     except ValueError:
         # A Last-Event-ID is a cursor this API gave out, as on /v1/jobs/{id}/events.
         code = "invalid_request" if param == "starting_after" else "invalid_cursor"
-        raise invalid(f"`{param}` must be an integer (a sequence number).", param,
-                      code) from None
+        raise invalid(f"`{param}` must be an integer (a sequence number).", param, code) from None
 
 
 def _check_retrieve_options() -> None:
@@ -192,8 +203,12 @@ def cancel_response(rid: str) -> Response:
     owner = authorize(svc)
     job_id = owned_response(svc, owner, rid)["id"]
     cancel = svc.store.cancel(job_id=job_id, lease_s=svc.settings.lease_s)
-    log.info("response %s cancel: %s", job_id, cancel.status,
-             extra={"job_id": job_id, "key": owner, "event": "cancel"})
+    log.info(
+        "response %s cancel: %s",
+        job_id,
+        cancel.status,
+        extra={"job_id": job_id, "key": owner, "event": "cancel"},
+    )
     _detach(svc, cancel.detached)
     return json_response(render(load_owned(svc, job_id, owner)))
 
@@ -208,7 +223,7 @@ def delete_response(rid: str) -> Response:
     _detach(svc, erased.detached)
     if erased.status != "deleted":
         raise response_not_found()
-    log.info("response %s deleted", job_id,
-             extra={"job_id": job_id, "key": owner, "event": "delete"})
-    return json_response({"id": response_id(job_id), "object": "response.deleted",
-                          "deleted": True})
+    log.info(
+        "response %s deleted", job_id, extra={"job_id": job_id, "key": owner, "event": "delete"}
+    )
+    return json_response({"id": response_id(job_id), "object": "response.deleted", "deleted": True})

@@ -29,8 +29,15 @@ def sse_event(event: JSONDict) -> str:
 
 
 def _error(maker: EventMaker, code: str, message: str) -> str:
-    return sse_event({"type": "error", "code": code, "message": message, "param": None,
-                      "sequence_number": maker.sequence_number})
+    return sse_event(
+        {
+            "type": "error",
+            "code": code,
+            "message": message,
+            "param": None,
+            "sequence_number": maker.sequence_number,
+        }
+    )
 
 
 def _events(svc: Services, record: dict[str, str], maker: EventMaker) -> Iterator[JSONDict | None]:
@@ -44,8 +51,13 @@ def _events(svc: Services, record: dict[str, str], maker: EventMaker) -> Iterato
                 yield from maker.end(load_owned(svc, record["id"], record["owner"]))
 
 
-def response_stream(svc: Services, record: dict[str, str], starting_after: int,
-                    cancel_on_disconnect: bool, delete_at_end: bool) -> Iterator[str]:
+def response_stream(
+    svc: Services,
+    record: dict[str, str],
+    starting_after: int,
+    cancel_on_disconnect: bool,
+    delete_at_end: bool,
+) -> Iterator[str]:
     """The response's events numbered above `starting_after`, until it ends; with
     `delete_at_end` (`store: false`) the response is deleted once it has been sent."""
     job_id = record["id"]
@@ -69,8 +81,12 @@ def response_stream(svc: Services, record: dict[str, str], starting_after: int,
         if isinstance(exc, ApiError):  # deleted or expired meanwhile
             yield _error(maker, exc.code, "The response no longer exists.")
         else:
-            yield _error(maker, "stream_interrupted", "The stream was interrupted; resume it "
-                         "with GET /v1/responses/{id}?stream=true&starting_after=N.")
+            yield _error(
+                maker,
+                "stream_interrupted",
+                "The stream was interrupted; resume it "
+                "with GET /v1/responses/{id}?stream=true&starting_after=N.",
+            )
         return
     if ended and delete_at_end:
         erase(svc.store, job_id, svc.settings.lease_s)

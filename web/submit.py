@@ -52,15 +52,27 @@ def _as_cached(record: dict[str, str], result_json: str) -> dict[str, str]:
     message = choice.get("message") or {}
     now = record["created_at"]
     return {
-        **record, "status": jobs.COMPLETED, "cached": "1", "result": result_json,
+        **record,
+        "status": jobs.COMPLETED,
+        "cached": "1",
+        "result": result_json,
         "output_text": message.get("content") or "",
         "finish_reason": choice.get("finish_reason") or "stop",
-        "started_at": now, "completed_at": now, "cache_key": "", "cache_ttl": "",
+        "started_at": now,
+        "completed_at": now,
+        "cache_key": "",
+        "cache_ttl": "",
     }
 
 
-def _idem(owner: str, idem_key: str | None, job_id: str, priority: str,
-          request: dict[str, Any], fields: dict[str, str]) -> tuple[str, str] | None:
+def _idem(
+    owner: str,
+    idem_key: str | None,
+    job_id: str,
+    priority: str,
+    request: dict[str, Any],
+    fields: dict[str, str],
+) -> tuple[str, str] | None:
     if idem_key is None:
         return None
     asked: dict[str, Any] = {"priority": priority, "request": request}
@@ -77,14 +89,22 @@ class Draft:
     flight: str
 
 
-def _draft(svc: Services, owner: str, request: dict[str, Any], priority: str,
-           cache_control: str, fields: dict[str, str], job_id: str) -> Draft:
+def _draft(
+    svc: Services,
+    owner: str,
+    request: dict[str, Any],
+    priority: str,
+    cache_control: str,
+    fields: dict[str, str],
+    job_id: str,
+) -> Draft:
     """The new job's record, answered from the cache when it can be."""
     s = svc.settings
     rule = cache.policy(request, cache_control, s.cache_ttl_s)
     key = cache.cache_key(request, "*" if s.cache_shared else owner) if rule.cacheable else ""
-    record = jobs.new_record(job_id, owner, request["model"], priority, request,
-                             time.time()) | fields
+    record = (
+        jobs.new_record(job_id, owner, request["model"], priority, request, time.time()) | fields
+    )
     record |= record_fields(svc, owner)  # announce its end to webhooks, if any
     if rule.store_ttl_s:
         record |= {"cache_key": key, "cache_ttl": str(rule.store_ttl_s)}
@@ -122,8 +142,15 @@ def submit(
     `fields` are extra record fields (a response's `api` and `response`); `job_id` the id
     to give it (see job_id_for; a caller may have registered to wait for it);
     `prompt_tokens` its prompt's count if made already (the key's limits charge it)."""
-    draft = _draft(svc, owner, request, priority, cache_control, fields or {},
-                   job_id or job_id_for(svc, owner, request, cache_control))
+    draft = _draft(
+        svc,
+        owner,
+        request,
+        priority,
+        cache_control,
+        fields or {},
+        job_id or job_id_for(svc, owner, request, cache_control),
+    )
     job_id = draft.record["id"]
     if not draft.hit:
         svc.admission.check_queue()
@@ -141,8 +168,15 @@ def submit(
     return record
 
 
-def _make(svc: Services, owner: str, request: dict[str, Any], priority: str,
-          idem_key: str | None, fields: dict[str, str], draft: Draft) -> dict[str, str]:
+def _make(
+    svc: Services,
+    owner: str,
+    request: dict[str, Any],
+    priority: str,
+    idem_key: str | None,
+    fields: dict[str, str],
+    draft: Draft,
+) -> dict[str, str]:
     """Create the drafted job, or find its Idempotency-Key's earlier one; its record."""
     record, job_id = draft.record, draft.record["id"]
     idem = _idem(owner, idem_key, job_id, priority, request, fields)
@@ -169,8 +203,9 @@ def _make(svc: Services, owner: str, request: dict[str, Any], priority: str,
 
 
 def _create(svc: Services, draft: Draft) -> Created:
-    return svc.store.create(record=draft.record, lease_s=svc.settings.lease_s,
-                            flight=draft.flight, cached=draft.hit)
+    return svc.store.create(
+        record=draft.record, lease_s=svc.settings.lease_s, flight=draft.flight, cached=draft.hit
+    )
 
 
 def enqueue(svc: Services, job_id: str, priority: str) -> None:

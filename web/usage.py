@@ -24,8 +24,7 @@ def _rate_limits(window: Window) -> dict[str, Any]:
     body: dict[str, Any] = {}
     lim = window.limits
     for kind, limit, remaining, full_in_s in (
-        ("requests", lim.requests_per_minute, window.remaining_requests,
-         window.requests_full_in_s),
+        ("requests", lim.requests_per_minute, window.remaining_requests, window.requests_full_in_s),
         ("tokens", lim.tokens_per_minute, window.remaining_tokens, window.tokens_full_in_s),
     ):
         body[f"limit_{kind}"] = limit or None
@@ -36,9 +35,15 @@ def _rate_limits(window: Window) -> dict[str, Any]:
 
 def _bucket(start: int, end: int, tokens: int, requests: int, budget: int) -> dict[str, Any]:
     """One period's use, in the shape of OpenAI's usage buckets, with its budget."""
-    return {"object": "bucket", "start_time": start, "end_time": end,
-            "num_model_requests": requests, "tokens": tokens, "limit_tokens": budget or None,
-            "remaining_tokens": max(0, budget - tokens) if budget else None}
+    return {
+        "object": "bucket",
+        "start_time": start,
+        "end_time": end,
+        "num_model_requests": requests,
+        "tokens": tokens,
+        "limit_tokens": budget or None,
+        "remaining_tokens": max(0, budget - tokens) if budget else None,
+    }
 
 
 def usage_body(owner: str, window: Window) -> dict[str, Any]:
@@ -48,10 +53,20 @@ def usage_body(owner: str, window: Window) -> dict[str, Any]:
         "object": "usage",
         "key": owner,
         "rate_limits": _rate_limits(window),
-        "day": _bucket(window.day_start, window.day_end, window.day_tokens,
-                       window.day_requests, lim.tokens_per_day),
-        "month": _bucket(window.month_start, window.month_end, window.month_tokens,
-                         window.month_requests, lim.tokens_per_month),
+        "day": _bucket(
+            window.day_start,
+            window.day_end,
+            window.day_tokens,
+            window.day_requests,
+            lim.tokens_per_day,
+        ),
+        "month": _bucket(
+            window.month_start,
+            window.month_end,
+            window.month_tokens,
+            window.month_requests,
+            lim.tokens_per_month,
+        ),
         "reserved_tokens": window.reserved_tokens,
     }
 
@@ -82,25 +97,42 @@ class UsageCollector(Collector):
             windows = limits.peek(owners)
         except BACKEND_ERRORS:
             return
-        used = GaugeMetricFamily("chatq_key_tokens_used", "Tokens a key has used (ended jobs) "
-                                 "or holds (jobs not ended) this UTC day or month",
-                                 labels=["key", "period"])
-        budget = GaugeMetricFamily("chatq_key_token_budget", "A key's token budget of the "
-                                   "UTC day or month (only those set)", labels=["key", "period"])
-        reserved = GaugeMetricFamily("chatq_key_tokens_reserved", "Tokens held by a key's jobs "
-                                     "not yet ended", labels=["key"])
-        left = GaugeMetricFamily("chatq_key_ratelimit_remaining", "What is left of a key's "
-                                 "per-minute limits (only those set)", labels=["key", "kind"])
+        used = GaugeMetricFamily(
+            "chatq_key_tokens_used",
+            "Tokens a key has used (ended jobs) or holds (jobs not ended) this UTC day or month",
+            labels=["key", "period"],
+        )
+        budget = GaugeMetricFamily(
+            "chatq_key_token_budget",
+            "A key's token budget of the UTC day or month (only those set)",
+            labels=["key", "period"],
+        )
+        reserved = GaugeMetricFamily(
+            "chatq_key_tokens_reserved", "Tokens held by a key's jobs not yet ended", labels=["key"]
+        )
+        left = GaugeMetricFamily(
+            "chatq_key_ratelimit_remaining",
+            "What is left of a key's per-minute limits (only those set)",
+            labels=["key", "kind"],
+        )
         for owner, w in zip(owners, windows, strict=True):
             _add_key(owner, w, used, budget, reserved, left)
         yield from (used, budget, reserved, left)
 
 
-def _add_key(owner: str, w: Window, used: GaugeMetricFamily, budget: GaugeMetricFamily,
-             reserved: GaugeMetricFamily, left: GaugeMetricFamily) -> None:
+def _add_key(
+    owner: str,
+    w: Window,
+    used: GaugeMetricFamily,
+    budget: GaugeMetricFamily,
+    reserved: GaugeMetricFamily,
+    left: GaugeMetricFamily,
+) -> None:
     lim = w.limits
-    for period, tokens, limit in (("day", w.day_tokens, lim.tokens_per_day),
-                                  ("month", w.month_tokens, lim.tokens_per_month)):
+    for period, tokens, limit in (
+        ("day", w.day_tokens, lim.tokens_per_day),
+        ("month", w.month_tokens, lim.tokens_per_month),
+    ):
         used.add_metric([owner, period], tokens)
         if limit:
             budget.add_metric([owner, period], limit)

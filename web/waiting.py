@@ -55,8 +55,14 @@ def _park(
         return _wait(svc, waiter, read(None), read, ready, hold)
 
 
-def _wait(svc: Services, waiter: Waiter, value: T, read: Callable[[Waiter | None], T],
-          ready: Callable[[T], bool], hold: Hold) -> T:
+def _wait(
+    svc: Services,
+    waiter: Waiter,
+    value: T,
+    read: Callable[[Waiter | None], T],
+    ready: Callable[[T], bool],
+    hold: Hold,
+) -> T:
     """`value`, read after `waiter` was registered, once ready or when the hold ends."""
     listener = svc.listener
     deadline = time.monotonic() + hold.timeout_s
@@ -94,8 +100,13 @@ def watching(svc: Services, job_id: str, wait_s: float) -> Iterator[Waiter | Non
         yield waiter
 
 
-def wait_terminal(svc: Services, record: dict[str, str], wait_s: float,
-                  through_drain: bool = False, waiter: Waiter | None = None) -> dict[str, str]:
+def wait_terminal(
+    svc: Services,
+    record: dict[str, str],
+    wait_s: float,
+    through_drain: bool = False,
+    waiter: Waiter | None = None,
+) -> dict[str, str]:
     """The record once terminal, or as it is when `wait_s` (jittered) runs out; `waiter`,
     registered before `record` was read or created, spares a second read."""
     job_id, owner = record["id"], record["owner"]

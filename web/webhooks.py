@@ -47,8 +47,13 @@ def _owned(hooks: WebhookServices, owner: str, endpoint_id: str) -> Endpoint:
 
 def _made_here(endpoint: Endpoint) -> None:
     if endpoint.source != API:
-        raise ApiError(409, "webhook_from_config", "This endpoint comes from the server's "
-                       "configuration (CHATQ_WEBHOOKS); change it there.", param="id")
+        raise ApiError(
+            409,
+            "webhook_from_config",
+            "This endpoint comes from the server's "
+            "configuration (CHATQ_WEBHOOKS); change it there.",
+            param="id",
+        )
 
 
 def _body(*allowed: str) -> dict[str, Any]:
@@ -56,8 +61,7 @@ def _body(*allowed: str) -> dict[str, Any]:
     body = params.json_body() if request.content_length or request.data else {}
     for name in body:
         if name not in allowed:
-            raise ApiError(400, "invalid_request", f"Unknown field `{name[:40]}`.",
-                           param=name[:40])
+            raise ApiError(400, "invalid_request", f"Unknown field `{name[:40]}`.", param=name[:40])
     return body
 
 
@@ -67,8 +71,13 @@ def _url(svc: Services, raw: Any) -> str:
     problem = url_problem(raw)
     private = not svc.settings.webhook_allow_private
     if problem is None and private and literal_refused(urlsplit(raw).hostname or ""):
-        raise ApiError(400, "webhook_url_refused", "`url` points at a loopback, private or "
-                       "link-local address, which webhooks may not reach.", param="url")
+        raise ApiError(
+            400,
+            "webhook_url_refused",
+            "`url` points at a loopback, private or "
+            "link-local address, which webhooks may not reach.",
+            param="url",
+        )
     if problem:
         raise ApiError(400, "invalid_request", f"`url`: {problem}.", param="url")
     return raw
@@ -77,10 +86,17 @@ def _url(svc: Services, raw: Any) -> str:
 def _event_types(raw: Any) -> tuple[str, ...]:
     if raw is None:
         return EVENT_TYPES
-    if (not isinstance(raw, list) or not raw
-            or not all(isinstance(t, str) and t in EVENT_TYPES for t in raw)):
-        raise ApiError(400, "invalid_request", "`event_types` is a non-empty list of: "
-                       + ", ".join(EVENT_TYPES) + ".", param="event_types")
+    if (
+        not isinstance(raw, list)
+        or not raw
+        or not all(isinstance(t, str) and t in EVENT_TYPES for t in raw)
+    ):
+        raise ApiError(
+            400,
+            "invalid_request",
+            "`event_types` is a non-empty list of: " + ", ".join(EVENT_TYPES) + ".",
+            param="event_types",
+        )
     return tuple(dict.fromkeys(raw))
 
 
@@ -88,8 +104,12 @@ def _name(raw: Any) -> str:
     if raw is None:
         return ""
     if not isinstance(raw, str) or len(raw) > MAX_NAME_CHARS:
-        raise ApiError(400, "invalid_request", f"`name` is a string of at most {MAX_NAME_CHARS} "
-                       "characters.", param="name")
+        raise ApiError(
+            400,
+            "invalid_request",
+            f"`name` is a string of at most {MAX_NAME_CHARS} characters.",
+            param="name",
+        )
     return raw
 
 
@@ -101,11 +121,15 @@ def create_endpoint() -> Response:
     url, name = _url(svc, body.get("url")), _name(body.get("name"))
     event_types = _event_types(body.get("event_types"))
     if len(hooks.endpoints.of_owner(owner)) >= MAX_ENDPOINTS_PER_KEY:
-        raise ApiError(409, "too_many_webhooks", f"A key has at most {MAX_ENDPOINTS_PER_KEY} "
-                       "webhook endpoints; delete one first.")
+        raise ApiError(
+            409,
+            "too_many_webhooks",
+            f"A key has at most {MAX_ENDPOINTS_PER_KEY} webhook endpoints; delete one first.",
+        )
     endpoint = hooks.endpoints.create(owner, url, name, event_types)
-    log.info("webhook endpoint %s created", endpoint.id,
-             extra={"key": owner, "event": "webhook_created"})
+    log.info(
+        "webhook endpoint %s created", endpoint.id, extra={"key": owner, "event": "webhook_created"}
+    )
     return json_response(endpoint.public(with_secret=True))
 
 
@@ -132,8 +156,7 @@ def delete_endpoint(endpoint_id: str) -> Response:
     _made_here(endpoint)
     hooks.endpoints.delete(endpoint)
     hooks.deliveries.forget(endpoint.id)
-    return json_response({"id": endpoint.id, "object": "webhook_endpoint.deleted",
-                          "deleted": True})
+    return json_response({"id": endpoint.id, "object": "webhook_endpoint.deleted", "deleted": True})
 
 
 @bp.post("/<endpoint_id>/rotate_secret")
@@ -143,10 +166,15 @@ def rotate_secret(endpoint_id: str) -> Response:
     endpoint = _owned(hooks, owner, endpoint_id)
     _made_here(endpoint)
     keep_old = _body("keep_old_secret_active_for_24_hours").get(
-        "keep_old_secret_active_for_24_hours", False)
+        "keep_old_secret_active_for_24_hours", False
+    )
     if not isinstance(keep_old, bool):
-        raise ApiError(400, "invalid_request", "`keep_old_secret_active_for_24_hours` is a "
-                       "boolean.", param="keep_old_secret_active_for_24_hours")
+        raise ApiError(
+            400,
+            "invalid_request",
+            "`keep_old_secret_active_for_24_hours` is a boolean.",
+            param="keep_old_secret_active_for_24_hours",
+        )
     return json_response(hooks.endpoints.rotate(endpoint, keep_old).public(with_secret=True))
 
 
@@ -162,8 +190,12 @@ def enable_endpoint(endpoint_id: str) -> Response:
 def _limit() -> int:
     raw = request.args.get("limit", str(DEFAULT_PAGE))
     if not raw.isdigit() or not 1 <= int(raw) <= MAX_LOG_PAGE:
-        raise ApiError(400, "invalid_request", f"`limit` is a whole number from 1 to "
-                       f"{MAX_LOG_PAGE}.", param="limit")
+        raise ApiError(
+            400,
+            "invalid_request",
+            f"`limit` is a whole number from 1 to {MAX_LOG_PAGE}.",
+            param="limit",
+        )
     return int(raw)
 
 
@@ -173,8 +205,9 @@ def list_deliveries(endpoint_id: str) -> Response:
     _svc, hooks, owner = _caller()
     endpoint = _owned(hooks, owner, endpoint_id)
     records, more = hooks.deliveries.page(endpoint.id, _limit(), request.args.get("after"))
-    return json_response({"object": "list", "data": [public_view(r) for r in records],
-                          "has_more": more})
+    return json_response(
+        {"object": "list", "data": [public_view(r) for r in records], "has_more": more}
+    )
 
 
 @bp.post("/<endpoint_id>/deliveries/<delivery_id>/replay")
@@ -184,17 +217,22 @@ def replay_delivery(endpoint_id: str, delivery_id: str) -> Response:
     endpoint = _owned(hooks, owner, endpoint_id)
     record = hooks.deliveries.get(delivery_id)
     if record is None or record.get("endpoint") != endpoint.id:
-        raise ApiError(404, "delivery_not_found", "No delivery with that id at this endpoint.",
-                       param="delivery_id")
+        raise ApiError(
+            404,
+            "delivery_not_found",
+            "No delivery with that id at this endpoint.",
+            param="delivery_id",
+        )
     if endpoint.disabled:
-        raise ApiError(409, "webhook_disabled", "This endpoint is disabled; enable it first.",
-                       param="id")
+        raise ApiError(
+            409, "webhook_disabled", "This endpoint is disabled; enable it first.", param="id"
+        )
     replay_id = new_delivery_id()
-    token = hooks.deliveries.add(replay_id, endpoint.id, Event.parse(record["body"]),
-                                 replay_of=delivery_id)
+    token = hooks.deliveries.add(
+        replay_id, endpoint.id, Event.parse(record["body"]), replay_of=delivery_id
+    )
     try:
         celery_app.enqueue_webhook(svc.celery, replay_id, token)
     except Exception:  # it is due in Redis: a worker's scheduler sends it once held no more
         log.warning("replay %s not sent now; a worker will send it", replay_id)
     return json_response(public_view(hooks.deliveries.get(replay_id) or {"id": replay_id}))
-

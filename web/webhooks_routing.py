@@ -50,6 +50,10 @@ def record_fields(svc: Services, owner: str) -> dict[str, str]:
         # reach the key's endpoints either; no endpoint has this id.
         return {"webhook": NONE}
     if hooks.endpoints.owned(owner, named) is None:
-        raise ApiError(400, "webhook_not_found",
-                       f"{HEADER} names no webhook endpoint of this key.", param=HEADER)
+        raise ApiError(
+            400,
+            "webhook_not_found",
+            f"{HEADER} names no webhook endpoint of this key.",
+            param=HEADER,
+        )
     return {"announce": "1", "webhook": named}

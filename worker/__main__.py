@@ -20,17 +20,20 @@ def main() -> None:
     from worker.tasks import app, settings
 
     # Not app.worker_main: it drops the worker's exit status, so a worker that gave up exited 0.
-    celery.main(prog_name="python -m worker", args=[
-        "--app=worker.tasks:app",
-        "worker",
-        f"--pool={settings.worker_pool}",
-        f"--concurrency={settings.worker_concurrency}",
-        f"--queues={','.join(consumed_queues(app))}",
-        f"--loglevel={settings.log_level}",
-        "--without-gossip",
-        "--without-mingle",
-        "--without-heartbeat",
-    ])
+    celery.main(
+        prog_name="python -m worker",
+        args=[
+            "--app=worker.tasks:app",
+            "worker",
+            f"--pool={settings.worker_pool}",
+            f"--concurrency={settings.worker_concurrency}",
+            f"--queues={','.join(consumed_queues(app))}",
+            f"--loglevel={settings.log_level}",
+            "--without-gossip",
+            "--without-mingle",
+            "--without-heartbeat",
+        ],
+    )
 
 
 if __name__ == "__main__":

@@ -46,9 +46,13 @@ class _Findings:
             return parsed
         digest = hashlib.blake2b(parsed.custom_id.encode(), digest_size=16).digest()
         if digest in self.seen:
-            return LineError(parsed.number, "duplicate_custom_id",
-                             f"`custom_id` {parsed.custom_id[:80]!r} is used by an earlier line.",
-                             "custom_id", parsed.custom_id)
+            return LineError(
+                parsed.number,
+                "duplicate_custom_id",
+                f"`custom_id` {parsed.custom_id[:80]!r} is used by an earlier line.",
+                "custom_id",
+                parsed.custom_id,
+            )
         self.seen.add(digest)
         self.model = self.model or str(parsed.request.get("model") or "")
         return parsed
@@ -61,8 +65,13 @@ def _mark_invalid(turn: Turn, errors: list[LineError], blank: list[int]) -> None
         pipe.setbit(keys.batch_invalid(turn.batch_id), number, 1)
     pipe.execute()
     for error in errors:
-        turn.batches.account(turn.batch_id, error.number, ERROR,
-                             batch_lines.invalid_line(turn.batch_id, error), "failed")
+        turn.batches.account(
+            turn.batch_id,
+            error.number,
+            ERROR,
+            batch_lines.invalid_line(turn.batch_id, error),
+            "failed",
+        )
 
 
 def _note(found: _Findings, turn: Turn, parsed: Line | LineError) -> None:
@@ -95,13 +104,29 @@ def validate(turn: Turn) -> None:
                     return
     _mark_invalid(turn, found.pending, found.blank)
     if found.total == 0:
-        found.errors = [{"code": "empty_file", "message": "The input file has no request.",
-                         "param": None, "line": None}]
-    status = turn.batches.validated(turn.batch_id, turn.token, total=found.total,
-                                    invalid=found.invalid, errors=found.errors,
-                                    model=found.model)
-    log.info("batch %s validated: %d lines, %d invalid; %s", turn.batch_id, found.total,
-             found.invalid, status)
+        found.errors = [
+            {
+                "code": "empty_file",
+                "message": "The input file has no request.",
+                "param": None,
+                "line": None,
+            }
+        ]
+    status = turn.batches.validated(
+        turn.batch_id,
+        turn.token,
+        total=found.total,
+        invalid=found.invalid,
+        errors=found.errors,
+        model=found.model,
+    )
+    log.info(
+        "batch %s validated: %d lines, %d invalid; %s",
+        turn.batch_id,
+        found.total,
+        found.invalid,
+        status,
+    )
 
 
 def make_job(turn: Turn, line: Line, charged: bool = False) -> bool:
@@ -109,10 +134,18 @@ def make_job(turn: Turn, line: Line, charged: bool = False) -> bool:
     its key's limits were charged for it just now (released if it had its job already)."""
     ctx, batch_id = turn.ctx, turn.batch_id
     job_id = batch_lines.line_job_id(batch_id, line.number)
-    record = jobs.new_record(job_id, turn.record["owner"], line.request["model"], "batch",
-                             line.request, time.time()) | line.fields
-    record |= {"announce": "1", "batch": batch_id, "batch_line": str(line.number),
-               "custom_id": line.custom_id}
+    record = (
+        jobs.new_record(
+            job_id, turn.record["owner"], line.request["model"], "batch", line.request, time.time()
+        )
+        | line.fields
+    )
+    record |= {
+        "announce": "1",
+        "batch": batch_id,
+        "batch_line": str(line.number),
+        "custom_id": line.custom_id,
+    }
     # The line's job id is the same whoever feeds it: a create after a crash finds it made.
     created = ctx.store.create(record=record, lease_s=ctx.settings.lease_s)
     if created.kind is not CreateKind.CREATED:
@@ -137,8 +170,11 @@ def _room(turn: Turn) -> int:
 def _feed_chunk(turn: Turn, size: int) -> tuple[int, bool]:
     """Feed up to `size` lines from the cursor: (lines fed, whether there may be more)."""
     record = turn.reload()
-    if record.get("feed_done") == "1" or record["status"] != batches.IN_PROGRESS \
-            or record.get("ending"):
+    if (
+        record.get("feed_done") == "1"
+        or record["status"] != batches.IN_PROGRESS
+        or record.get("ending")
+    ):
         return 0, False
     line, offset = int(record["feed_line"]), int(record["feed_offset"])
     with turn.storage.open(record["input_file_id"]) as handle:
@@ -146,13 +182,21 @@ def _feed_chunk(turn: Turn, size: int) -> tuple[int, bool]:
     skips = skip_bits(turn.redis, turn.batch_id, [number for number, _, _ in taken])
     fed, (new_line, new_offset), waits = _feed_lines(turn, taken, skips, (line, offset))
     done = len(taken) < size and not waits
-    moved = turn.batches.fed(turn.batch_id, turn.token, old_line=line, new_line=new_line,
-                             offset=new_offset, lines=fed, done=done)
+    moved = turn.batches.fed(
+        turn.batch_id,
+        turn.token,
+        old_line=line,
+        new_line=new_line,
+        offset=new_offset,
+        lines=fed,
+        done=done,
+    )
     return (fed, not done and not waits) if moved else (0, False)
 
 
-def _feed_lines(turn: Turn, taken: list[tuple[int, bytes, int]], skips: list[bool],
-                start: tuple[int, int]) -> tuple[int, tuple[int, int], bool]:
+def _feed_lines(
+    turn: Turn, taken: list[tuple[int, bytes, int]], skips: list[bool], start: tuple[int, int]
+) -> tuple[int, tuple[int, int], bool]:
     """Feed the lines read: (lines fed, the line and offset to go on from, whether a line
     waits for its key's rate limits: then it and those after it stay in the file)."""
     fed, resume = 0, start
@@ -173,8 +217,7 @@ def feed_line(turn: Turn, number: int, raw: bytes) -> int:
     """Make the job of one valid line: 1 when it has one now (made here or before), 0 when
     the line cannot run after all (checked under other settings, or over its key's token
     budget: then it is an error line), WAIT when over its key's rate limits for now."""
-    parsed = batch_lines.parse_line(raw, number, turn.record["endpoint"],
-                                    turn.ctx.settings)
+    parsed = batch_lines.parse_line(raw, number, turn.record["endpoint"], turn.ctx.settings)
     if not isinstance(parsed, LineError):
         job_id = batch_lines.line_job_id(turn.batch_id, number)
         admission = limits.admit_line(turn.ctx, turn.record["owner"], job_id, parsed.request)
@@ -184,9 +227,14 @@ def feed_line(turn: Turn, number: int, raw: bytes) -> int:
             make_job(turn, parsed, admission.charged)
             return 1
         parsed = LineError(number, admission.code, admission.message, None, parsed.custom_id)
-    turn.batches.account(turn.batch_id, number, ERROR,
-                         batch_lines.invalid_line(turn.batch_id, parsed), "failed",
-                         skipped=True)
+    turn.batches.account(
+        turn.batch_id,
+        number,
+        ERROR,
+        batch_lines.invalid_line(turn.batch_id, parsed),
+        "failed",
+        skipped=True,
+    )
     return 0
 
 

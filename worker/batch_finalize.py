@@ -53,12 +53,13 @@ def _write_all(turn: Turn, writers: _Writers) -> bool:
     """Stream every accounted line into the files; False when the lease was lost."""
     start = 0
     while True:
-        numbers = cast(list[Any], turn.redis.lrange(keys.batch_order(turn.batch_id), start,
-                                                    start + PAGE_LINES - 1))
+        numbers = cast(
+            list[Any],
+            turn.redis.lrange(keys.batch_order(turn.batch_id), start, start + PAGE_LINES - 1),
+        )
         if not numbers:
             return True
-        for stored in cast(list[Any], turn.redis.hmget(keys.batch_results(turn.batch_id),
-                                                        numbers)):
+        for stored in cast(list[Any], turn.redis.hmget(keys.batch_results(turn.batch_id), numbers)):
             if stored:
                 writers.write(str(stored))
         start += len(numbers)
@@ -82,12 +83,18 @@ def finalize(turn: Turn, final: str) -> str:
                 continue
             file_id = result_file_id(turn.batch_id, kind)
             writers.uploads[kind].commit()
-            files.append((field, file_id, size_bytes, lines,
-                          f"{turn.batch_id}_{name}.jsonl", expires_s))
+            files.append(
+                (field, file_id, size_bytes, lines, f"{turn.batch_id}_{name}.jsonl", expires_s)
+            )
     except BaseException:
         writers.discard()
         raise
     status = turn.batches.finish(turn.batch_id, turn.token, final, files)
-    log.info("batch %s %s: %d output lines, %d error lines", turn.batch_id, status,
-             writers.sizes[OUTPUT][1], writers.sizes[ERROR][1])
+    log.info(
+        "batch %s %s: %d output lines, %d error lines",
+        turn.batch_id,
+        status,
+        writers.sizes[OUTPUT][1],
+        writers.sizes[ERROR][1],
+    )
     return status

@@ -50,8 +50,10 @@ def _line_jobs(turn: Turn, numbers: list[int]) -> list[tuple[int, str, str, floa
     for job_id in ids:
         pipe.hmget(keys.job(job_id), "status", "completed_at")
     rows = pipe.execute()
-    return [(number, job_id, status or "missing", float(ended or 0))
-            for number, job_id, (status, ended) in zip(numbers, ids, rows, strict=True)]
+    return [
+        (number, job_id, status or "missing", float(ended or 0))
+        for number, job_id, (status, ended) in zip(numbers, ids, rows, strict=True)
+    ]
 
 
 def settle(turn: Turn, stop: str = "") -> int:
@@ -73,9 +75,15 @@ def settle(turn: Turn, stop: str = "") -> int:
 
 
 def _lost(turn: Turn, number: int) -> int:
-    return int(turn.batches.account(
-        turn.batch_id, number, ERROR,
-        batch_lines.ended_line(turn.batch_id, number, None, batch_lines.LOST_CODE), "failed"))
+    return int(
+        turn.batches.account(
+            turn.batch_id,
+            number,
+            ERROR,
+            batch_lines.ended_line(turn.batch_id, number, None, batch_lines.LOST_CODE),
+            "failed",
+        )
+    )
 
 
 def _skip_line(turn: Turn, number: int, raw: bytes, code: str) -> int:
@@ -85,9 +93,14 @@ def _skip_line(turn: Turn, number: int, raw: bytes, code: str) -> int:
         return 1
     parsed = batch_lines.parse_line(raw, number, turn.record["endpoint"], turn.ctx.settings)
     custom_id = parsed.custom_id if not isinstance(parsed, LineError) else None
-    turn.batches.account(turn.batch_id, number, ERROR,
-                         batch_lines.ended_line(turn.batch_id, number, custom_id, code),
-                         "failed", skipped=True)
+    turn.batches.account(
+        turn.batch_id,
+        number,
+        ERROR,
+        batch_lines.ended_line(turn.batch_id, number, custom_id, code),
+        "failed",
+        skipped=True,
+    )
     return 0
 
 
@@ -102,10 +115,20 @@ def skip_unfed(turn: Turn, code: str) -> bool:
         with turn.storage.open(record["input_file_id"]) as handle:
             taken = list(islice(lines_from(handle, offset, line), SKIP_CHUNK))
         skips = skip_bits(turn.redis, turn.batch_id, [number for number, _, _ in taken])
-        fed = sum(_skip_line(turn, number, raw, code)
-                  for (number, raw, _), skip in zip(taken, skips, strict=True) if not skip)
+        fed = sum(
+            _skip_line(turn, number, raw, code)
+            for (number, raw, _), skip in zip(taken, skips, strict=True)
+            if not skip
+        )
         new_line, new_offset = (taken[-1][0] + 1, taken[-1][2]) if taken else (line, offset)
-        if not turn.batches.fed(turn.batch_id, turn.token, old_line=line, new_line=new_line,
-                                offset=new_offset, lines=fed, done=len(taken) < SKIP_CHUNK):
+        if not turn.batches.fed(
+            turn.batch_id,
+            turn.token,
+            old_line=line,
+            new_line=new_line,
+            offset=new_offset,
+            lines=fed,
+            done=len(taken) < SKIP_CHUNK,
+        ):
             return False
     return False

@@ -28,12 +28,28 @@ from worker.context import WorkerContext
 # 50,000 jobs' text and events in Redis for a day.
 LINE_JOB_KEEP_S = 3600
 LINES_FED = Counter("chatq_batch_lines_fed_total", "Batch lines made into jobs and queued")
-LINES_DONE = Counter("chatq_batch_lines_done_total",
-                     "Batch lines whose result is in their batch, by outcome", ["outcome"])
+LINES_DONE = Counter(
+    "chatq_batch_lines_done_total",
+    "Batch lines whose result is in their batch, by outcome",
+    ["outcome"],
+)
 # What a line's output needs of its job (a response's line renders the whole Response).
-JOB_FIELDS = ("id", "status", "batch", "batch_line", "custom_id", "result", "error",
-              "error_status", "api", "response", "model", "created_at", "completed_at",
-              "finish_reason")
+JOB_FIELDS = (
+    "id",
+    "status",
+    "batch",
+    "batch_line",
+    "custom_id",
+    "result",
+    "error",
+    "error_status",
+    "api",
+    "response",
+    "model",
+    "created_at",
+    "completed_at",
+    "finish_reason",
+)
 
 
 @dataclass
@@ -108,8 +124,9 @@ def account_job(client: redis.Redis, batches: BatchStore, job_id: str, job_ttl_s
     pipe.hmget(keys.job(job_id), JOB_FIELDS)
     pipe.get(keys.text(job_id))
     values, output_text = pipe.execute()
-    record = {name: str(v) if v is not None else "" for name, v in
-              zip(JOB_FIELDS, values, strict=True)}
+    record = {
+        name: str(v) if v is not None else "" for name, v in zip(JOB_FIELDS, values, strict=True)
+    }
     record["output_text"] = str(output_text or "")
     batch_id, line = record.get("batch"), record.get("batch_line")
     if not batch_id or not line or not jobs.is_terminal(record.get("status")):
@@ -117,8 +134,9 @@ def account_job(client: redis.Redis, batches: BatchStore, job_id: str, job_ttl_s
     number = int(line)
     if record["status"] == jobs.CANCELLED:
         kind, usage = ERROR, (0, 0, 0, 0)
-        text = batch_lines.ended_line(batch_id, number, record["custom_id"] or None,
-                                      _ended_code(client, batch_id))
+        text = batch_lines.ended_line(
+            batch_id, number, record["custom_id"] or None, _ended_code(client, batch_id)
+        )
     else:
         kind, text, usage = batch_lines.job_line(batch_id, number, record)
     outcome = "completed" if kind == OUTPUT else "failed"

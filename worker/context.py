@@ -50,8 +50,9 @@ def _build(settings: Settings, celery: Celery) -> WorkerContext:
         session=make_session(settings),
         registry=Registry(),
         redact=Redactor(secrets),
-        endpoints=Endpoints(settings.upstream_urls, client, settings.cooldown_s,
-                            settings.cooldown_after_failures),
+        endpoints=Endpoints(
+            settings.upstream_urls, client, settings.cooldown_s, settings.cooldown_after_failures
+        ),
         flusher=Flusher(store, settings.flush_interval_s),
         pid=os.getpid(),
     )

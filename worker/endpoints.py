@@ -39,8 +39,9 @@ def endpoint_label(url: str) -> str:
 class Endpoints:
     """The configured upstream endpoints, with this process's view of their latency."""
 
-    def __init__(self, urls: tuple[str, ...], client: redis.Redis, cooldown_s: float,
-                 cooldown_after: int) -> None:
+    def __init__(
+        self, urls: tuple[str, ...], client: redis.Redis, cooldown_s: float, cooldown_after: int
+    ) -> None:
         self.urls = urls
         self.redis = client
         self.cooldown_s = cooldown_s
@@ -66,8 +67,8 @@ class Endpoints:
         """Fold one successful call's time to first token into the average."""
         with self._lock:
             old = self._latency_s.get(url)
-            self._latency_s[url] = latency_s if old is None else (
-                EWMA_WEIGHT * latency_s + (1 - EWMA_WEIGHT) * old
+            self._latency_s[url] = (
+                latency_s if old is None else (EWMA_WEIGHT * latency_s + (1 - EWMA_WEIGHT) * old)
             )
         if url in self._failing:
             self._failing.discard(url)
@@ -84,8 +85,9 @@ class Endpoints:
             pipe.expire(keys.upstream_failures(ep), FAILURE_WINDOW_S)
             count = int(pipe.execute()[0])
             if count >= self.cooldown_after:
-                started = self.redis.set(keys.cooldown(ep), "1", nx=True,
-                                         px=int(self.cooldown_s * 1000))
+                started = self.redis.set(
+                    keys.cooldown(ep), "1", nx=True, px=int(self.cooldown_s * 1000)
+                )
                 self.redis.delete(keys.upstream_failures(ep))
                 if started:
                     metrics.UPSTREAM_COOLDOWNS.labels(endpoint_label(url)).inc()
@@ -98,8 +100,11 @@ class Endpoints:
         if time.monotonic() - checked_at < COOLDOWN_CACHE_S:
             return cooling
         found: list[object] = []
-        self._guard(lambda: found.extend(
-            self.redis.mget([keys.cooldown(endpoint_id(u)) for u in self.urls])))
+        self._guard(
+            lambda: found.extend(
+                self.redis.mget([keys.cooldown(endpoint_id(u)) for u in self.urls])
+            )
+        )
         cooling = frozenset(u for u, flag in zip(self.urls, found, strict=False) if flag)
         self._cooling = (time.monotonic(), cooling)
         return cooling

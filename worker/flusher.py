@@ -85,8 +85,11 @@ class DeltaWriter:
             return text
 
     def _send(self, piece: Piece) -> None:
-        ours = persist(lambda: self.store.append_many([piece])[0], until=self.handle.deadline,
-                       what=f"text of {piece.job_id}")
+        ours = persist(
+            lambda: self.store.append_many([piece])[0],
+            until=self.handle.deadline,
+            what=f"text of {piece.job_id}",
+        )
         self.confirmed(ours)
 
 

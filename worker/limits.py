@@ -18,8 +18,9 @@ from worker import relay
 from worker.context import WorkerContext
 
 RECORD_FIELDS = ("owner", "model", "cached", "leader", "attempts", "result")
-TOKENS_USED = Counter("chatq_key_tokens_total",
-                      "Tokens used by each key's jobs, counted as each job ends", ["key"])
+TOKENS_USED = Counter(
+    "chatq_key_tokens_total", "Tokens used by each key's jobs, counted as each job ends", ["key"]
+)
 _limits: dict[int, Limits] = {}
 
 
@@ -96,8 +97,9 @@ class LineAdmission:
     message: str = ""
 
 
-def admit_line(ctx: WorkerContext, owner: str, job_id: str,
-               request: dict[str, Any]) -> LineAdmission:
+def admit_line(
+    ctx: WorkerContext, owner: str, job_id: str, request: dict[str, Any]
+) -> LineAdmission:
     """Charge a batch line to its key's limits before its job is made."""
     limits = limits_of(ctx)
     if not limits.enabled:
@@ -109,13 +111,23 @@ def admit_line(ctx: WorkerContext, owner: str, job_id: str,
         return LineAdmission(go=False, wait=True)
     if window.verdict in QUOTA_REFUSALS:
         period = "daily" if window.verdict == "day" else "monthly"
-        return LineAdmission(False, code="insufficient_quota", message=(
-            f"Key {owner} is over its {period} token budget; this request may use up to "
-            f"{cost} tokens."))
+        return LineAdmission(
+            False,
+            code="insufficient_quota",
+            message=(
+                f"Key {owner} is over its {period} token budget; this request may use up to "
+                f"{cost} tokens."
+            ),
+        )
     if window.verdict not in (ADMITTED, HELD):
-        return LineAdmission(False, code="rate_limit_exceeded", message=(
-            f"This request may use up to {cost} tokens, more than the "
-            f"{window.limits.tokens_per_minute} a minute its key allows."))
+        return LineAdmission(
+            False,
+            code="rate_limit_exceeded",
+            message=(
+                f"This request may use up to {cost} tokens, more than the "
+                f"{window.limits.tokens_per_minute} a minute its key allows."
+            ),
+        )
     return LineAdmission(go=True, charged=window.verdict == ADMITTED and cost > 0)
 
 

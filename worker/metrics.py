@@ -8,19 +8,23 @@ from chatq.metrics import LATENCY_BUCKETS_S
 
 JOBS_FINISHED = Counter("chatq_jobs_finished_total", "Jobs ended, by final status", ["status"])
 QUEUE_WAIT = Histogram(
-    "chatq_job_queue_wait_seconds", "From submit to a worker starting the job",
+    "chatq_job_queue_wait_seconds",
+    "From submit to a worker starting the job",
     buckets=LATENCY_BUCKETS_S,
 )
 TIME_TO_FIRST_TOKEN = Histogram(
-    "chatq_job_time_to_first_token_seconds", "From a job's start to its first generated text",
+    "chatq_job_time_to_first_token_seconds",
+    "From a job's start to its first generated text",
     buckets=LATENCY_BUCKETS_S,
 )
 JOB_DURATION = Histogram(
     "chatq_job_duration_seconds", "From a job's start to its end", buckets=LATENCY_BUCKETS_S
 )
 UPSTREAM_DURATION = Histogram(
-    "chatq_upstream_request_duration_seconds", "One upstream call, to its last byte",
-    ["endpoint", "status_code"], buckets=LATENCY_BUCKETS_S,
+    "chatq_upstream_request_duration_seconds",
+    "One upstream call, to its last byte",
+    ["endpoint", "status_code"],
+    buckets=LATENCY_BUCKETS_S,
 )
 UPSTREAM_RETRIES = Counter(
     "chatq_upstream_retries_total", "Upstream attempts retried", ["endpoint", "reason"]

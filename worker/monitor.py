@@ -80,8 +80,10 @@ class Monitor:
             if handle.remaining_s <= 0:
                 handle.abort(running.TIMEOUT)
         states = self.ctx.store.heartbeat(
-            runs=[(h.job_id, h.run_id) for h in handles], lease_s=self.ctx.settings.lease_s,
-            worker=self.name, slots=self.ctx.settings.worker_concurrency,
+            runs=[(h.job_id, h.run_id) for h in handles],
+            lease_s=self.ctx.settings.lease_s,
+            worker=self.name,
+            slots=self.ctx.settings.worker_concurrency,
         )
         for handle, state in zip(handles, states, strict=True):
             if state is LeaseState.CANCELLED:
@@ -92,15 +94,20 @@ class Monitor:
     def sweep(self) -> None:
         """Requeue the jobs whose worker was lost; resend the messages the broker lost."""
         s = self.ctx.settings
-        swept = self.ctx.store.sweep(lease_s=s.lease_s, resend_s=s.queue_resend_s,
-                                     max_takeovers=s.max_takeovers)
+        swept = self.ctx.store.sweep(
+            lease_s=s.lease_s, resend_s=s.queue_resend_s, max_takeovers=s.max_takeovers
+        )
         waiting = [job.job_id for job in swept if job.outcome is SweepOutcome.QUEUED]
         lost = set(self.broker.missing(waiting))
         for job in swept:
             if job.outcome is SweepOutcome.REQUEUED or job.job_id in lost:
-                celery_app.enqueue(self.ctx.celery, job.job_id, job.priority,
-                                   state=self.ctx.store.redis)
-                log.warning("job %s sent again (%s)", job.job_id,
-                            "its worker was lost" if job.job_id not in lost else "message lost")
+                celery_app.enqueue(
+                    self.ctx.celery, job.job_id, job.priority, state=self.ctx.store.redis
+                )
+                log.warning(
+                    "job %s sent again (%s)",
+                    job.job_id,
+                    "its worker was lost" if job.job_id not in lost else "message lost",
+                )
             elif job.outcome is SweepOutcome.FAILED:
                 log.warning("job %s failed: its worker was lost too many times", job.job_id)

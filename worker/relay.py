@@ -55,7 +55,8 @@ class Relay:
             for handle in HANDLERS:
                 handle(self.ctx, entry)
         except Exception:
-            log.exception("relay: job %s (%s) not handled; it will be again", entry.job_id,
-                          entry.status)
+            log.exception(
+                "relay: job %s (%s) not handled; it will be again", entry.job_id, entry.status
+            )
             return False
         return True

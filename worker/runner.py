@@ -41,14 +41,19 @@ def run_job(ctx: WorkerContext, job_id: str) -> None:
     deadline = time.monotonic() + ctx.settings.job_timeout_s
     claim = persist(
         lambda: ctx.store.claim(job_id=job_id, run_id=run_id, lease_s=ctx.settings.lease_s),
-        until=deadline, what=f"claim of {job_id}",
+        until=deadline,
+        what=f"claim of {job_id}",
     )
     if not claim.claimed:
         log.info("job %s not run: it is %s", job_id, claim.status)
         return
     metrics.QUEUE_WAIT.observe(max(0.0, time.time() - claim.created_at))
-    run = Run(Handle(job_id, run_id, deadline), json.loads(claim.request or "{}"),
-              claim.created_at, claim.owner or "-")
+    run = Run(
+        Handle(job_id, run_id, deadline),
+        json.loads(claim.request or "{}"),
+        claim.created_at,
+        claim.owner or "-",
+    )
     transition(run, "in_progress")
     ctx.registry.add(run.handle)
     metrics.RUNNING_JOBS.inc()
@@ -87,8 +92,16 @@ def _call(ctx: WorkerContext, run: Run) -> tuple[str, Attempt, str]:
     writer = ctx.flusher.writer(handle, s.flush_max_chars)
     timeouts = Timeouts(s.connect_timeout_s, s.first_byte_timeout_s, s.read_timeout_s)
     started = time.monotonic()
-    result = attempt(ctx.session, url + "/chat/completions", _upstream_body(run.request),
-                     _headers(ctx), timeouts, handle, writer, ctx.redact)
+    result = attempt(
+        ctx.session,
+        url + "/chat/completions",
+        _upstream_body(run.request),
+        _headers(ctx),
+        timeouts,
+        handle,
+        writer,
+        ctx.redact,
+    )
     label = endpoint_label(url)
     metrics.UPSTREAM_DURATION.labels(label, result.label).observe(time.monotonic() - started)
     if result.ok and result.first_token_s is not None:
@@ -118,8 +131,13 @@ def _execute(ctx: WorkerContext, run: Run) -> None:
                 transition(run, jobs.FAILED, result.code)
             return
         metrics.UPSTREAM_RETRIES.labels(label, result.label).inc()
-        log.info("job %s attempt %d failed (%s); retrying in %.2fs",
-                 handle.job_id, attempt_no + 1, result.message, delay_s)
+        log.info(
+            "job %s attempt %d failed (%s); retrying in %.2fs",
+            handle.job_id,
+            attempt_no + 1,
+            result.message,
+            delay_s,
+        )
         if not handle.sleep(delay_s):
             break
     _aborted(ctx, run)
@@ -130,18 +148,32 @@ def _begin(ctx: WorkerContext, handle: Handle, attempt: int) -> bool:
     if attempt == 1:
         return True
     return persist(
-        lambda: ctx.store.begin_attempt(job_id=handle.job_id, run_id=handle.run_id,
-                                        attempt=attempt),
-        until=handle.deadline, what=f"attempt of {handle.job_id}",
+        lambda: ctx.store.begin_attempt(
+            job_id=handle.job_id, run_id=handle.run_id, attempt=attempt
+        ),
+        until=handle.deadline,
+        what=f"attempt of {handle.job_id}",
     )
 
 
-def _finish(ctx: WorkerContext, handle: Handle, status: str, fields: dict[str, str],
-            tail: str = "", finish_reason: str = "") -> bool:
+def _finish(
+    ctx: WorkerContext,
+    handle: Handle,
+    status: str,
+    fields: dict[str, str],
+    tail: str = "",
+    finish_reason: str = "",
+) -> bool:
     """End the job as `status`; False when this run no longer holds it."""
     return persist(
-        lambda: ctx.store.finish(job_id=handle.job_id, run_id=handle.run_id, status=status,
-                                 fields=fields, tail=tail, finish_reason=finish_reason),
+        lambda: ctx.store.finish(
+            job_id=handle.job_id,
+            run_id=handle.run_id,
+            status=status,
+            fields=fields,
+            tail=tail,
+            finish_reason=finish_reason,
+        ),
         # A job past its deadline is still worth recording: give the store the lease's time.
         until=max(handle.deadline, time.monotonic()) + ctx.settings.lease_s,
         what=f"end of {handle.job_id}",
@@ -151,13 +183,16 @@ def _finish(ctx: WorkerContext, handle: Handle, status: str, fields: dict[str, s
 def transition(run: Run, status: str, detail: str = "") -> None:
     """One log line per job transition, with the job id and the key name."""
     context = {"job_id": run.handle.job_id, "key": run.owner, "event": status}
-    log.info("job %s %s%s", run.handle.job_id, status, f" ({detail})" if detail else "",
-             extra=context)
+    log.info(
+        "job %s %s%s", run.handle.job_id, status, f" ({detail})" if detail else "", extra=context
+    )
 
 
 def _complete(ctx: WorkerContext, handle: Handle, result: Attempt, tail: str) -> bool:
-    fields = {"result": json.dumps(result.completion, separators=(",", ":")),
-              "finish_reason": result.finish_reason}
+    fields = {
+        "result": json.dumps(result.completion, separators=(",", ":")),
+        "finish_reason": result.finish_reason,
+    }
     if not _finish(ctx, handle, jobs.COMPLETED, fields, tail, result.finish_reason):
         return False
     metrics.JOBS_FINISHED.labels(jobs.COMPLETED).inc()
@@ -183,8 +218,11 @@ def _aborted(ctx: WorkerContext, run: Run) -> None:
     handle = run.handle
     if handle.abort_reason in ("", running.TIMEOUT) and handle.remaining_s <= 0:
         timeout_s = ctx.settings.job_timeout_s
-        result = Attempt(status=504, code="upstream_timeout",
-                         message=f"The job did not finish within {timeout_s:g} s")
+        result = Attempt(
+            status=504,
+            code="upstream_timeout",
+            message=f"The job did not finish within {timeout_s:g} s",
+        )
         if _fail(ctx, handle, result):
             transition(run, jobs.FAILED, result.code)
     else:

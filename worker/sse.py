@@ -95,8 +95,9 @@ def _check_choice(choice: JSONDict, where: str) -> None:
     _expect(_is_int(index) and index >= 0, f"{where}.index", "a non-negative integer")
     delta = choice.get("delta")
     _expect(delta is None or isinstance(delta, dict), f"{where}.delta", "an object")
-    _expect(_is_str_or_null(choice.get("finish_reason")), f"{where}.finish_reason",
-            "a string or null")
+    _expect(
+        _is_str_or_null(choice.get("finish_reason")), f"{where}.finish_reason", "a string or null"
+    )
     _check_logprobs(choice.get("logprobs"), f"{where}.logprobs")
     if delta:
         _check_delta(delta, f"{where}.delta")
@@ -106,16 +107,18 @@ def _check_logprobs(logprobs: Any, where: str) -> None:
     _expect(logprobs is None or isinstance(logprobs, dict), where, "an object or null")
     for part in ("content", "refusal"):
         tokens = (logprobs or {}).get(part)
-        _expect(tokens is None or _is_list_of_objects(tokens), f"{where}.{part}",
-                "a list of objects or null")
+        _expect(
+            tokens is None or _is_list_of_objects(tokens),
+            f"{where}.{part}",
+            "a list of objects or null",
+        )
 
 
 def _check_delta(delta: JSONDict, where: str) -> None:
     for name in ("role", "content", "refusal"):
         _expect(_is_str_or_null(delta.get(name)), f"{where}.{name}", "a string or null")
     calls = delta.get("tool_calls")
-    _expect(calls is None or _is_list_of_objects(calls), f"{where}.tool_calls",
-            "a list of objects")
+    _expect(calls is None or _is_list_of_objects(calls), f"{where}.tool_calls", "a list of objects")
     for i, call in enumerate(calls or []):
         _check_tool_call(call, f"{where}.tool_calls[{i}]")
 
@@ -128,8 +131,11 @@ def _check_tool_call(call: JSONDict, where: str) -> None:
     function = call.get("function")
     _expect(function is None or isinstance(function, dict), f"{where}.function", "an object")
     for name in ("name", "arguments"):
-        _expect(_is_str_or_null((function or {}).get(name)), f"{where}.function.{name}",
-                "a string or null")
+        _expect(
+            _is_str_or_null((function or {}).get(name)),
+            f"{where}.function.{name}",
+            "a string or null",
+        )
 
 
 class _Choice:

@@ -62,8 +62,10 @@ def _serve_metrics(**_: Any) -> None:
         prometheus_client.start_http_server(int(port), addr=host or "127.0.0.1")
     except (OSError, ValueError, OverflowError) as exc:
         # A SystemExit passes Celery's signal dispatch, which would log any Exception and go on.
-        sys.exit(f"worker: cannot serve metrics on CHATQ_WORKER_METRICS_BIND="
-                 f"{settings.worker_metrics_bind}: {_bind_failure(exc)}")
+        sys.exit(
+            f"worker: cannot serve metrics on CHATQ_WORKER_METRICS_BIND="
+            f"{settings.worker_metrics_bind}: {_bind_failure(exc)}"
+        )
 
 
 def _bind_failure(exc: Exception) -> str:

@@ -30,11 +30,18 @@ RETRY_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504})
 STORE_ERRORS: tuple[type[Exception], ...] = (redis.RedisError, *BACKEND_ERRORS)
 # What a failed connection to the upstream raises (requests wraps most of it).
 CONNECTION_ERRORS: tuple[type[Exception], ...] = (
-    requests.RequestException, urllib3.exceptions.HTTPError, http.client.HTTPException, OSError,
+    requests.RequestException,
+    urllib3.exceptions.HTTPError,
+    http.client.HTTPException,
+    OSError,
 )
 TIMEOUT_ERRORS: tuple[type[Exception], ...] = (
-    requests.Timeout, urllib3.exceptions.TimeoutError, TimeoutError,
+    requests.Timeout,
+    urllib3.exceptions.TimeoutError,
+    TimeoutError,
 )
+
+
 def make_session(settings: Settings) -> requests.Session:
     """A session whose pool holds one connection per concurrent job, per endpoint."""
     adapter = UpstreamAdapter(
@@ -92,8 +99,11 @@ def timed_out(exc: BaseException) -> bool:
             return True
         seen.add(id(current))
         wrapped = current.args[0] if current.args else None
-        current = wrapped if isinstance(wrapped, BaseException) else (
-            current.__cause__ or current.__context__)
+        current = (
+            wrapped
+            if isinstance(wrapped, BaseException)
+            else (current.__cause__ or current.__context__)
+        )
     return False
 
 
@@ -133,8 +143,9 @@ def _set_read_timeout(response: requests.Response, timeout_s: float) -> None:
         sock.settimeout(timeout_s)
 
 
-def _read_stream(response: requests.Response, writer: DeltaWriter, started: float,
-                 read_timeout_s: float) -> Attempt:
+def _read_stream(
+    response: requests.Response, writer: DeltaWriter, started: float, read_timeout_s: float
+) -> Attempt:
     builder = CompletionBuilder()
     first_token_s: float | None = None
     done = False
@@ -158,22 +169,43 @@ def _read_stream(response: requests.Response, writer: DeltaWriter, started: floa
         # A 200 whose body is whole but holds no event: HTML, or a JSON answer to our stream.
         raise InvalidChunk("the answer holds no Server-Sent Events")
     if not (done or builder.finished):
-        return Attempt(retryable=True, outcome="connection_error",
-                       message="The upstream stream ended early")
-    return Attempt(ok=True, status=200, completion=builder.completion(),
-                   finish_reason=builder.finish_reason, first_token_s=first_token_s)
+        return Attempt(
+            retryable=True, outcome="connection_error", message="The upstream stream ended early"
+        )
+    return Attempt(
+        ok=True,
+        status=200,
+        completion=builder.completion(),
+        finish_reason=builder.finish_reason,
+        first_token_s=first_token_s,
+    )
 
 
-def _stream_call(session: requests.Session, url: str, body: JSONDict, headers: dict[str, str],
-                 timeouts: Timeouts, handle: Handle, writer: DeltaWriter,
-                 redact: Redactor) -> Attempt:
+def _stream_call(
+    session: requests.Session,
+    url: str,
+    body: JSONDict,
+    headers: dict[str, str],
+    timeouts: Timeouts,
+    handle: Handle,
+    writer: DeltaWriter,
+    redact: Redactor,
+) -> Attempt:
     started = time.monotonic()
     first_byte_s = min(timeouts.first_byte_s, max(0.01, handle.remaining_s))
     try:
         # `calling`: the connection reports to the handle, so abort cuts even a call that
         # still waits for its first byte.
-        with handle.calling(), session.post(url, json=body, headers=headers, stream=True,
-                                            timeout=(timeouts.connect_s, first_byte_s)) as resp:
+        with (
+            handle.calling(),
+            session.post(
+                url,
+                json=body,
+                headers=headers,
+                stream=True,
+                timeout=(timeouts.connect_s, first_byte_s),
+            ) as resp,
+        ):
             handle.attach(resp)
             if resp.status_code != 200:
                 return _error_attempt(resp, redact)
@@ -189,21 +221,35 @@ def _aborted() -> Attempt:
 def _invalid_response(exc: InvalidChunk, handle: Handle) -> Attempt:
     if handle.abort_reason:  # we cut the stream ourselves
         return _aborted()
-    log.warning("job %s: the upstream's answer is invalid: %s", handle.job_id, exc,
-                extra={"job_id": handle.job_id})
+    log.warning(
+        "job %s: the upstream's answer is invalid: %s",
+        handle.job_id,
+        exc,
+        extra={"job_id": handle.job_id},
+    )
     # The same request would get the same answer: not retried.
-    return Attempt(code=UPSTREAM_INVALID_RESPONSE, outcome="invalid_response",
-                   message=f"The upstream sent an invalid response: {exc}")
+    return Attempt(
+        code=UPSTREAM_INVALID_RESPONSE,
+        outcome="invalid_response",
+        message=f"The upstream sent an invalid response: {exc}",
+    )
 
 
 def _connection_failed(exc: Exception, handle: Handle) -> Attempt:
     if handle.abort_reason:  # we cut it ourselves
         return _aborted()
     if timed_out(exc):
-        return Attempt(retryable=True, code=UPSTREAM_TIMEOUT, outcome="timeout",
-                       message="The upstream did not answer in time")
-    return Attempt(retryable=True, outcome="connection_error",
-                   message=f"The upstream connection failed ({type(exc).__name__})")
+        return Attempt(
+            retryable=True,
+            code=UPSTREAM_TIMEOUT,
+            outcome="timeout",
+            message="The upstream did not answer in time",
+        )
+    return Attempt(
+        retryable=True,
+        outcome="connection_error",
+        message=f"The upstream connection failed ({type(exc).__name__})",
+    )
 
 
 def attempt(
@@ -226,7 +272,13 @@ def attempt(
     except CONNECTION_ERRORS as exc:
         return _connection_failed(exc, handle)
     except Exception:
-        log.exception("job %s: the attempt failed unexpectedly", handle.job_id,
-                      extra={"job_id": handle.job_id})
-        return Attempt(code=INTERNAL_ERROR, outcome="internal_error",
-                       message="The worker failed while calling the upstream; see its log")
+        log.exception(
+            "job %s: the attempt failed unexpectedly",
+            handle.job_id,
+            extra={"job_id": handle.job_id},
+        )
+        return Attempt(
+            code=INTERNAL_ERROR,
+            outcome="internal_error",
+            message="The worker failed while calling the upstream; see its log",
+        )

@@ -35,10 +35,12 @@ TICK_S = 1.0
 HOLD_MARGIN_S = 5.0
 RECORD_FIELDS = ("id", "owner", "api", "webhook", "finish_reason", "completed_at", "created_at")
 
-ATTEMPTS = Counter("chatq_webhook_attempts_total", "Webhook delivery attempts, by outcome",
-                   ["outcome"])
-DELIVERIES = Counter("chatq_webhook_deliveries_total",
-                     "Webhook deliveries ended, by final status", ["status"])
+ATTEMPTS = Counter(
+    "chatq_webhook_attempts_total", "Webhook delivery attempts, by outcome", ["outcome"]
+)
+DELIVERIES = Counter(
+    "chatq_webhook_deliveries_total", "Webhook deliveries ended, by final status", ["status"]
+)
 
 
 def hold_s(settings: Settings) -> float:
@@ -67,9 +69,12 @@ def hooks(ctx: WorkerContext) -> Hooks:
     with _lock:
         if _current is None or _current.pid != os.getpid():
             s, client = ctx.settings, ctx.store.redis
-            _current = Hooks(Endpoints(client, s.webhooks),
-                             Deliveries(client, s.webhook_log_ttl_s, hold_s(s)),
-                             guarded_session(s.webhook_allow_private), os.getpid())
+            _current = Hooks(
+                Endpoints(client, s.webhooks),
+                Deliveries(client, s.webhook_log_ttl_s, hold_s(s)),
+                guarded_session(s.webhook_allow_private),
+                os.getpid(),
+            )
         return _current
 
 
@@ -121,8 +126,7 @@ def _after(ctx: WorkerContext, started: Started, sent: Sent) -> Attempt:
     elif sent.outcome not in (GONE, "endpoint_deleted", "endpoint_disabled"):
         delay = retry_delay_s(done, ctx.settings.webhook_retry_scale, sent.retry_after_s)
         status, delay_s = (PENDING, delay) if delay is not None else (FAILED, 0.0)
-    return Attempt(status, sent.outcome, sent.status_code, started.now_s, sent.duration_s,
-                   delay_s)
+    return Attempt(status, sent.outcome, sent.status_code, started.now_s, sent.duration_s, delay_s)
 
 
 def deliver(ctx: WorkerContext, dlv: str, token: str) -> None:
@@ -135,8 +139,9 @@ def deliver(ctx: WorkerContext, dlv: str, token: str) -> None:
     if endpoint is None or endpoint.disabled:
         sent = Sent("endpoint_deleted" if endpoint is None else "endpoint_disabled", None, 0.0)
     else:
-        sent = send(h.session, endpoint, started.record, started.now_s,
-                    ctx.settings.webhook_timeout_s)
+        sent = send(
+            h.session, endpoint, started.record, started.now_s, ctx.settings.webhook_timeout_s
+        )
     attempt = _after(ctx, started, sent)
     disable = ("", "")
     if sent.outcome == GONE and endpoint is not None:
@@ -146,8 +151,13 @@ def deliver(ctx: WorkerContext, dlv: str, token: str) -> None:
         ATTEMPTS.labels(sent.outcome).inc()
         if attempt.status != PENDING:
             DELIVERIES.labels(attempt.status).inc()
-        log.info("webhook delivery %s attempt %s: %s", dlv, sent.outcome, attempt.status,
-                 extra={"delivery_id": dlv, "event": "webhook"})
+        log.info(
+            "webhook delivery %s attempt %s: %s",
+            dlv,
+            sent.outcome,
+            attempt.status,
+            extra={"delivery_id": dlv, "event": "webhook"},
+        )
 
 
 class Scheduler:

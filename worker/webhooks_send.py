@@ -59,17 +59,27 @@ def _failure(exc: requests.RequestException) -> str:
     return "connection_error"
 
 
-def send(session: requests.Session, endpoint: Endpoint, record: dict[str, str], now_s: float,
-         timeout_s: float) -> Sent:
+def send(
+    session: requests.Session,
+    endpoint: Endpoint,
+    record: dict[str, str],
+    now_s: float,
+    timeout_s: float,
+) -> Sent:
     """POST the delivery's event to `endpoint`, signed at `now_s` (Redis's clock)."""
     body = record["body"]
-    headers = webhooks.headers(endpoint.signing_secrets(now_s), record["event"], int(now_s),
-                               body)
+    headers = webhooks.headers(endpoint.signing_secrets(now_s), record["event"], int(now_s), body)
     headers["user-agent"] = USER_AGENT
     started = time.monotonic()
     try:
-        with session.post(endpoint.url, data=body.encode(), headers=headers, stream=True,
-                          timeout=(timeout_s, timeout_s), allow_redirects=False) as response:
+        with session.post(
+            endpoint.url,
+            data=body.encode(),
+            headers=headers,
+            stream=True,
+            timeout=(timeout_s, timeout_s),
+            allow_redirects=False,
+        ) as response:
             code = response.status_code
             wish = retry_after_s(response.headers.get("Retry-After"), now_s)
         return Sent(_outcome(code), code, time.monotonic() - started, wish)

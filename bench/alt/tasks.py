@@ -22,8 +22,12 @@ RESULT_TTL_S = 600
 
 app = Celery("alt", broker=REDIS_URL, backend=REDIS_URL)
 app.conf.update(
-    task_serializer="json", result_serializer="json", accept_content=["json"],
-    task_default_queue="alt", result_expires=RESULT_TTL_S, worker_hijack_root_logger=False,
+    task_serializer="json",
+    result_serializer="json",
+    accept_content=["json"],
+    task_default_queue="alt",
+    result_expires=RESULT_TTL_S,
+    worker_hijack_root_logger=False,
     broker_connection_retry_on_startup=True,
 )
 _lock = threading.Lock()
@@ -52,8 +56,9 @@ def redis_client() -> redis.Redis:
 def call_llm(body: dict[str, Any]) -> dict[str, Any]:
     """Call the upstream once, not streamed; the completion goes to the result backend."""
     headers = {"Authorization": f"Bearer {UPSTREAM_KEY}"} if UPSTREAM_KEY else {}
-    resp = _session().post(f"{UPSTREAM_URL}/chat/completions", json=body, headers=headers,
-                           timeout=(5, 120))
+    resp = _session().post(
+        f"{UPSTREAM_URL}/chat/completions", json=body, headers=headers, timeout=(5, 120)
+    )
     resp.raise_for_status()
     return dict(resp.json())
 

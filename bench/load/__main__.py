@@ -38,8 +38,10 @@ def main() -> None:
     wall0 = time.monotonic()
     result = asyncio.run(run(spec))
     wall_s = time.monotonic() - wall0
-    result["loadgen_cpu"] = {"cpu_s": round(time.process_time(), 3),
-                             "cpu_pct": round(100 * time.process_time() / wall_s, 1)}
+    result["loadgen_cpu"] = {
+        "cpu_s": round(time.process_time(), 3),
+        "cpu_pct": round(100 * time.process_time() / wall_s, 1),
+    }
     progress.result(result)
 
 

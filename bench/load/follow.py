@@ -19,14 +19,20 @@ def _note(event: dict[str, Any], seen: dict[str, float], now: float) -> None:
         seen.setdefault(word, now)
 
 
-async def _submit(s: aiohttp.ClientSession, spec: dict[str, Any], request: dict[str, Any],
-                  headers: dict[str, str]) -> str:
+async def _submit(
+    s: aiohttp.ClientSession, spec: dict[str, Any], request: dict[str, Any], headers: dict[str, str]
+) -> str:
     async with s.post(f"{spec['base']}/v1/jobs", json=request, headers=headers) as resp:
         return str((await resp.json(content_type=None))["id"])
 
 
-async def _by_long_poll(s: aiohttp.ClientSession, url: str, headers: dict[str, str],
-                        seen: dict[str, float], pages: list[int]) -> None:
+async def _by_long_poll(
+    s: aiohttp.ClientSession,
+    url: str,
+    headers: dict[str, str],
+    seen: dict[str, float],
+    pages: list[int],
+) -> None:
     """GET …/events?cursor=C&wait=30 again and again until `done`."""
     cursor, done = "", False
     while not done:
@@ -40,8 +46,13 @@ async def _by_long_poll(s: aiohttp.ClientSession, url: str, headers: dict[str, s
         cursor, done = page.get("cursor", cursor), bool(page.get("done", True))
 
 
-async def _by_sse(s: aiohttp.ClientSession, url: str, headers: dict[str, str],
-                  seen: dict[str, float], pages: list[int]) -> None:
+async def _by_sse(
+    s: aiohttp.ClientSession,
+    url: str,
+    headers: dict[str, str],
+    seen: dict[str, float],
+    pages: list[int],
+) -> None:
     """One GET …/events with `Accept: text/event-stream`, read line by line to its end."""
     pages[0] += 1
     async with s.get(url, headers={**headers, "Accept": "text/event-stream"}) as resp:
@@ -55,8 +66,13 @@ async def _by_sse(s: aiohttp.ClientSession, url: str, headers: dict[str, str],
                 return
 
 
-async def _follow(s: aiohttp.ClientSession, spec: dict[str, Any], request: dict[str, Any],
-                  seen: dict[str, float], pages: list[int]) -> None:
+async def _follow(
+    s: aiohttp.ClientSession,
+    spec: dict[str, Any],
+    request: dict[str, Any],
+    seen: dict[str, float],
+    pages: list[int],
+) -> None:
     headers = {"Authorization": f"Bearer {spec['key']}"}
     job_id = await _submit(s, spec, request, headers)
     url = f"{spec['base']}/v1/jobs/{job_id}/events"

@@ -12,8 +12,15 @@ import aiohttp
 from bench.load.flows import FLOWS, Outcome, Target, guarded
 
 
-async def _client(s: aiohttp.ClientSession, flow: str, t: Target, start: float, end: float,
-                  out: list[Outcome], budget: list[int]) -> None:
+async def _client(
+    s: aiohttp.ClientSession,
+    flow: str,
+    t: Target,
+    start: float,
+    end: float,
+    out: list[Outcome],
+    budget: list[int],
+) -> None:
     await asyncio.sleep(max(0.0, start - time.monotonic()))
     while time.monotonic() < end and budget[0] > 0:
         budget[0] -= 1

@@ -17,27 +17,26 @@ def _url(spec: dict[str, Any], job_id: str) -> str:
     return f"{spec['base']}/wait/{job_id}?timeout={spec['wait_s']}"
 
 
-async def _one(s: aiohttp.ClientSession, spec: dict[str, Any], job_id: str,
-               got: dict[str, list[Any]]) -> None:
+async def _one(
+    s: aiohttp.ClientSession, spec: dict[str, Any], job_id: str, got: dict[str, list[Any]]
+) -> None:
     headers = {"Authorization": f"Bearer {spec['key']}"}
     try:
         async with s.get(_url(spec, job_id), headers=headers) as resp:
             body = await resp.read()
-            got[job_id] = [time.monotonic(), resp.status, b'"completed"' in body or
-                           b'"ok"' in body]
+            got[job_id] = [time.monotonic(), resp.status, b'"completed"' in body or b'"ok"' in body]
     except (TimeoutError, aiohttp.ClientError) as exc:
         got[job_id] = [time.monotonic(), 0, False, type(exc).__name__]
 
 
-async def park(s: aiohttp.ClientSession, spec: dict[str, Any], sent: list[int]
-               ) -> dict[str, Any]:
+async def park(s: aiohttp.ClientSession, spec: dict[str, Any], sent: list[int]) -> dict[str, Any]:
     """Open one request per job id, `ramp_per_s` at most, say SENT when all are out, collect."""
     got: dict[str, list[Any]] = {}
     ids: list[str] = spec["ids"]
     batch = max(1, int(spec.get("ramp_per_s", 2000) / 20))
     tasks = []
     for i in range(0, len(ids), batch):
-        tasks += [asyncio.ensure_future(_one(s, spec, j, got)) for j in ids[i:i + batch]]
+        tasks += [asyncio.ensure_future(_one(s, spec, j, got)) for j in ids[i : i + batch]]
         await asyncio.sleep(0.05)
     deadline = time.monotonic() + 60
     while sent[0] < len(ids) and time.monotonic() < deadline:

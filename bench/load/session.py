@@ -17,8 +17,9 @@ def raise_open_files_limit() -> int:
     return soft
 
 
-def client_session(timeout_s: float, trace: aiohttp.TraceConfig | None = None
-                   ) -> aiohttp.ClientSession:
+def client_session(
+    timeout_s: float, trace: aiohttp.TraceConfig | None = None
+) -> aiohttp.ClientSession:
     """A session with no connection cap (one connection per concurrent request)."""
     connector = aiohttp.TCPConnector(limit=0, limit_per_host=0, keepalive_timeout=60)
     timeout = aiohttp.ClientTimeout(total=timeout_s, sock_connect=30)

@@ -26,7 +26,8 @@ STACKS = [("main", {})]
 FULL_JOBS, QUICK_JOBS = 300, 10
 WAIT_S = 30
 _TOTAL = re.compile(
-    r'^chatq_http_request_duration_seconds_(sum|count)\{(?P<labels>[^}]*)\} (?P<v>\S+)$')
+    r"^chatq_http_request_duration_seconds_(sum|count)\{(?P<labels>[^}]*)\} (?P<v>\S+)$"
+)
 # flow -> (method, route template, status) of its submitting request, as the web labels it.
 SUBMITS = {
     "job_submit_then_poll": ("POST", "/v1/jobs", "202"),
@@ -78,8 +79,9 @@ FLOWS: dict[str, Flow] = {
 }
 
 
-def submit_totals(metrics_text: str, method: str, endpoint: str,
-                  status: str) -> tuple[float, float]:
+def submit_totals(
+    metrics_text: str, method: str, endpoint: str, status: str
+) -> tuple[float, float]:
     """(seconds, requests) the web's histogram counted for one method, route and status."""
     totals = {"sum": 0.0, "count": 0.0}
     wanted = (f'method="{method}"', f'endpoint="{endpoint}"', f'status="{status}"')
@@ -107,10 +109,13 @@ def _run_flow(lab: Lab, name: str, jobs: int) -> JSON:
         latencies.append(time.perf_counter() - t0)
     cpu = meter.stop()
     after = session.get(metrics_url, timeout=10).text
-    out: JSON = {"jobs": jobs, "requests_per_job": requests_made / jobs,
-                 "latency": summary_ms(latencies),
-                 "web_cpu_ms_per_job": round(1000 * cpu["web"]["cpu_s"] / jobs, 2),
-                 "worker_cpu_ms_per_job": round(1000 * cpu["worker"]["cpu_s"] / jobs, 2)}
+    out: JSON = {
+        "jobs": jobs,
+        "requests_per_job": requests_made / jobs,
+        "latency": summary_ms(latencies),
+        "web_cpu_ms_per_job": round(1000 * cpu["web"]["cpu_s"] / jobs, 2),
+        "worker_cpu_ms_per_job": round(1000 * cpu["worker"]["cpu_s"] / jobs, 2),
+    }
     if name in SUBMITS:
         (s0, n0), (s1, n1) = (submit_totals(text, *SUBMITS[name]) for text in (before, after))
         out["submit_server_ms"] = round(1000 * (s1 - s0) / max(n1 - n0, 1), 2)
@@ -134,7 +139,8 @@ def run(lab: Lab) -> JSON:
     """Each flow in turn, then what a response adds over the job doing the same."""
     jobs = QUICK_JOBS if lab.sizes.quick else FULL_JOBS
     flows = {name: _run_flow(lab, name, jobs) for name in FLOWS}
-    return {"flows": flows,
-            "added_background": _added(flows, "response_background_then_poll",
-                                       "job_submit_then_poll"),
-            "added_held": _added(flows, "response_held", "job_held")}
+    return {
+        "flows": flows,
+        "added_background": _added(flows, "response_background_then_poll", "job_submit_then_poll"),
+        "added_held": _added(flows, "response_held", "job_held"),
+    }

@@ -23,8 +23,9 @@ from tests.procs import ALICE_KEY
 LINE_MODEL = "fake:ttft=1"
 SLOTS = 100
 MAX_QUEUED = 80  # lines in flight: 20 slots stay free for the interactive lane
-STACKS = [("batch", {"CHATQ_WORKER_CONCURRENCY": str(SLOTS),
-                     "CHATQ_BATCH_MAX_QUEUED": str(MAX_QUEUED)})]
+STACKS = [
+    ("batch", {"CHATQ_WORKER_CONCURRENCY": str(SLOTS), "CHATQ_BATCH_MAX_QUEUED": str(MAX_QUEUED)})
+]
 
 
 def _sizes(lab: Lab) -> tuple[int, float, float]:
@@ -40,17 +41,35 @@ def _session() -> requests.Session:
 
 def _start_batch(url: str, lines: int) -> tuple[str, float]:
     """Upload `lines` requests and create their batch: (batch id, its Redis creation time)."""
-    data = "".join(json.dumps({"custom_id": f"l{i}", "method": "POST",
-                               "url": "/v1/chat/completions",
-                               "body": body(LINE_MODEL, f"line {i}")}) + "\n"
-                   for i in range(lines)).encode()
+    data = "".join(
+        json.dumps(
+            {
+                "custom_id": f"l{i}",
+                "method": "POST",
+                "url": "/v1/chat/completions",
+                "body": body(LINE_MODEL, f"line {i}"),
+            }
+        )
+        + "\n"
+        for i in range(lines)
+    ).encode()
     s = _session()
-    uploaded = s.post(f"{url}/v1/files", files={"file": ("lines.jsonl", data)},
-                      data={"purpose": "batch"}, timeout=120)
+    uploaded = s.post(
+        f"{url}/v1/files",
+        files={"file": ("lines.jsonl", data)},
+        data={"purpose": "batch"},
+        timeout=120,
+    )
     uploaded.raise_for_status()
-    created = s.post(f"{url}/v1/batches", timeout=30, json={
-        "input_file_id": uploaded.json()["id"], "endpoint": "/v1/chat/completions",
-        "completion_window": "24h"})
+    created = s.post(
+        f"{url}/v1/batches",
+        timeout=30,
+        json={
+            "input_file_id": uploaded.json()["id"],
+            "endpoint": "/v1/chat/completions",
+            "completion_window": "24h",
+        },
+    )
     created.raise_for_status()
     return created.json()["id"], float(created.json()["created_at"])
 
@@ -68,8 +87,7 @@ def _watch_depth(url: str, stop: threading.Event, seen: list[int]) -> None:
 def _wait_ended(url: str, batch_id: str, timeout_s: float) -> JSON:
     s, deadline = _session(), time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        batch: JSON = s.get(f"{url}/v1/batches/{batch_id}", params={"wait": 30},
-                            timeout=60).json()
+        batch: JSON = s.get(f"{url}/v1/batches/{batch_id}", params={"wait": 30}, timeout=60).json()
         if batch["status"] in ("completed", "failed", "cancelled", "expired"):
             return batch
     raise TimeoutError(f"batch {batch_id} did not end within {timeout_s} s")
@@ -77,8 +95,11 @@ def _wait_ended(url: str, batch_id: str, timeout_s: float) -> JSON:
 
 def _line_times(lab: Lab, batch: JSON, created_at: float) -> JSON:
     """First and last line's end, from their jobs' records (Redis time, as created_at)."""
-    text = _session().get(f"{lab.chatq('batch').url}/v1/files/{batch['output_file_id']}/content",
-                          timeout=120).text
+    text = (
+        _session()
+        .get(f"{lab.chatq('batch').url}/v1/files/{batch['output_file_id']}/content", timeout=120)
+        .text
+    )
     ids = [json.loads(line)["response"]["request_id"] for line in text.splitlines() if line]
     client = lab.chatq("batch").client()
     pipe = client.pipeline(transaction=False)
@@ -88,8 +109,11 @@ def _line_times(lab: Lab, batch: JSON, created_at: float) -> JSON:
     client.close()
     if not ends:
         return {"first_line_s": None, "last_line_s": None, "lines_per_s": None}
-    return {"first_line_s": round(ends[0], 2), "last_line_s": round(ends[-1], 2),
-            "lines_per_s": round(len(ends) / ends[-1], 1) if ends[-1] > 0 else None}
+    return {
+        "first_line_s": round(ends[0], 2),
+        "last_line_s": round(ends[-1], 2),
+        "lines_per_s": round(len(ends) / ends[-1], 1) if ends[-1] > 0 else None,
+    }
 
 
 def run(lab: Lab) -> dict[str, Any]:
@@ -111,11 +135,16 @@ def run(lab: Lab) -> dict[str, Any]:
     stop.set()
     times = _line_times(lab, batch, created_at)
     return {
-        "lines": lines, "line_model": LINE_MODEL, "slots": SLOTS, "max_queued": MAX_QUEUED,
-        "status": batch["status"], "request_counts": batch["request_counts"], **times,
-        "probe_within_batch": times["last_line_s"] is not None
-        and times["last_line_s"] > probe_s,
+        "lines": lines,
+        "line_model": LINE_MODEL,
+        "slots": SLOTS,
+        "max_queued": MAX_QUEUED,
+        "status": batch["status"],
+        "request_counts": batch["request_counts"],
+        **times,
+        "probe_within_batch": times["last_line_s"] is not None and times["last_line_s"] > probe_s,
         "max_batch_lane_depth": max(depths, default=None),
-        "interactive_idle": idle, "interactive_during": during,
+        "interactive_idle": idle,
+        "interactive_during": during,
         "interactive_p99_ratio": ratio(during["latency"]["p99_ms"], idle["latency"]["p99_ms"]),
     }

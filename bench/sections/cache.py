@@ -18,7 +18,8 @@ from tests.procs import ALICE_KEY
 
 REQUEST = {**body(content="what is the capital of France?"), "temperature": 0}
 _BUCKET = re.compile(
-    r"^chatq_http_request_duration_seconds_bucket\{(?P<labels>[^}]*)\} (?P<n>\S+)$")
+    r"^chatq_http_request_duration_seconds_bucket\{(?P<labels>[^}]*)\} (?P<n>\S+)$"
+)
 
 
 def submit_buckets(metrics_text: str) -> dict[float, float]:
@@ -27,8 +28,12 @@ def submit_buckets(metrics_text: str) -> dict[float, float]:
     for line in metrics_text.splitlines():
         m = _BUCKET.match(line)
         labels = m.group("labels") if m else ""
-        if m and 'endpoint="/v1/jobs"' in labels and 'method="POST"' in labels \
-                and 'status="200"' in labels:
+        if (
+            m
+            and 'endpoint="/v1/jobs"' in labels
+            and 'method="POST"' in labels
+            and 'status="200"' in labels
+        ):
             le = labels.split('le="', 1)[1].split('"', 1)[0]
             out[float(le)] = out.get(float(le), 0.0) + float(m.group("n"))
     return out
@@ -44,12 +49,17 @@ def quantile_ms(before: dict[float, float], after: dict[float, float], q: float)
     for bound, count in zip(bounds, counts, strict=True):
         if count >= rank:
             share = (rank - below) / max(count - below, 1e-9)
-            return round(1000 * (low + share * (bound - low)), 2) if bound != float("inf") \
+            return (
+                round(1000 * (low + share * (bound - low)), 2)
+                if bound != float("inf")
                 else round(1000 * low, 2)
+            )
         low, below = bound, count
     return None
 
+
 STACKS = [("main", {})]
+
 
 def _timed(call: object, count: int) -> list[float]:
     out = []
@@ -69,8 +79,11 @@ def run(lab: Lab) -> JSON:
     session.post(url, params={"wait": 10}, json=REQUEST, timeout=30).raise_for_status()
     probe = session.post(url, json=REQUEST, timeout=30)
     if probe.status_code != 200 or not probe.json().get("cached"):
-        return {"status": "todo", "note": "no cache hit answered at submit (cache not built?)",
-                "probe_status": probe.status_code}
+        return {
+            "status": "todo",
+            "note": "no cache hit answered at submit (cache not built?)",
+            "probe_status": probe.status_code,
+        }
     hits: list[bool] = []
 
     def submit() -> None:
@@ -82,7 +95,12 @@ def run(lab: Lab) -> JSON:
     latency = _timed(submit, lab.sizes.cache_hits)
     after = submit_buckets(session.get(metrics_url, timeout=10).text)
     floor = _timed(lambda: session.get(f"{stack.url}/healthz", timeout=5), lab.sizes.cache_hits)
-    return {"status": "measured", "hits": sum(hits), "submits": len(hits),
-            "server_p50_ms": quantile_ms(before, after, 0.5),
-            "server_p99_ms": quantile_ms(before, after, 0.99),
-            "client_latency": summary_ms(latency), "healthz_latency": summary_ms(floor)}
+    return {
+        "status": "measured",
+        "hits": sum(hits),
+        "submits": len(hits),
+        "server_p50_ms": quantile_ms(before, after, 0.5),
+        "server_p99_ms": quantile_ms(before, after, 0.99),
+        "client_latency": summary_ms(latency),
+        "healthz_latency": summary_ms(floor),
+    }

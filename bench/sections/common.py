@@ -20,19 +20,33 @@ def target(base: str, request: JSON, key: str = ALICE_KEY, wait_s: float = 30.0)
     return {"base": base, "key": key, "body": request, "wait_s": wait_s}
 
 
-def closed_spec(flow: str, tgt: JSON, clients: int, duration_s: float,
-                stagger_s: float = 0.5, max_jobs: int = 0) -> JSON:
+def closed_spec(
+    flow: str, tgt: JSON, clients: int, duration_s: float, stagger_s: float = 0.5, max_jobs: int = 0
+) -> JSON:
     """A closed-loop load spec; clients start spread over `stagger_s`; with `max_jobs`, no
     more jobs than that in all (then `duration_s` is only a bound)."""
-    return {"mode": "closed", "flow": flow, "target": tgt, "clients": clients,
-            "duration_s": duration_s, "stagger_s": stagger_s, "timeout_s": 120,
-            "max_jobs": max_jobs}
+    return {
+        "mode": "closed",
+        "flow": flow,
+        "target": tgt,
+        "clients": clients,
+        "duration_s": duration_s,
+        "stagger_s": stagger_s,
+        "timeout_s": 120,
+        "max_jobs": max_jobs,
+    }
 
 
 def open_spec(flow: str, tgt: JSON, rate_per_s: float, duration_s: float) -> JSON:
     """An open-loop (Poisson arrivals) load spec."""
-    return {"mode": "open", "flow": flow, "target": tgt, "rate_per_s": rate_per_s,
-            "duration_s": duration_s, "timeout_s": 60}
+    return {
+        "mode": "open",
+        "flow": flow,
+        "target": tgt,
+        "rate_per_s": rate_per_s,
+        "duration_s": duration_s,
+        "timeout_s": 60,
+    }
 
 
 def latencies_s(outcomes: list[JSON], minus_s: float = 0.0) -> list[float]:
@@ -68,6 +82,7 @@ def breakdown(outcomes: list[JSON], upstream_s: float) -> JSON:
         "submit_to_created_ms": _p50_ms([o["created"] - o["t0_wall"] for o in done]),
         "queued_ms": _p50_ms([o["started"] - o["created"] for o in done]),
         "run_beyond_upstream_ms": _p50_ms(
-            [o["completed"] - o["started"] - upstream_s for o in done]),
+            [o["completed"] - o["started"] - upstream_s for o in done]
+        ),
         "completed_to_client_ms": _p50_ms([o["t1_wall"] - o["completed"] for o in done]),
     }

@@ -17,6 +17,7 @@ ALT_CELERY_SLOTS = 300
 
 STACKS = [("main", {})]
 
+
 def _held(level: JSON, first_p99_ms: float) -> bool:
     """A level holds with ≤ 1 % errors and p99 added latency within max(1 s, 2 x first p99)."""
     p99 = level["latency"]["p99_ms"]
@@ -49,14 +50,20 @@ def _long_jobs(lab: Lab, base: str) -> JSON:
     """Requests per job for a long job: short polling and chatq side by side, at once."""
     job_s = lab.sizes.long_job_s
     tgt = target(base, body(f"fake:ttft={job_s:g}"), wait_s=30)
-    runs = {flow: LoadRun(closed_spec(flow, tgt, lab.sizes.long_job_clients, 600, 0.0,
-                                            lab.sizes.long_job_clients))
-            for flow in ("short_poll", "chatq")}
+    runs = {
+        flow: LoadRun(
+            closed_spec(flow, tgt, lab.sizes.long_job_clients, 600, 0.0, lab.sizes.long_job_clients)
+        )
+        for flow in ("short_poll", "chatq")
+    }
     out: JSON = {"job_s": job_s}
     for flow, run in runs.items():
         summary = outcome_summary(run.result(job_s + 60), job_s)
-        out[flow] = {"requests_per_job": summary["requests_per_job"],
-                     "errors": summary["errors"], "added": summary["latency"]}
+        out[flow] = {
+            "requests_per_job": summary["requests_per_job"],
+            "errors": summary["errors"],
+            "added": summary["latency"],
+        }
     return out
 
 
@@ -73,8 +80,9 @@ def run(lab: Lab) -> JSON:
     alt_pids = {"celery": celery.pid, "redis": server.process.pid if server.process else 0}
     systems = {
         "short_poll_1s": _ramp(lab, "short_poll", chatq.url, chatq.pids()),
-        "flask_celery_gthread64": _ramp(lab, "flask", gthread_url,
-                                        {"gunicorn": gthread.pid, **alt_pids}),
+        "flask_celery_gthread64": _ramp(
+            lab, "flask", gthread_url, {"gunicorn": gthread.pid, **alt_pids}
+        ),
         "flask_celery_sync4": _ramp(lab, "flask", sync_url, {"gunicorn": sync.pid, **alt_pids}),
         "chatq_longpoll": _ramp(lab, "chatq", chatq.url, chatq.pids()),
     }

@@ -18,6 +18,7 @@ TOP_UP_STEP_S = 5.0
 
 STACKS = [("main", {})]
 
+
 def run(lab: Lab) -> JSON:
     """Top up the main worker's calls to the target, then read fakellm's counters."""
     stack = lab.chatq()
@@ -29,12 +30,17 @@ def run(lab: Lab) -> JSON:
         step_s = min(TOP_UP_STEP_S, cap_s - (time.monotonic() - start))
         if step_s <= 0:
             break
-        run_load(closed_spec("chatq", target(stack.url, body()), TOP_UP_CLIENTS, step_s,
-                             max_jobs=left))
+        run_load(
+            closed_spec("chatq", target(stack.url, body()), TOP_UP_CLIENTS, step_s, max_jobs=left)
+        )
     stats = lab.fakellm_stats("main")
     slots = int(stack.env["CHATQ_WORKER_CONCURRENCY"])
     opened = stats["connections_opened"] - reads  # each /stats read opened one itself
-    return {"calls": stats["requests"], "connections_opened": opened,
-            "worker_concurrency": slots, "limit": int(slots * 1.05),
-            "connections_per_call": round(opened / max(stats["requests"], 1), 3),
-            "top_up_s": round(time.monotonic() - start, 1)}
+    return {
+        "calls": stats["requests"],
+        "connections_opened": opened,
+        "worker_concurrency": slots,
+        "limit": int(slots * 1.05),
+        "connections_per_call": round(opened / max(stats["requests"], 1), 3),
+        "top_up_s": round(time.monotonic() - start, 1),
+    }

@@ -37,8 +37,11 @@ class System:
 def _litellm(lab: Lab) -> tuple[System | None, JSON]:
     """The proxy, when its venv is (or may be) built and it starts; and what happened."""
     if not (lab.sizes.litellm_build or litellm.built()):
-        return None, {"status": "not run", "note": "its venv is not built and a --quick run "
-                      "builds nothing (python -m bench.litellm builds it)"}
+        return None, {
+            "status": "not run",
+            "note": "its venv is not built and a --quick run "
+            "builds nothing (python -m bench.litellm builds it)",
+        }
     built = litellm.build()
     if built.command is None:
         return None, {"status": "not installed", "note": built.note}
@@ -50,13 +53,20 @@ def _litellm(lab: Lab) -> tuple[System | None, JSON]:
     lab.track(proxy.proc)
     pids = {"litellm": proxy.proc.pid, "fakellm": lab.fakellm_pid("litellm")}
     return System("litellm", proxy.base, proxy.key, pids), {
-        "status": "measured", "note": built.note, "version": litellm.VERSION}
+        "status": "measured",
+        "note": built.note,
+        "version": litellm.VERSION,
+    }
 
 
 def _systems(lab: Lab) -> tuple[list[System], JSON]:
     stack = lab.chatq()
-    direct = System("direct", lab.fakellm("main").removesuffix("/v1"), UPSTREAM_KEY,
-                    {"fakellm": lab.fakellm_pid("main")})
+    direct = System(
+        "direct",
+        lab.fakellm("main").removesuffix("/v1"),
+        UPSTREAM_KEY,
+        {"fakellm": lab.fakellm_pid("main")},
+    )
     chatq = System("chatq", stack.url, "", {**stack.pids(), "fakellm": lab.fakellm_pid("main")})
     peer, about = _litellm(lab)
     return [direct, chatq, *([peer] if peer else [])], about
@@ -78,8 +88,11 @@ def _measure(lab: Lab, system: System, spec: JSON, tag: str) -> JSON:
     summary["cpu"] = {**meter.stop(), "loadgen": result["loadgen_cpu"]}
     ok = [o for o in result["outcomes"] if o["ok"]]
     # Open loop: completions over the arrival window; one at a time: over the whole run.
-    span_s = (float(spec["duration_s"]) if spec["mode"] == "open" else
-              max((o["t1"] for o in ok), default=0.0) - min((o["t0"] for o in ok), default=0.0))
+    span_s = (
+        float(spec["duration_s"])
+        if spec["mode"] == "open"
+        else max((o["t1"] for o in ok), default=0.0) - min((o["t0"] for o in ok), default=0.0)
+    )
     summary["jobs_per_s"] = round(len(ok) / span_s, 1) if span_s > 0 else None
     if "send_lag_max_s" in result:
         summary["send_lag_max_ms"] = round(1000 * result["send_lag_max_s"], 1)
@@ -93,8 +106,14 @@ def _minus(a: float | None, b: float | None) -> float | None:
 def _overheads(runs: dict[str, JSON]) -> JSON:
     """Each gateway's percentiles less the direct call's, in the same run."""
     direct = runs["direct"]["latency"]
-    return {name: {f"{q}_ms": _minus(runs[name]["latency"][f"{q}_ms"], direct[f"{q}_ms"])
-                   for q in ("p50", "p90", "p99")} for name in runs if name != "direct"}
+    return {
+        name: {
+            f"{q}_ms": _minus(runs[name]["latency"][f"{q}_ms"], direct[f"{q}_ms"])
+            for q in ("p50", "p90", "p99")
+        }
+        for name in runs
+        if name != "direct"
+    }
 
 
 def saturated(run: JSON, rate: float) -> bool:
@@ -110,8 +129,12 @@ def _sequential(lab: Lab, systems: list[System]) -> JSON:
     for system in systems:
         run_load(closed_spec("front_door", _target(system), 1, 60, 0.0, WARMUP_REQUESTS))
     count = lab.sizes.gateway_sequential
-    runs = {s.name: _measure(lab, s, closed_spec("front_door", _target(s), 1, 600, 0.0, count),
-                             "sequential") for s in systems}
+    runs = {
+        s.name: _measure(
+            lab, s, closed_spec("front_door", _target(s), 1, 600, 0.0, count), "sequential"
+        )
+        for s in systems
+    }
     return {"requests": count, **runs, "overhead": _overheads(runs)}
 
 
@@ -124,9 +147,15 @@ def _ladder(lab: Lab, systems: list[System]) -> tuple[list[JSON], JSON]:
         due = [s for s in systems if s.name in climbing or rate in named or s.name == "direct"]
         if len(due) == 1:
             continue  # only the direct call left: nothing to compare it with
-        runs = {s.name: _measure(lab, s, open_spec("front_door", _target(s), rate,
-                                                    lab.sizes.gateway_duration_s), f"{rate:g}")
-                for s in due}
+        runs = {
+            s.name: _measure(
+                lab,
+                s,
+                open_spec("front_door", _target(s), rate, lab.sizes.gateway_duration_s),
+                f"{rate:g}",
+            )
+            for s in due
+        }
         for name, run in runs.items():
             run["saturated"] = saturated(run, rate)
             if run["saturated"] and name not in first_saturated:
@@ -141,8 +170,11 @@ def _saturation(points: list[JSON], first: JSON, names: list[str]) -> JSON:
     out = {}
     for name in names:
         limit = first.get(name)
-        held = [p["rate_per_s"] for p in points if name in p and not p[name]["saturated"]
-                and (limit is None or p["rate_per_s"] < limit)]
+        held = [
+            p["rate_per_s"]
+            for p in points
+            if name in p and not p[name]["saturated"] and (limit is None or p["rate_per_s"] < limit)
+        ]
         out[name] = {"saturated_at_per_s": limit, "max_rate_held_per_s": max(held, default=None)}
     return out
 
@@ -153,8 +185,13 @@ def run(lab: Lab) -> JSON:
     sequential = _sequential(lab, systems)
     points, first = _ladder(lab, systems)
     saturation = _saturation(points, first, [s.name for s in systems])
-    return {"systems": [s.name for s in systems], "litellm": about,
-            "named_rates": sorted(lab.sizes.gateway_named_rates), "sequential": sequential,
-            "points": points, "saturation": saturation,
-            "max_rate_held_per_s": saturation["chatq"]["max_rate_held_per_s"],
-            "saturated_at_per_s": saturation["chatq"]["saturated_at_per_s"]}
+    return {
+        "systems": [s.name for s in systems],
+        "litellm": about,
+        "named_rates": sorted(lab.sizes.gateway_named_rates),
+        "sequential": sequential,
+        "points": points,
+        "saturation": saturation,
+        "max_rate_held_per_s": saturation["chatq"]["max_rate_held_per_s"],
+        "saturated_at_per_s": saturation["chatq"]["saturated_at_per_s"],
+    }

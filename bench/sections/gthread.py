@@ -23,10 +23,24 @@ def run(lab: Lab) -> JSON:
     levels = []
     for count in lab.sizes.gthread_levels:
         runs = celery_ids(count + 1)
-        levels.append(measure_level(lab, url, "flask", proc.pid, {"gunicorn": proc.pid,
-                                    "redis": redis_pid}, runs, count, finish,
-                                    lab.sizes.waiter_rate_per_s))
+        levels.append(
+            measure_level(
+                lab,
+                url,
+                "flask",
+                proc.pid,
+                {"gunicorn": proc.pid, "redis": redis_pid},
+                runs,
+                count,
+                finish,
+                lab.sizes.waiter_rate_per_s,
+            )
+        )
     proc.stop()
     ok = [lv["waiters"] + lv["probes"] for lv in levels if lv["probe"]["answered_in_grace"]]
-    return {"threads": THREADS, "levels": levels, "probe_grace_s": PROBE_GRACE_S,
-            "max_parked": max(ok, default=0)}
+    return {
+        "threads": THREADS,
+        "levels": levels,
+        "probe_grace_s": PROBE_GRACE_S,
+        "max_parked": max(ok, default=0),
+    }

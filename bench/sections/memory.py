@@ -20,8 +20,10 @@ STACKS = [("ttl", {"CHATQ_JOB_TTL": str(TTL_S)})]
 def _used(client: redis.Redis) -> dict[str, int]:
     """used_memory, and its dataset part (without client buffers and server overheads)."""
     info = client.info("memory")
-    return {"used": int(info["used_memory"]),  # type: ignore[index]
-            "dataset": int(info["used_memory_dataset"])}  # type: ignore[index]
+    return {
+        "used": int(info["used_memory"]),  # type: ignore[index]
+        "dataset": int(info["used_memory_dataset"]),
+    }  # type: ignore[index]
 
 
 def _job_keys(client: redis.Redis) -> dict[str, int]:
@@ -52,12 +54,19 @@ def _sample_sizes(client: redis.Redis) -> JSON:
     if job_key is None:
         return {}
     job_id = str(job_key).rsplit(":", 1)[1]
-    sizes = {kind: int(client.memory_usage(key) or 0)  # type: ignore[arg-type]
-             for kind, key in (("job_hash", keys.job(job_id)), ("text", keys.text(job_id)),
-                               ("events_stream", keys.events(job_id)))}
-    return {**{f"{kind}_bytes": size for kind, size in sizes.items()},
-            "record_bytes_per_job": sum(sizes.values()),
-            "events_in_stream": int(client.xlen(keys.events(job_id)))}
+    sizes = {
+        kind: int(client.memory_usage(key) or 0)  # type: ignore[arg-type]
+        for kind, key in (
+            ("job_hash", keys.job(job_id)),
+            ("text", keys.text(job_id)),
+            ("events_stream", keys.events(job_id)),
+        )
+    }
+    return {
+        **{f"{kind}_bytes": size for kind, size in sizes.items()},
+        "record_bytes_per_job": sum(sizes.values()),
+        "events_in_stream": int(client.xlen(keys.events(job_id))),
+    }
 
 
 def _per_job(before: dict[str, int], after: dict[str, int], jobs: int) -> JSON:
@@ -72,16 +81,22 @@ def run(lab: Lab) -> JSON:
     tgt = target(stack.url, body())
     run_load(closed_spec("chatq", tgt, CLIENTS, 30, max_jobs=CLIENTS))
     before = _used(client)  # after a warm-up (connections made), whose jobs expire with the rest
-    summary = outcome_summary(run_load(closed_spec("chatq", tgt, CLIENTS, 120,
-                                                   max_jobs=lab.sizes.memory_jobs)))
+    summary = outcome_summary(
+        run_load(closed_spec("chatq", tgt, CLIENTS, 120, max_jobs=lab.sizes.memory_jobs))
+    )
     after, keys_after, sizes = _used(client), _job_keys(client), _sample_sizes(client)
     waited_s = _wait_expired(client, TTL_S + 30)
     left, final = _job_keys(client), _used(client)
     lab.drop(name)
     return {
-        "jobs": summary["jobs"], "errors": summary["errors"], "ttl_s": TTL_S,
-        **_per_job(before, after, summary["jobs"]), "keys_after_jobs": keys_after, **sizes,
-        "expired_after_s": round(waited_s, 1), "keys_left_after_ttl": left,
+        "jobs": summary["jobs"],
+        "errors": summary["errors"],
+        "ttl_s": TTL_S,
+        **_per_job(before, after, summary["jobs"]),
+        "keys_after_jobs": keys_after,
+        **sizes,
+        "expired_after_s": round(waited_s, 1),
+        "keys_left_after_ttl": left,
         "dataset_bytes_left_after_ttl": final["dataset"] - before["dataset"],
         "cleaned": not left.get("job") and not left.get("events"),
     }

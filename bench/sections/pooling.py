@@ -29,26 +29,43 @@ def _start_tls(lab: Lab) -> tuple[str, str]:
     args = ["bench.tlsllm", "--port", str(port), "--cert", str(cert), "--api-key", UPSTREAM_KEY]
     lab.track(Proc("tlsllm", args, dict(os.environ)).start())
     root = f"https://127.0.0.1:{port}"
-    wait_until(lambda: requests.get(root + "/stats", verify=str(ca_file), timeout=1).ok, 15,
-               "tls fakellm")
+    wait_until(
+        lambda: requests.get(root + "/stats", verify=str(ca_file), timeout=1).ok, 15, "tls fakellm"
+    )
     return root, str(ca_file)
 
 
 def _calls(spec: JSON) -> JSON:
-    done = subprocess.run([sys.executable, "-m", "bench.calls"], input=json.dumps(spec),
-                          capture_output=True, text=True, cwd=ROOT, timeout=300, check=True)
+    done = subprocess.run(
+        [sys.executable, "-m", "bench.calls"],
+        input=json.dumps(spec),
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=300,
+        check=True,
+    )
     return dict(json.loads(done.stdout))
 
 
 def _variant(root: str, ca: str | None, kind: str, calls: int, threads: int) -> JSON:
     verify: str | bool = ca or True
     requests.post(root + "/stats/reset", verify=verify, timeout=5)
-    spec = {"url": root + "/v1", "key": UPSTREAM_KEY, "kind": kind, "calls": calls,
-            "threads": threads, "ca": ca}
+    spec = {
+        "url": root + "/v1",
+        "key": UPSTREAM_KEY,
+        "kind": kind,
+        "calls": calls,
+        "threads": threads,
+        "ca": ca,
+    }
     out = _calls(spec)
     stats = requests.get(root + "/stats", verify=verify, timeout=5).json()
     return {
-        "kind": kind, "tls": ca is not None, "calls": calls + 1, "threads": threads,
+        "kind": kind,
+        "tls": ca is not None,
+        "calls": calls + 1,
+        "threads": threads,
         "latency": summary_ms(out["latencies"]),
         "cpu_ms_per_call": round(1000 * out["cpu_s"] / calls, 3),
         "calls_per_s": round(calls / out["wall_s"], 1),
@@ -62,8 +79,11 @@ def run(lab: Lab) -> JSON:
     plain = lab.fakellm().removesuffix("/v1")
     tls_root, ca = _start_tls(lab)
     n, k = lab.sizes.pool_calls, lab.sizes.pool_concurrency
-    rows = [_variant(root, ca_, kind, n, 1)
-            for root, ca_ in ((plain, None), (tls_root, ca)) for kind in ("pooled", "fresh")]
+    rows = [
+        _variant(root, ca_, kind, n, 1)
+        for root, ca_ in ((plain, None), (tls_root, ca))
+        for kind in ("pooled", "fresh")
+    ]
     rows.append(_variant(plain, None, "pooled_stream", n, 1))
     rows.append(_variant(plain, None, "pooled", n, k))
     return {"variants": rows}

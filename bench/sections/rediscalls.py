@@ -48,15 +48,17 @@ class Reading:
 
     def start(self) -> Reading:
         """The first reading."""
-        self._cmds, self._counts, self._t0 = (commandstats(self.client), self.proxy.counts(),
-                                              time.monotonic())
+        self._cmds, self._counts, self._t0 = (
+            commandstats(self.client),
+            self.proxy.counts(),
+            time.monotonic(),
+        )
         return self
 
     def stop(self) -> tuple[dict[str, int], Counts, float]:
         """Commands by name, proxy counts and seconds since `start`."""
         cmds, counts = commandstats(self.client), self.proxy.counts()
-        return (_delta(cmds, self._cmds), counts.minus(self._counts),
-                time.monotonic() - self._t0)
+        return (_delta(cmds, self._cmds), counts.minus(self._counts), time.monotonic() - self._t0)
 
 
 def _net_per_job(run: float, idle_per_s: float, run_s: float, jobs: int) -> float:
@@ -64,22 +66,29 @@ def _net_per_job(run: float, idle_per_s: float, run_s: float, jobs: int) -> floa
     return round((run - idle_per_s * run_s) / max(jobs, 1), 2)
 
 
-def _per_job(busy: tuple[dict[str, int], Counts, float],
-             idle: tuple[dict[str, int], Counts, float], jobs: int) -> JSON:
+def _per_job(
+    busy: tuple[dict[str, int], Counts, float],
+    idle: tuple[dict[str, int], Counts, float],
+    jobs: int,
+) -> JSON:
     """Commands (all, by name, script calls), commands sent and round trips, per job."""
     cmds, counts, run_s = busy
     idle_cmds, idle_counts, idle_s = idle
-    net = {name: _net_per_job(n, idle_cmds.get(name, 0) / idle_s, run_s, jobs)
-           for name, n in cmds.items()}
+    net = {
+        name: _net_per_job(n, idle_cmds.get(name, 0) / idle_s, run_s, jobs)
+        for name, n in cmds.items()
+    }
     scripts = sum(v for k, v in net.items() if k in ("eval", "evalsha", "fcall"))
     return {
         "commands": round(sum(net.values()), 1),
         "commands_by_name": dict(sorted(net.items(), key=lambda kv: -kv[1])),
         "script_calls": round(scripts, 2),
-        "commands_sent": _net_per_job(counts.commands_sent, idle_counts.commands_sent / idle_s,
-                                      run_s, jobs),
-        "round_trips": _net_per_job(counts.round_trips, idle_counts.round_trips / idle_s,
-                                    run_s, jobs),
+        "commands_sent": _net_per_job(
+            counts.commands_sent, idle_counts.commands_sent / idle_s, run_s, jobs
+        ),
+        "round_trips": _net_per_job(
+            counts.round_trips, idle_counts.round_trips / idle_s, run_s, jobs
+        ),
         "round_trips_gross": round(counts.round_trips / max(jobs, 1), 2),
         "commands_gross": round(sum(cmds.values()) / max(jobs, 1), 1),
         "connections_opened": counts.connections,
@@ -90,8 +99,7 @@ def run(lab: Lab) -> JSON:
     """Warm up, a quiet window, then one job at a time through the counting proxy."""
     server = lab.redis()
     proxy = RoundTripProxy(server.port).start()
-    stack = start_chatq_on(server, proxy.url, lab.fakellm(), 1,
-                           {"CHATQ_WORKER_CONCURRENCY": "300"})
+    stack = start_chatq_on(server, proxy.url, lab.fakellm(), 1, {"CHATQ_WORKER_CONCURRENCY": "300"})
     try:
         tgt = target(stack.url, body())
         run_load(closed_spec("chatq", tgt, 1, 60, 0.0, WARMUP_JOBS))
@@ -106,8 +114,15 @@ def run(lab: Lab) -> JSON:
     finally:
         stack.stop()
         proxy.stop()
-    return {"jobs": summary["jobs"], "errors": summary["errors"], "clients": 1,
-            "latency": summary["latency"], "idle_window_s": round(idle[2], 1),
-            "idle_per_s": {"commands": round(sum(idle[0].values()) / idle[2], 1),
-                           "round_trips": round(idle[1].round_trips / idle[2], 1)},
-            "per_job": _per_job(busy, idle, summary["jobs"] - summary["errors"])}
+    return {
+        "jobs": summary["jobs"],
+        "errors": summary["errors"],
+        "clients": 1,
+        "latency": summary["latency"],
+        "idle_window_s": round(idle[2], 1),
+        "idle_per_s": {
+            "commands": round(sum(idle[0].values()) / idle[2], 1),
+            "round_trips": round(idle[1].round_trips / idle[2], 1),
+        },
+        "per_job": _per_job(busy, idle, summary["jobs"] - summary["errors"]),
+    }

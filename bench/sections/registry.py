@@ -27,10 +27,21 @@ from bench.sections import (
 
 Section = Callable[[Lab], dict[str, Any]]
 MODULES: dict[str, ModuleType] = {
-    "compare": compare, "waiters": waiters, "waitermem": waitermem, "gthread": gthread,
-    "throughput": throughput, "prefetch": prefetch, "gateway": gateway,
-    "rediscalls": rediscalls, "memory": memory, "tokens": tokens, "pooling": pooling,
-    "cache": cache, "connections": connections, "background": background, "batch": batch,
+    "compare": compare,
+    "waiters": waiters,
+    "waitermem": waitermem,
+    "gthread": gthread,
+    "throughput": throughput,
+    "prefetch": prefetch,
+    "gateway": gateway,
+    "rediscalls": rediscalls,
+    "memory": memory,
+    "tokens": tokens,
+    "pooling": pooling,
+    "cache": cache,
+    "connections": connections,
+    "background": background,
+    "batch": batch,
 }
 SECTIONS: dict[str, Section] = {name: module.run for name, module in MODULES.items()}
 

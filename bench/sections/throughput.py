@@ -29,8 +29,10 @@ from tests.procs import UPSTREAM_KEY, Proc
 STREAM_MODEL = "fake:tps=20,tokens=21"  # first token at once, then 20 more over 1.0 s
 STREAM_S = 1.0
 
-STACKS = [("main", {}), ("threads", {"CHATQ_WORKER_POOL": "threads",
-                                      "CHATQ_WORKER_CONCURRENCY": "100"})]
+STACKS = [
+    ("main", {}),
+    ("threads", {"CHATQ_WORKER_POOL": "threads", "CHATQ_WORKER_CONCURRENCY": "100"}),
+]
 
 
 def _in_flight(result: JSON) -> JSON:
@@ -45,8 +47,9 @@ def _in_flight(result: JSON) -> JSON:
     return {"mean": round(mean, 1), "peak": peak}
 
 
-def _chatq_run(lab: Lab, model: str, clients: int, duration_s: float, minus_s: float,
-               stack_name: str = "main") -> JSON:
+def _chatq_run(
+    lab: Lab, model: str, clients: int, duration_s: float, minus_s: float, stack_name: str = "main"
+) -> JSON:
     """Closed-loop jobs through one web and one worker process; jobs/s, CPU, where time goes."""
     name, recipe = next(r for r in STACKS if r[0] == stack_name)
     stack = lab.chatq(name, **recipe)
@@ -72,7 +75,8 @@ def _cpu_ms_per_job(cpu: JSON, result: JSON) -> JSON:
         return {}
     per_job = {k: round(1000 * v["cpu_s"] / done, 2) for k, v in cpu.items()}
     per_job["chatq (web + worker + redis)"] = round(
-        sum(v for k, v in per_job.items() if k in ("web", "worker", "redis")), 2)
+        sum(v for k, v in per_job.items() if k in ("web", "worker", "redis")), 2
+    )
     return per_job
 
 
@@ -81,8 +85,14 @@ def send_all(app: Celery, queue: str, count: int, task_s: float = 0.0) -> None:
     name = "alt.sleep_write" if task_s else "alt.write_result"
     extra = [task_s] if task_s else []
     with ThreadPoolExecutor(4) as pool:
-        list(pool.map(lambda _: app.send_task(name, args=[str(uuid.uuid4()), *extra],
-                                              queue=queue, routing_key=queue), range(count)))
+        list(
+            pool.map(
+                lambda _: app.send_task(
+                    name, args=[str(uuid.uuid4()), *extra], queue=queue, routing_key=queue
+                ),
+                range(count),
+            )
+        )
 
 
 @dataclass
@@ -131,8 +141,9 @@ def _baseline(lab: Lab, variant: tuple[str, str, int], count: int) -> JSON:
     send_all(bare.app, bare.queue, 20)  # warm up connections on both sides
     drain(bare.client, 20)
     bare.client.set("alt:done", 0)
-    meter = CpuMeter({"celery": bare.worker.pid, "redis": bare.redis_pid,
-                      "producer (harness)": os.getpid()}).start()
+    meter = CpuMeter(
+        {"celery": bare.worker.pid, "redis": bare.redis_pid, "producer (harness)": os.getpid()}
+    ).start()
     t0 = time.monotonic()
     send_all(bare.app, bare.queue, count)
     done = drain(bare.client, count)
@@ -140,9 +151,17 @@ def _baseline(lab: Lab, variant: tuple[str, str, int], count: int) -> JSON:
     cpu = meter.stop()
     bare.worker.stop()
     per_task = {k: round(1000 * v["cpu_s"] / max(done, 1), 2) for k, v in cpu.items()}
-    return {"settings": settings, "pool": pool, "slots": slots, "tasks": count, "done": done,
-            "jobs_per_s": round(done / elapsed_s, 1), "cpu": cpu,
-            "cpu_ms_per_task": per_task["celery"], "cpu_ms_per_task_by_role": per_task}
+    return {
+        "settings": settings,
+        "pool": pool,
+        "slots": slots,
+        "tasks": count,
+        "done": done,
+        "jobs_per_s": round(done / elapsed_s, 1),
+        "cpu": cpu,
+        "cpu_ms_per_task": per_task["celery"],
+        "cpu_ms_per_task_by_role": per_task,
+    }
 
 
 def _same_pool(baselines: list[JSON], pool: str, slots: int) -> JSON | None:
@@ -163,8 +182,7 @@ def run(lab: Lab) -> JSON:
     s = lab.sizes
     instant = _chatq_run(lab, "fake", s.throughput_clients, s.throughput_duration_s, 0.0)
     streaming = _chatq_run(lab, STREAM_MODEL, s.stream_clients, s.stream_duration_s, STREAM_S)
-    threads = _chatq_run(lab, "fake", s.throughput_clients, s.throughput_duration_s, 0.0,
-                         "threads")
+    threads = _chatq_run(lab, "fake", s.throughput_clients, s.throughput_duration_s, 0.0, "threads")
     lab.drop("threads")
     baselines = [_baseline(lab, v, s.baseline_tasks) for v in s.baseline_variants]
     env = lab.chatq().env
@@ -172,10 +190,16 @@ def run(lab: Lab) -> JSON:
     same = _same_pool(baselines, pool, slots)
     same_jobs_s = same["jobs_per_s"] if same else None
     return {
-        "instant": instant, "streaming_1s": streaming, "stream_model": STREAM_MODEL,
-        "instant_threads_pool": threads, "worker_pool": pool, "worker_concurrency": slots,
-        "bare_celery": baselines, "bare_celery_same_pool": same,
+        "instant": instant,
+        "streaming_1s": streaming,
+        "stream_model": STREAM_MODEL,
+        "instant_threads_pool": threads,
+        "worker_pool": pool,
+        "worker_concurrency": slots,
+        "bare_celery": baselines,
+        "bare_celery_same_pool": same,
         "instant_vs_bare_pct": round(100 * (instant["jobs_per_s"] or 0) / same_jobs_s, 1)
-        if same_jobs_s else None,
+        if same_jobs_s
+        else None,
         "cpu_per_job_vs_bare_task": _cpu_ratio(instant, same),
     }

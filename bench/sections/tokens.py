@@ -23,14 +23,22 @@ STACKS = [("tokens", {"upstream": "tap"})]
 def _requests(streams: int, tokens: int, first: int) -> list[JSON]:
     """One request per stream; fakellm echoes the words `sNNNwKKK` one token each."""
     model = f"fake:ttft={TTFT_S:g},tps={TPS}"
-    return [body(model, " ".join(f"s{i:03d}w{k:03d}" for k in range(tokens)))
-            for i in range(first, first + streams)]
+    return [
+        body(model, " ".join(f"s{i:03d}w{k:03d}" for k in range(tokens)))
+        for i in range(first, first + streams)
+    ]
 
 
 def _follow(lab: Lab, stack: ChatqStack, via: str) -> JSON:
     s = lab.sizes
-    spec = {"mode": "follow", "via": via, "base": stack.url, "key": ALICE_KEY, "timeout_s": 60,
-            "requests": _requests(s.token_streams, s.token_count, VIAS[via])}
+    spec = {
+        "mode": "follow",
+        "via": via,
+        "base": stack.url,
+        "key": ALICE_KEY,
+        "timeout_s": 60,
+        "requests": _requests(s.token_streams, s.token_count, VIAS[via]),
+    }
     with lab.profiled(f"tokens-{via}", stack.python_pids()):
         return run_load(spec, timeout_s=120)
 
@@ -38,8 +46,12 @@ def _follow(lab: Lab, stack: ChatqStack, via: str) -> JSON:
 def _latency(result: JSON, left: dict[str, float], expected: int) -> JSON:
     arrived = result["arrivals"]
     lat = [arrived[w] - left[w] for w in arrived if w in left]
-    return {"tokens_seen": len(lat), "tokens_expected": expected, "latency": summary_ms(lat),
-            "requests": result["pages"]}
+    return {
+        "tokens_seen": len(lat),
+        "tokens_expected": expected,
+        "latency": summary_ms(lat),
+        "requests": result["pages"],
+    }
 
 
 def run(lab: Lab) -> JSON:
@@ -58,7 +70,14 @@ def run(lab: Lab) -> JSON:
     expected = s.token_streams * s.token_count
     by_via = {via: _latency(result, left, expected) for via, result in results.items()}
     events = by_via["events"]
-    return {"streams": s.token_streams, "tokens_per_stream": s.token_count, "tps": TPS,
-            **by_via, "tokens_seen": events["tokens_seen"], "tokens_expected": expected,
-            "latency": events["latency"], "pages": events["requests"],
-            "flush_interval_s": float(stack.env.get("CHATQ_FLUSH_INTERVAL", "0.025"))}
+    return {
+        "streams": s.token_streams,
+        "tokens_per_stream": s.token_count,
+        "tps": TPS,
+        **by_via,
+        "tokens_seen": events["tokens_seen"],
+        "tokens_expected": expected,
+        "latency": events["latency"],
+        "pages": events["requests"],
+        "flush_interval_s": float(stack.env.get("CHATQ_FLUSH_INTERVAL", "0.025")),
+    }

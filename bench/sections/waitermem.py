@@ -26,8 +26,9 @@ WARMUP_WAITERS = 20
 STACKS: list[tuple[str, JSON]] = []
 
 
-def _round(url: str, pid: int, store_url: str, count: int, traced: bool = True
-           ) -> tuple[JSON, JSON, int]:
+def _round(
+    url: str, pid: int, store_url: str, count: int, traced: bool = True
+) -> tuple[JSON, JSON, int]:
     """Park `count` waiters, read the trace and RSS, wake them all: (trace, wakes, RSS)."""
     store = chatq_store(store_url, TTL_S)
     runs = create_running(store, count)
@@ -43,9 +44,15 @@ def run(lab: Lab) -> JSON:
     """Warm up, start tracing, park `waitermem_waiters`, read, wake."""
     server = lab.redis()
     port = free_port()
-    env = base_env(server.url, lab.fakellm(), CHATQ_MAX_WAIT="120", CHATQ_JOB_TTL=str(TTL_S),
-                   CHATQ_LOG_LEVEL="WARNING", CHATQ_WEB_WORKERS="1",
-                   CHATQ_BIND=f"127.0.0.1:{port}")
+    env = base_env(
+        server.url,
+        lab.fakellm(),
+        CHATQ_MAX_WAIT="120",
+        CHATQ_JOB_TTL=str(TTL_S),
+        CHATQ_LOG_LEVEL="WARNING",
+        CHATQ_WEB_WORKERS="1",
+        CHATQ_BIND=f"127.0.0.1:{port}",
+    )
     proc = lab.track(Proc("waiterkib", ["bench.waiterkib"], env).start())
     url = f"http://127.0.0.1:{port}"
     wait_until(lambda: requests.get(url + "/healthz", timeout=1).ok, 30, "waiterkib")
@@ -56,9 +63,13 @@ def run(lab: Lab) -> JSON:
     count = lab.sizes.waitermem_waiters
     trace, wakes, rss_parked = _round(url, worker, server.url, count)
     proc.stop()
-    per_waiter = [{**site, "bytes_per_waiter": round(site["bytes"] / count, 1)}
-                  for site in trace["top"]]
-    return {"waiters": count, "errors": wakes["errors"],
-            "kib_per_waiter": round(trace["traced_bytes"] / count / 1024, 2),
-            "rss_kib_per_waiter": round((rss_parked - rss_before) / count / 1024, 2),
-            "top_sites": per_waiter}
+    per_waiter = [
+        {**site, "bytes_per_waiter": round(site["bytes"] / count, 1)} for site in trace["top"]
+    ]
+    return {
+        "waiters": count,
+        "errors": wakes["errors"],
+        "kib_per_waiter": round(trace["traced_bytes"] / count / 1024, 2),
+        "rss_kib_per_waiter": round((rss_parked - rss_before) / count / 1024, 2),
+        "top_sites": per_waiter,
+    }

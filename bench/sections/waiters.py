@@ -49,8 +49,16 @@ def wake_stats(answers: dict[str, list[object]], stamps: dict[str, float]) -> JS
 
 def park(url: str, kind: str, ids: list[str], web_pid: int) -> tuple[LoadRun, float]:
     """Send one long-poll per id and wait until the server is idle: all are parked."""
-    spec = {"mode": "park", "kind": kind, "base": url, "key": ALICE_KEY, "ids": ids,
-            "wait_s": WAIT_S, "ramp_per_s": 2000, "timeout_s": WAIT_S + 30}
+    spec = {
+        "mode": "park",
+        "kind": kind,
+        "base": url,
+        "key": ALICE_KEY,
+        "ids": ids,
+        "wait_s": WAIT_S,
+        "ramp_per_s": 2000,
+        "timeout_s": WAIT_S + 30,
+    }
     run = LoadRun(spec)
     t0 = time.monotonic()
     run.wait_for("SENT", 120)
@@ -58,9 +66,17 @@ def park(url: str, kind: str, ids: list[str], web_pid: int) -> tuple[LoadRun, fl
     return run, time.monotonic() - t0
 
 
-def measure_level(lab: Lab, url: str, kind: str, server_pid: int, pids: dict[str, int],
-                  runs: list[Run], count: int, finish: Callable[[Run], None], rate: float
-                  ) -> JSON:
+def measure_level(
+    lab: Lab,
+    url: str,
+    kind: str,
+    server_pid: int,
+    pids: dict[str, int],
+    runs: list[Run],
+    count: int,
+    finish: Callable[[Run], None],
+    rate: float,
+) -> JSON:
     """Park all `runs` (the first `count` are waiters, the rest probes), then wake them."""
     web_pid = serving_pid(server_pid)
     rss_before = rss_bytes(web_pid)
@@ -74,11 +90,15 @@ def measure_level(lab: Lab, url: str, kind: str, server_pid: int, pids: dict[str
         result = run.result(WAIT_S + 60)
     answers = result["answers"]
     return {
-        "waiters": count, "probes": len(runs) - count, "rate_per_s": rate,
-        "park_s": round(park_s, 1), "rss_before_mib": round(rss_before / 2**20, 1),
+        "waiters": count,
+        "probes": len(runs) - count,
+        "rate_per_s": rate,
+        "park_s": round(park_s, 1),
+        "rss_before_mib": round(rss_before / 2**20, 1),
         "rss_parked_mib": round(rss_parked / 2**20, 1),
         "kib_per_waiter": round((rss_parked - rss_before) / 1024 / max(len(runs), 1), 1),
-        "probe": wake_stats(answers, probe_stamps), **wake_stats(answers, stamps),
+        "probe": wake_stats(answers, probe_stamps),
+        **wake_stats(answers, stamps),
         "cpu": {**meter.stop(), "loadgen (whole run)": result["loadgen_cpu"]},
     }
 
@@ -97,8 +117,10 @@ def _burst(lab: Lab, stack: ChatqStack, count: int) -> JSON:
     last = max(float(a[0]) for a in answers.values())  # type: ignore[arg-type]
     span_s = last - min(stamps.values())
     return {
-        "waiters": count, "finishes_per_s": round(count / max(finish_s, 1e-9)),
-        "wakes_per_s": round(count / max(span_s, 1e-9)), **wake_stats(answers, stamps),
+        "waiters": count,
+        "finishes_per_s": round(count / max(finish_s, 1e-9)),
+        "wakes_per_s": round(count / max(span_s, 1e-9)),
+        **wake_stats(answers, stamps),
         "cpu": {**meter.stop(), "loadgen (whole run)": result["loadgen_cpu"]},
     }
 
@@ -113,8 +135,19 @@ def run(lab: Lab) -> JSON:
     levels = []
     for count in sizes.waiter_levels:
         runs = create_running(store, count + sizes.waiter_probes)
-        levels.append(measure_level(lab, stack.url, "chatq", stack.web.pid, stack.pids(), runs,
-                                    count, finish, sizes.waiter_rate_per_s))
+        levels.append(
+            measure_level(
+                lab,
+                stack.url,
+                "chatq",
+                stack.web.pid,
+                stack.pids(),
+                runs,
+                count,
+                finish,
+                sizes.waiter_rate_per_s,
+            )
+        )
     burst = _burst(lab, stack, sizes.burst_waiters)
     lab.drop("waiters")
     return {"levels": levels, "burst": burst, "probe_grace_s": PROBE_GRACE_S}
