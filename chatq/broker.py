@@ -13,7 +13,7 @@ import redis
 import requests
 from celery import Celery
 
-from chatq import keys, rabbit, redis_conn
+from chatq import fair, keys, rabbit, redis_conn
 from chatq.celery_app import QUEUES, broker_url
 from chatq.config import Settings
 from chatq.store import is_cluster, lua_source
@@ -48,29 +48,47 @@ class Broker(Protocol):
         tell without taking it)."""
 
 
-class RedisBroker:
-    """Celery's Redis transport: the lanes are lists that can be read in place."""
+def parked_depths(state: redis.Redis) -> dict[str, int]:
+    """The jobs of each lane parked over their tenant's running cap (chatq/lua/claim.lua):
+    queued, their message taken, to be sent again by the sweeper."""
+    pipe = state.pipeline(transaction=False)
+    for lane in QUEUES:
+        pipe.zcard(keys.parked(lane))
+    return dict(zip(QUEUES, (int(n) for n in pipe.execute()), strict=True))
 
-    def __init__(self, client: redis.Redis, state: redis.Redis | None = None) -> None:
+
+class RedisBroker:
+    """Celery's Redis transport: the lanes are lists (a queue per tenant, chatq/fair.py)
+    that can be read in place."""
+
+    def __init__(
+        self, client: redis.Redis, state: redis.Redis | None = None, plan: fair.Plan | None = None
+    ) -> None:
         self.redis = client
         self.state = state or client
+        self.lanes = {lane: (plan or fair.Plan()).lane_queues(lane) for lane in QUEUES}
         self._missing = client.register_script(lua_source("missing"))
+
+    def _lists(self, lane: str) -> list[str]:
+        return [key for queue in self.lanes[lane] for key in queue_keys(queue)]
 
     def missing(self, job_ids: list[str]) -> list[str]:
         """Neither in a lane's lists nor in the hash of reserved messages."""
         if not job_ids:
             return []
-        lists = [key for queue in QUEUES for key in queue_keys(queue)]
+        lists = [key for lane in QUEUES for key in self._lists(lane)]
         return [str(i) for i in self._missing(keys=[*lists, UNACKED], args=job_ids)]
 
     def depths(self) -> dict[str, int]:
-        """LLEN of every list of each lane, priority sub-lists included."""
+        """LLEN of every list of each lane, priority sub-lists included, and the lane's
+        parked jobs (in the job store)."""
         pipe = self.redis.pipeline(transaction=False)
-        for queue in QUEUES:
-            for key in queue_keys(queue):
+        for lane in QUEUES:
+            for key in self._lists(lane):
                 pipe.llen(key)
         lengths = iter(pipe.execute())
-        return {q: sum(next(lengths) for _ in queue_keys(q)) for q in QUEUES}
+        parked = parked_depths(self.state)
+        return {q: sum(next(lengths) for _ in self._lists(q)) + parked[q] for q in QUEUES}
 
     def total_depth(self) -> int:
         """Both lanes' lists."""
@@ -80,9 +98,9 @@ class RedisBroker:
         """From the message at the tail of each lane's lists and its job's created_at."""
         return {queue: self._oldest_age_s(queue, now) for queue in QUEUES}
 
-    def _oldest_age_s(self, queue: str, now: float) -> float:
+    def _oldest_age_s(self, lane: str, now: float) -> float:
         oldest = 0.0
-        for key in queue_keys(queue):
+        for key in self._lists(lane):
             raw = self.redis.lindex(key, -1)
             if raw is None:
                 continue
@@ -102,6 +120,7 @@ class RabbitBroker:
 
     def __init__(self, settings: Settings, state: redis.Redis, celery: Celery) -> None:
         self.celery = celery
+        self.state = state
         self.marks = rabbit.SentMarks(state)
         self.api = rabbit.management_api(broker_url(settings), settings.broker_api_url)
         self.session = requests.Session()
@@ -111,12 +130,13 @@ class RabbitBroker:
         return self.marks.missing(job_ids) if job_ids else []
 
     def depths(self) -> dict[str, int]:
-        """Each priority's ready messages, from the management API."""
-        return rabbit.lane_depths(self.api, self.session)
+        """Each priority's ready messages, from the management API, and its parked jobs."""
+        parked = parked_depths(self.state)
+        return {q: n + parked[q] for q, n in rabbit.lane_depths(self.api, self.session).items()}
 
     def total_depth(self) -> int:
-        """The queue's ready messages, live, over AMQP."""
-        return rabbit.ready_messages(self.celery)
+        """The queue's ready messages, live, over AMQP, and the parked jobs."""
+        return rabbit.ready_messages(self.celery) + sum(parked_depths(self.state).values())
 
     def oldest_ages_s(self, now: float) -> dict[str, float | None]:
         """Unknown: RabbitMQ shows no message without delivering it."""
@@ -128,6 +148,7 @@ def make(settings: Settings, state: redis.Redis, celery: Celery) -> Broker:
     url = broker_url(settings)
     if rabbit.is_amqp(url):
         return RabbitBroker(settings, state, celery)
+    plan = fair.plan(settings)
     if url == redis_conn.state_url(settings) and not is_cluster(state):
-        return RedisBroker(state)
-    return RedisBroker(redis_conn.connect(url, ca_file=settings.redis_ca_file), state)
+        return RedisBroker(state, plan=plan)
+    return RedisBroker(redis_conn.connect(url, ca_file=settings.redis_ca_file), state, plan)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import ssl
 import urllib.parse
 from typing import Any
@@ -10,14 +11,14 @@ import redis
 from celery import Celery
 from kombu import Exchange, Queue
 
-from chatq import rabbit
+from chatq import fair, rabbit, redis_conn
 from chatq.config import Settings
 from chatq.redis_conn import tls_options
 
 RUN_JOB_TASK = "chatq.run_job"
-# The job lanes. On Redis each is a queue (kombu's lists); on RabbitMQ both are priorities of
-# one queue (chatq/rabbit.py).
-QUEUES = ("interactive", "batch")
+# The job lanes. On Redis each is a queue per tenant (kombu's lists, chatq/fair.py) and one of
+# its own; on RabbitMQ both are priorities of one queue (chatq/rabbit.py).
+QUEUES = fair.LANES
 # Webhook deliveries: a queue of their own, consumed after the job queues, never counted
 # in their depths (QUEUES is for job queues only).
 WEBHOOK_TASK = "chatq.deliver_webhook"
@@ -35,9 +36,14 @@ def is_amqp(app: Celery) -> bool:
 
 
 def consumed_queues(app: Celery) -> tuple[str, ...]:
-    """The queues a worker consumes, in the order it drains them."""
-    jobs = (rabbit.JOBS_QUEUE,) if is_amqp(app) else QUEUES
-    return (*jobs, WEBHOOK_QUEUE)
+    """The queues a worker consumes: every job queue, then the webhooks'."""
+    return tuple(str(q.name) for q in app.conf.task_queues)
+
+
+def _queue_of(app: Celery, lane: str, owner: str) -> str:
+    """The Redis broker's queue for a job of `owner` in `lane` (its tenant's, if declared)."""
+    tenant = fair.queue_name(lane, owner)
+    return tenant if owner and tenant in consumed_queues(app) else lane
 
 
 def make_celery(settings: Settings, max_connections: int = 200) -> Celery:
@@ -77,9 +83,21 @@ def _queue(name: str) -> Queue:
     return Queue(name, Exchange(name), routing_key=name)
 
 
+def _queue_order(settings: Settings) -> Any:
+    """kombu's queue cycle: lanes in order, tenants round-robin within each (chatq/fair.py);
+    with fair dispatch off, the lanes' own queues in fixed order."""
+    plan = fair.plan(settings)
+    if not plan.tenants:
+        return "priority"
+    running = fair.RunningCounts(plan, lambda: redis_conn.connect_state(settings, 2))
+    return functools.partial(fair.TenantCycle, plan, running)
+
+
 def _redis_conf(settings: Settings, url: str, max_connections: int) -> dict[str, Any]:
+    plan = fair.plan(settings)
+    jobs = [q for lane in QUEUES for q in plan.lane_queues(lane)]
     return {
-        "task_queues": [_queue(name) for name in (*QUEUES, WEBHOOK_QUEUE)],
+        "task_queues": [_queue(name) for name in (*jobs, WEBHOOK_QUEUE)],
         "task_default_queue": QUEUES[0],
         # A primary demoted by a failover answers UNBLOCKED, then READONLY, to the consumer's
         # BRPOP: reconnect until Redis serves again instead of the worker exiting.
@@ -89,8 +107,8 @@ def _redis_conf(settings: Settings, url: str, max_connections: int) -> dict[str,
         "broker_transport_options": {
             # Our own lease recovers lost jobs in seconds; this only has to outlast a job.
             "visibility_timeout": int(settings.job_timeout_s + 2 * settings.lease_s + 60),
-            # Fixed order, not round robin: `interactive` is always drained first.
-            "queue_order_strategy": "priority",
+            # `interactive` always drained first; within a lane, tenants take turns.
+            "queue_order_strategy": _queue_order(settings),
             # kombu's default of 10 starves a pool of 100 slots acking at once.
             "max_connections": max_connections,
             "socket_timeout": 5.0,
@@ -117,16 +135,20 @@ def _rabbitmq_conf(url: str) -> dict[str, Any]:
     }
 
 
-def enqueue(app: Celery, job_id: str, priority: str, state: redis.Redis | None = None) -> None:
-    """Send the run message for `job_id`, carrying nothing but the id. On RabbitMQ, once the
-    broker confirms it, the job's record in `state` says so (see chatq/rabbit.py)."""
+def enqueue(
+    app: Celery, job_id: str, priority: str, state: redis.Redis | None = None, owner: str = ""
+) -> None:
+    """Send the run message for `job_id`, carrying nothing but the id, to its lane's queue of
+    `owner` (on Redis). On RabbitMQ, once the broker confirms it, the job's record in `state`
+    says so (see chatq/rabbit.py)."""
     if not is_amqp(app):
+        queue = _queue_of(app, priority, owner)
         app.send_task(
             RUN_JOB_TASK,
             args=[job_id],
             task_id=job_id,
-            queue=priority,
-            routing_key=priority,
+            queue=queue,
+            routing_key=queue,
             retry=True,
         )
         return

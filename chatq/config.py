@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
+from chatq.fair_config import fair_settings
 from chatq.limits_config import NO_LIMITS, KeyLimits, parse_key_limits
 from chatq.webhooks_config import WebhookConfig, parse_webhooks
 
@@ -91,6 +92,10 @@ class Settings:
     key_limits: KeyLimits = NO_LIMITS
     key_limit_overrides: tuple[tuple[str, KeyLimits], ...] = ()
     default_output_budget: int = 1024
+    fair_dispatch: bool = True
+    tenant_weights: tuple[tuple[str, int], ...] = ()
+    tenant_max_running: int = 0
+    tenant_max_running_overrides: tuple[tuple[str, int], ...] = ()
 
     def __repr__(self) -> str:
         """Every field, with keys masked and URL passwords hidden: safe to log or print."""
@@ -302,7 +307,16 @@ def load(env: Mapping[str, str] | None = None) -> Settings:
         batch_max_queued=_int(e, "CHATQ_BATCH_MAX_QUEUED", d.batch_max_queued, 1),
         batch_window_s=_float(e, "CHATQ_BATCH_WINDOW", d.batch_window_s, 0.1),
         **_limit_settings(e, d),
+        **_fair_settings(e),
     )
+
+
+def _fair_settings(e: Mapping[str, str]) -> dict[str, Any]:
+    names = {name for name, _ in parse_api_keys(e.get("CHATQ_API_KEYS", ""))}
+    try:
+        return fair_settings(e, names)
+    except ValueError as exc:  # its message names the variable
+        raise ConfigError(str(exc)) from None
 
 
 def _webhooks(raw: str, owners: set[str]) -> tuple[WebhookConfig, ...]:

@@ -129,6 +129,18 @@ def upstream_failures(endpoint_id: str) -> str:
     return f"{GLOBAL}upstream_failures:{endpoint_id}"
 
 
+def tenant_running(tenant: str) -> str:
+    """Set: ids of the tenant's (key name's) jobs a worker has claimed and not ended; kept by
+    the claim, finish, cancel and sweep scripts (single Redis only); no expiry."""
+    return f"{GLOBAL}running:{tenant}"
+
+
+def parked(lane: str) -> str:
+    """Sorted set: job id -> Redis time, the lane's queued jobs a claim found over their
+    tenant's running cap: their message was taken, the sweeper sends it again; no expiry."""
+    return f"{GLOBAL}parked:{lane}"
+
+
 def workers() -> str:
     """Hash: worker name -> "slots busy redis_time" of its last heartbeat; no expiry."""
     return GLOBAL + "workers"

@@ -9,7 +9,7 @@ from typing import cast
 
 import redis
 
-from chatq import batches, keys
+from chatq import batches, fair, keys
 from chatq.broker import Broker, RedisBroker
 from chatq.celery_app import QUEUES
 
@@ -53,9 +53,10 @@ def window(client: redis.Redis, now: float | None = None) -> Window:
     )
 
 
-def depths(client: redis.Redis) -> dict[str, int]:
-    """Messages waiting in the Redis broker `client`, per queue (not those a worker reserved)."""
-    return RedisBroker(client).depths()
+def depths(client: redis.Redis, plan: fair.Plan | None = None) -> dict[str, int]:
+    """Messages waiting in the Redis broker `client`, per lane (not those a worker reserved),
+    in every tenant queue of `plan`."""
+    return RedisBroker(client, plan=plan).depths()
 
 
 @dataclass(frozen=True)

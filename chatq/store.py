@@ -136,6 +136,7 @@ class Swept:
     job_id: str
     outcome: SweepOutcome
     priority: str
+    owner: str = ""
 
 
 @dataclass(frozen=True)
@@ -171,10 +172,20 @@ def _flat(fields: dict[str, str]) -> list[str]:
 class Store:
     """Job records in one Redis or a Redis Cluster; see the module docstring."""
 
-    def __init__(self, client: redis.Redis, job_ttl_s: int, max_followers: int = 100) -> None:
+    def __init__(
+        self,
+        client: redis.Redis,
+        job_ttl_s: int,
+        max_followers: int = 100,
+        max_running: int = 0,
+        max_running_overrides: tuple[tuple[str, int], ...] = (),
+    ) -> None:
         self.redis = client
         self.job_ttl_s = job_ttl_s
         self.max_followers = max_followers
+        # Each tenant's running cap, as the claim script takes it (0: none).
+        self.caps: list[str | int] = [max_running]
+        self.caps += [x for pair in max_running_overrides for x in pair]
         self.cluster = is_cluster(client)
         self._scripts = {
             name: register(client, name)
@@ -249,8 +260,9 @@ class Store:
         return Created(CreateKind(kind), value, created_at)
 
     def claim(self, *, job_id: str, run_id: str, lease_s: float) -> Claim:
-        """queued -> in_progress for `run_id`, its first attempt counted."""
-        answer = self._run("claim", keys.job(job_id), job_id, run_id, lease_s)
+        """queued -> in_progress for `run_id`, its first attempt counted; or 'capped': its
+        tenant has its cap of jobs running, so it stays queued (parked, see claim.lua)."""
+        answer = self._run("claim", keys.job(job_id), job_id, run_id, lease_s, *self.caps)
         if answer[0] != "claimed":
             return Claim(False, answer[0])
         _, request, owner, created_at = answer
@@ -333,8 +345,13 @@ class Store:
                 *shards,
             )
             swept += [
-                Swept(answer[i], SweepOutcome(answer[i + 1]), answer[i + 2] or jobs.PRIORITIES[0])
-                for i in range(0, len(answer), 3)
+                Swept(
+                    answer[i],
+                    SweepOutcome(answer[i + 1]),
+                    answer[i + 2] or jobs.PRIORITIES[0],
+                    answer[i + 3],
+                )
+                for i in range(0, len(answer), 4)
             ]
         return swept
 

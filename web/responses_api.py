@@ -193,7 +193,9 @@ def _detach(svc: Services, followers: tuple[str, ...]) -> None:
     for follower_id in followers:
         # They were waiting on this job's upstream call: now they run on their own.
         follower = svc.store.get(follower_id) or {}
-        enqueue(svc, follower_id, follower.get("priority") or "interactive")
+        enqueue(
+            svc, follower_id, follower.get("priority") or "interactive", follower.get("owner", "")
+        )
 
 
 @bp.post("/<rid>/cancel")

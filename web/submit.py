@@ -197,7 +197,7 @@ def _make(
         metrics.CACHE_LOOKUPS.labels("coalesced").inc()
         return svc.store.get(job_id) or record
     if not draft.hit:
-        enqueue(svc, job_id, priority)
+        enqueue(svc, job_id, priority, owner)
         metrics.JOBS_SUBMITTED.labels(priority).inc()
     return record
 
@@ -208,9 +208,10 @@ def _create(svc: Services, draft: Draft) -> Created:
     )
 
 
-def enqueue(svc: Services, job_id: str, priority: str) -> None:
-    """Send a queued job's message; if that fails the sweeper sends it once its lease runs out."""
+def enqueue(svc: Services, job_id: str, priority: str, owner: str) -> None:
+    """Send a queued job's message to its owner's queue; if that fails the sweeper sends it
+    once its lease runs out."""
     try:
-        celery_app.enqueue(svc.celery, job_id, priority, state=svc.redis)
+        celery_app.enqueue(svc.celery, job_id, priority, state=svc.redis, owner=owner)
     except Exception:
         log.exception("could not send the message for %s; the sweeper will", job_id)

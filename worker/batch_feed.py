@@ -154,7 +154,9 @@ def make_job(turn: Turn, line: Line, charged: bool = False) -> bool:
         return False
     LINES_FED.inc()
     try:
-        celery_app.enqueue(ctx.celery, job_id, "batch", state=ctx.store.redis)
+        celery_app.enqueue(
+            ctx.celery, job_id, "batch", state=ctx.store.redis, owner=turn.record["owner"]
+        )
     except Exception:
         log.exception("could not send the message of %s; the sweeper will", job_id)
     return True

@@ -42,7 +42,13 @@ def _build(settings: Settings, celery: Celery) -> WorkerContext:
     max_connections = settings.worker_concurrency + 10
     client = redis_conn.connect_state(settings, max_connections=max_connections)
     secrets = [settings.upstream_api_key] + [key for _, key in settings.api_keys]
-    store = Store(client, settings.job_ttl_s, settings.max_followers)
+    store = Store(
+        client,
+        settings.job_ttl_s,
+        settings.max_followers,
+        settings.tenant_max_running,
+        settings.tenant_max_running_overrides,
+    )
     return WorkerContext(
         settings=settings,
         celery=celery,

@@ -102,7 +102,11 @@ class Monitor:
         for job in swept:
             if job.outcome is SweepOutcome.REQUEUED or job.job_id in lost:
                 celery_app.enqueue(
-                    self.ctx.celery, job.job_id, job.priority, state=self.ctx.store.redis
+                    self.ctx.celery,
+                    job.job_id,
+                    job.priority,
+                    state=self.ctx.store.redis,
+                    owner=job.owner,
                 )
                 log.warning(
                     "job %s sent again (%s)",

@@ -10,8 +10,9 @@ import prometheus_client
 from celery import signals
 from kombu.utils.compat import detect_environment
 
-from chatq import celery_app, config, gcpause, logs, redis_check, redis_conn
+from chatq import celery_app, config, fair, gcpause, logs, redis_check, redis_conn
 from chatq.celery_app import RUN_JOB_TASK, WEBHOOK_TASK, make_celery
+from chatq.store import is_cluster
 from worker import batches, greenlets, metrics, pollfix, relay, webhooks
 from worker import limits as _limits  # noqa: F401  its relay handler settles ended jobs
 from worker.context import context
@@ -80,6 +81,9 @@ def _check_redis(**_: Any) -> None:
     client = redis_conn.connect_state(settings, 2)
     try:
         redis_check.check_at_start(client, settings.redis_require_safe)
+        if fair.plan(settings).capped and is_cluster(client):
+            # Its running counts would be in another slot than the claims that keep them.
+            sys.exit("worker: CHATQ_TENANT_MAX_RUNNING needs the job store on one Redis")
     except redis_check.UnsafeRedis:
         raise SystemExit(1) from None  # before the consumer starts: no job is taken
     finally:

@@ -2,16 +2,43 @@
 -- first attempt counted, a lease of lease_s. Claiming again with the same run answers the
 -- same, so a worker may retry a claim whose answer it lost.
 --
--- ARGV: job id, run id, lease_s.
--- Answers {'claimed', request, owner, created_at}, or {status} of a job it cannot take
--- ('missing' when there is none).
+-- A tenant (the job's owner) may have at most its cap of jobs running: over it, the job stays
+-- queued and is parked (the worker drops its message; the sweeper sends it again once its
+-- lease of lease_s runs out). The running set is kept on one Redis only: on a Cluster it
+-- would be in another slot, and no cap is passed.
+--
+-- ARGV: job id, run id, lease_s, the owners' cap (0: none), then owner/cap pairs that
+--       override it.
+-- Answers {'claimed', request, owner, created_at}, {'capped'}, or {status} of a job it cannot
+-- take ('missing' when there is none).
 local id, run, lease_s = ARGV[1], ARGV[2], tonumber(ARGV[3])
-local v = redis.call('HMGET', K('job', id), 'status', 'run', 'request', 'owner', 'created_at')
+local v = redis.call('HMGET', K('job', id), 'status', 'run', 'request', 'owner', 'created_at',
+                     'priority')
 if not v[1] then return {'missing'} end
 local again = v[1] == IN_PROGRESS and v[2] == run
 if v[1] ~= QUEUED and not again then return {v[1]} end
+
+local function cap_of(owner)
+  for i = 5, #ARGV, 2 do
+    if ARGV[i] == owner then return tonumber(ARGV[i + 1]) end
+  end
+  return tonumber(ARGV[4])
+end
+
 if not again then
   local t = now()
+  local owner, lane = v[4] or '', v[6] or ''
+  if not SHARDED then
+    local cap = cap_of(owner)
+    if cap > 0 and redis.call('SCARD', K('running', owner)) >= cap then
+      redis.call('ZADD', K('parked', lane), t, id)
+      redis.call('ZADD', S(shard(id), 'leases'), t + lease_s, id)
+      redis.call('HDEL', K('job', id), 'broker_sent')  -- RabbitMQ: its message is gone
+      return {'capped'}
+    end
+    redis.call('SADD', K('running', owner), id)
+    redis.call('ZREM', K('parked', lane), id)
+  end
   redis.call('HSET', K('job', id), 'run', run, 'run_attempt', 1)
   redis.call('HINCRBY', K('job', id), 'attempts', 1)
   redis.call('ZADD', S(shard(id), 'leases'), t + lease_s, id)

@@ -120,10 +120,20 @@ local function snapshot(id)
   return cjson.encode(record)
 end
 
+-- A job leaves its tenant's running jobs and parked ones (chatq/lua/claim.lua); on one
+-- Redis only, as the claim keeps them.
+local function not_running(id)
+  if SHARDED then return end
+  local v = redis.call('HMGET', K('job', id), 'owner', 'priority')
+  redis.call('SREM', K('running', v[1] or ''), id)
+  redis.call('ZREM', K('parked', v[2] or ''), id)
+end
+
 -- Ends one job for good. `fields` are extra field/value pairs; `publish_record` puts the
 -- record on the notification (followers' waiters read theirs back instead).
 local function close(id, status, t, ttl_s, reason, fields, publish_record)
   local key = K('job', id)
+  not_running(id)
   local v = redis.call('HMGET', key, 'started_at', 'leader')
   if v[1] and v[1] ~= '' and not (v[2] and v[2] ~= '') then
     stat(id, 'done', 1, t)

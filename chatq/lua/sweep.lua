@@ -10,7 +10,9 @@
 --
 -- ARGV: limit (per shard), lease_s, resend_s, max_takeovers, ttl_s, error (JSON of a failed
 --       job), then the shards to sweep (one on a Cluster, where each is a slot of its own).
--- Answers {id, outcome, priority, ...} for each job acted on.
+-- A job that leaves the running (requeued) or is sent again (queued) leaves its tenant's
+-- running and parked jobs too.
+-- Answers {id, outcome, priority, owner, ...} for each job acted on.
 local limit, lease_s, resend_s = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local max_takeovers, ttl_s, error_json = tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6]
 local t = now()
@@ -23,12 +25,13 @@ for i = 7, #ARGV do
 end
 local answer = {}
 for _, id in ipairs(due) do
-  local v = redis.call('HMGET', K('job', id), 'status', 'priority', 'suspect')
+  local v = redis.call('HMGET', K('job', id), 'status', 'priority', 'suspect', 'owner')
   local outcome
   if not v[1] or is_terminal(v[1]) then
     redis.call('ZREM', S(shard(id), 'leases'), id)
     outcome = 'gone'
   elseif v[1] == QUEUED then
+    not_running(id)
     redis.call('ZADD', S(shard(id), 'leases'), t + resend_s, id)
     outcome = 'queued'
   elseif t - tonumber(v[3] or t) < lease_s then
@@ -39,6 +42,7 @@ for _, id in ipairs(due) do
     close_group(id, FAILED, t, ttl_s, 'error', {'error', error_json})
     outcome = 'failed'
   else
+    not_running(id)
     redis.call('HSET', K('job', id), 'run', '')
     redis.call('ZADD', S(shard(id), 'leases'), t + lease_s, id)
     for _, j in ipairs(group(id)) do set_status(j, QUEUED, t) end
@@ -47,5 +51,6 @@ for _, id in ipairs(due) do
   table.insert(answer, id)
   table.insert(answer, outcome)
   table.insert(answer, v[2] or '')
+  table.insert(answer, v[4] or '')
 end
 return answer

@@ -1,0 +1,154 @@
+"""Fair dispatch across tenants: a queue per tenant in each lane, and the order workers read
+them in (kombu's Redis transport asks a "queue cycle" for its BRPOP keys before each read).
+
+Lanes first (every `interactive` queue before any `batch` one), then tenants round-robin
+within a lane, a tenant staying first for its weight in messages; a tenant at its running
+cap is left out of the read while it is. The cap itself is the claim's to enforce
+(chatq/lua/claim.lua); this order only keeps workers from taking what the claim would park.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from chatq import keys
+from chatq.config import Settings
+
+log = logging.getLogger(__name__)
+
+LANES = ("interactive", "batch")
+# How long a worker trusts its copy of the tenants' running counts.
+RUNNING_REFRESH_S = 0.2
+
+
+def queue_name(lane: str, tenant: str) -> str:
+    """The queue of `tenant`'s jobs in `lane`: `interactive.alpha`."""
+    return f"{lane}.{tenant}"
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The tenants, their weights and running caps; no tenants: one queue per lane (FIFO)."""
+
+    tenants: tuple[str, ...] = ()
+    weights: tuple[tuple[str, int], ...] = ()
+    max_running: int = 0
+    max_running_overrides: tuple[tuple[str, int], ...] = ()
+
+    def lane_queues(self, lane: str) -> list[str]:
+        """Every queue of `lane`: one per tenant, then the lane's own (owners not configured,
+        and messages sent before fair dispatch was on)."""
+        return [queue_name(lane, t) for t in self.tenants] + [lane]
+
+    def queue_for(self, lane: str, owner: str) -> str:
+        """Where a job of `owner` in `lane` waits."""
+        return queue_name(lane, owner) if owner in self.tenants else lane
+
+    def weight(self, tenant: str) -> int:
+        """Messages a tenant takes in a row while first in its lane's turn."""
+        return dict(self.weights).get(tenant, 1)
+
+    def cap(self, tenant: str) -> int:
+        """The most jobs `tenant` may have running at once (0: no cap)."""
+        return dict(self.max_running_overrides).get(tenant, self.max_running)
+
+    @property
+    def capped(self) -> bool:
+        """Whether any tenant has a running cap."""
+        return bool(self.max_running or any(n for _, n in self.max_running_overrides))
+
+
+def plan(settings: Settings) -> Plan:
+    """The Plan of `settings` (tenants only with CHATQ_FAIR_DISPATCH on)."""
+    tenants = tuple(dict.fromkeys(name for name, _ in settings.api_keys))
+    return Plan(
+        tenants if settings.fair_dispatch else (),
+        settings.tenant_weights,
+        settings.tenant_max_running,
+        settings.tenant_max_running_overrides,
+    )
+
+
+class RunningCounts:
+    """The tenants at their running cap, as the store counts them, re-read at most every
+    RUNNING_REFRESH_S (one pipelined round trip) and only when a cap is set."""
+
+    def __init__(self, plan: Plan, connect: Callable[[], Any]) -> None:
+        self.plan = plan
+        self.connect = connect
+        self._client: Any = None
+        self._lock = threading.Lock()
+        self._read_at = -RUNNING_REFRESH_S
+        self._capped: frozenset[str] = frozenset()
+
+    def capped(self) -> frozenset[str]:
+        """The tenants whose running jobs reach their cap (none if the store cannot say)."""
+        if not self.plan.capped:
+            return frozenset()
+        with self._lock:
+            if time.monotonic() - self._read_at >= RUNNING_REFRESH_S:
+                self._read_at = time.monotonic()
+                self._capped = self._read()
+            return self._capped
+
+    def _read(self) -> frozenset[str]:
+        limited = [t for t in self.plan.tenants if self.plan.cap(t)]
+        try:
+            if self._client is None:
+                self._client = self.connect()
+            pipe = self._client.pipeline(transaction=False)
+            for tenant in limited:
+                pipe.scard(keys.tenant_running(tenant))
+            counts = pipe.execute()
+        except Exception as exc:  # the claim still enforces the cap: read all queues meanwhile
+            log.warning("cannot read the tenants' running counts: %s", type(exc).__name__)
+            return frozenset()
+        return frozenset(t for t, n in zip(limited, counts, strict=True) if n >= self.plan.cap(t))
+
+
+class TenantCycle:
+    """kombu's queue cycle (`queue_order_strategy`) for the Redis transport: see the module
+    docstring. kombu calls `update` with the queues consumed, `consume` for the BRPOP order
+    before each read, and `rotate` with the queue each message came from."""
+
+    def __init__(self, plan: Plan, running: RunningCounts | None = None) -> None:
+        self.plan = plan
+        self.running = running
+        self.items: list[str] = []
+        # Each lane's tenants in their turn order (the lane's own queue is read after them).
+        self.turns = {lane: list(plan.tenants) for lane in LANES}
+        self.served = dict.fromkeys(((lane, t) for lane in LANES for t in plan.tenants), 0)
+
+    def update(self, it: Iterable[str]) -> None:
+        """The queues this channel consumes."""
+        self.items[:] = it
+
+    def consume(self, n: int) -> list[str]:
+        """The queues to read, in order, leaving out tenants at their cap."""
+        capped = self.running.capped() if self.running else frozenset()
+        consumed = set(self.items)
+        ordered = [
+            q
+            for lane in LANES
+            for q in [queue_name(lane, t) for t in self.turns[lane] if t not in capped] + [lane]
+        ]
+        lanes = [q for q in ordered if q in consumed]
+        known = {q for lane in LANES for q in self.plan.lane_queues(lane)}
+        return (lanes + [q for q in self.items if q not in known])[:n]
+
+    def rotate(self, last_used: str) -> None:
+        """A message came from `last_used`: its tenant moves to the end of its lane's turn
+        once it has had its weight in a row."""
+        lane, _, tenant = last_used.partition(".")
+        if (lane, tenant) not in self.served:
+            return
+        self.served[lane, tenant] += 1
+        if self.served[lane, tenant] >= self.plan.weight(tenant):
+            self.served[lane, tenant] = 0
+            turn = self.turns[lane]
+            turn.append(turn.pop(turn.index(tenant)))

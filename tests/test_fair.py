@@ -1,0 +1,205 @@
+"""Fair dispatch across tenants: the order workers read the tenants' queues in (in-process),
+and on real processes a light tenant served before a flood's later jobs and a tenant held to
+its running cap."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from chatq import broker, config, fair, keys
+from scripts.localredis import LocalRedis
+from tests.conftest import Stack, start_stack
+from tests.procs import ALICE_KEY, BOB_KEY, Proc, start_fakellm, wait_until
+
+PLAN = fair.Plan(tenants=("alice", "bob", "carol"), weights=(("alice", 2),))
+ALL = [q for lane in fair.LANES for q in PLAN.lane_queues(lane)] + ["webhooks"]
+
+
+class Capped:
+    """Stands in for the store's running counts: the tenants it is told are at their cap."""
+
+    def __init__(self, *tenants: str) -> None:
+        self.tenants = frozenset(tenants)
+
+    def capped(self) -> frozenset[str]:
+        return self.tenants
+
+
+def _cycle(running: Capped | None = None) -> fair.TenantCycle:
+    cycle = fair.TenantCycle(PLAN, running)  # type: ignore[arg-type]
+    cycle.update(ALL)
+    return cycle
+
+
+def test_every_interactive_queue_is_read_before_any_batch_one_and_webhooks_last() -> None:
+    order = _cycle().consume(len(ALL))
+    assert order == [
+        "interactive.alice",
+        "interactive.bob",
+        "interactive.carol",
+        "interactive",
+        "batch.alice",
+        "batch.bob",
+        "batch.carol",
+        "batch",
+        "webhooks",
+    ]
+
+
+def test_a_tenant_stays_first_for_its_weight_then_goes_last() -> None:
+    cycle = _cycle()
+    firsts = []
+    for _ in range(8):
+        first = cycle.consume(len(ALL))[0]
+        firsts.append(first.partition(".")[2])
+        cycle.rotate(first)
+    assert firsts == ["alice", "alice", "bob", "carol"] * 2
+
+
+def test_lanes_turn_on_their_own_and_the_lanes_own_queue_never_turns() -> None:
+    cycle = _cycle()
+    cycle.rotate("batch.alice")
+    cycle.rotate("batch.alice")
+    cycle.rotate("interactive")
+    order = cycle.consume(len(ALL))
+    assert order[:4] == ["interactive.alice", "interactive.bob", "interactive.carol", "interactive"]
+    assert order[4:8] == ["batch.bob", "batch.carol", "batch.alice", "batch"]
+
+
+def test_tenants_at_their_cap_are_not_read() -> None:
+    order = _cycle(Capped("alice")).consume(len(ALL))
+    assert "interactive.alice" not in order and "batch.alice" not in order
+    assert order[0] == "interactive.bob" and order[-1] == "webhooks"
+
+
+def test_only_the_queues_consumed_are_read() -> None:
+    cycle = _cycle()
+    cycle.update(["batch.bob", "interactive.bob", "webhooks"])
+    assert cycle.consume(3) == ["interactive.bob", "batch.bob", "webhooks"]
+
+
+def test_a_job_waits_in_its_owners_queue_or_its_lanes_own() -> None:
+    assert PLAN.queue_for("batch", "bob") == "batch.bob"
+    assert PLAN.queue_for("interactive", "dave") == "interactive"
+    assert fair.Plan().lane_queues("batch") == ["batch"]
+
+
+def test_settings_name_weights_and_caps_of_known_keys_only() -> None:
+    env = {
+        "CHATQ_API_KEYS": "alice:k1,bob:k2",
+        "CHATQ_TENANT_WEIGHTS": "alice:3,bob:1",
+        "CHATQ_TENANT_MAX_RUNNING": "4",
+        "CHATQ_TENANT_MAX_RUNNING_OVERRIDES": "alice=10 bob=0",
+    }
+    plan = fair.plan(config.load(env))
+    assert plan.tenants == ("alice", "bob")
+    assert (plan.weight("alice"), plan.weight("bob"), plan.cap("alice"), plan.cap("bob")) == (
+        3,
+        1,
+        10,
+        0,
+    )
+    assert fair.plan(config.load({**env, "CHATQ_FAIR_DISPATCH": "0"})).tenants == ()
+    for name, value in [
+        ("CHATQ_TENANT_WEIGHTS", "mallory:2"),
+        ("CHATQ_TENANT_WEIGHTS", "alice:0"),
+        ("CHATQ_TENANT_MAX_RUNNING_OVERRIDES", "alice:3"),
+        ("CHATQ_TENANT_MAX_RUNNING", "-1"),
+        ("CHATQ_FAIR_DISPATCH", "maybe"),
+    ]:
+        with pytest.raises(config.ConfigError, match=name):
+            config.load({**env, name: value})
+
+
+# --- on real processes ------------------------------------------------------------------------
+
+StackFactory = Callable[..., Stack]
+
+
+@pytest.fixture
+def own_stack() -> Iterator[StackFactory]:
+    """Stacks on a Redis and a fakellm of their own (the tenants' queues and running counts
+    are per Redis: another stack's workers would take these jobs)."""
+    servers: list[LocalRedis] = []
+    procs: list[Proc] = []
+    stacks: list[Stack] = []
+
+    def build(**env: str) -> Stack:
+        servers.append(LocalRedis().start())
+        fake, fake_url = start_fakellm()
+        procs.append(fake)
+        stacks.append(start_stack(servers[-1].url, fake_url, **env))
+        return stacks[-1]
+
+    yield build
+    for each in stacks:
+        each.stop()
+    for proc in procs:
+        proc.stop()
+    for server in servers:
+        server.stop()
+
+
+def _submit(s: Stack, key: str, count: int, model: str, tag: str) -> list[str]:
+    with ThreadPoolExecutor(8) as pool:
+        answers = list(pool.map(lambda i: s.submit(f"{tag} {i}", model, key), range(count)))
+    assert {a.status_code for a in answers} == {202}
+    return [a.json()["id"] for a in answers]
+
+
+def _records(s: Stack, ids: list[str]) -> list[dict[str, str]]:
+    def ended() -> list[dict[str, str]] | None:
+        records = [s.redis.hgetall(keys.job(i)) for i in ids]
+        return records if all(r.get("status") == "completed" for r in records) else None
+
+    records: list[dict[str, str]] = wait_until(ended, 60, "every job completed", every_s=0.2)
+    return records
+
+
+def test_a_light_tenant_starts_before_the_later_jobs_of_a_flood(own_stack: StackFactory) -> None:
+    s = own_stack(CHATQ_WORKER_CONCURRENCY="2")
+    flood = _submit(s, ALICE_KEY, 30, "fake:ttft=0.1", "flood")
+    light = _submit(s, BOB_KEY, 3, "fake:ttft=0.1", "light")
+    flood_started = sorted(float(r["started_at"]) for r in _records(s, flood))
+    for record in _records(s, light):
+        # Flood jobs started while this one waited: about one per light job ahead of it
+        # (each tenant in turn), never the whole backlog as in one FIFO queue.
+        waited = [t for t in flood_started if float(record["created_at"]) < t]
+        before = [t for t in waited if t < float(record["started_at"])]
+        assert len(before) <= 2 + 2 * 3, (len(before), len(waited))
+        assert len(waited) - len(before) >= 10  # the flood was still waiting behind it
+    assert all(int(r["attempts"]) == 1 for r in _records(s, flood + light))
+
+
+def _most_at_once(records: list[dict[str, str]]) -> int:
+    edges = sorted(
+        [(float(r["started_at"]), 1) for r in records]
+        + [(float(r["completed_at"]), -1) for r in records]
+    )
+    running = most = 0
+    for _, step in edges:
+        running += step
+        most = max(most, running)
+    return most
+
+
+def test_a_tenant_never_runs_more_than_its_cap_and_others_run_beside_it(
+    own_stack: StackFactory,
+) -> None:
+    s = own_stack(
+        CHATQ_WORKER_CONCURRENCY="8",
+        CHATQ_TENANT_MAX_RUNNING_OVERRIDES="alice=2",
+        CHATQ_LEASE="1",
+    )
+    capped = _submit(s, ALICE_KEY, 8, "fake:ttft=0.3", "capped")
+    free = _submit(s, BOB_KEY, 4, "fake:ttft=0.3", "free")
+    alice, bob = _records(s, capped), _records(s, free)
+    assert _most_at_once(alice) == 2
+    assert _most_at_once(bob) == 4  # bob has no cap: all at once, beside alice's two
+    assert all(int(r["attempts"]) == 1 for r in alice + bob)  # a parked claim runs nothing
+    assert s.redis.scard(keys.tenant_running("alice")) == 0
+    assert broker.parked_depths(s.redis) == {"interactive": 0, "batch": 0}
