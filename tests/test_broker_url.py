@@ -11,7 +11,7 @@ import pytest
 import redis
 import requests
 
-from chatq import broker, keys
+from chatq import broker, fair, keys
 from scripts.localredis import LocalRedis
 from tests.conftest import Stack, start_stack
 from tests.procs import start_fakellm, wait_until
@@ -28,8 +28,17 @@ def servers() -> Iterator[tuple[LocalRedis, LocalRedis, str]]:
     state.stop()
 
 
+# The stack's tenants (tests/procs.py): each has its queue in each lane.
+PLAN = fair.Plan(tenants=("alice", "bob"))
+
+
 def _lists(client: redis.Redis) -> int:
-    return sum(client.llen(k) for q in ("interactive", "batch") for k in broker.queue_keys(q))
+    return sum(
+        client.llen(k)
+        for lane in fair.LANES
+        for q in PLAN.lane_queues(lane)
+        for k in broker.queue_keys(q)
+    )
 
 
 def _calls(fake_url: str) -> int:
@@ -60,7 +69,7 @@ def test_a_broker_on_another_redis_is_read_there_and_the_records_stay_in_the_sta
         figures = s.session().get(f"{s.url}/v1/queue", timeout=10).json()["queues"]
         assert figures["interactive"]["depth"] == 3
         assert figures["interactive"]["oldest_age_s"] >= 1.5  # its record, from the state
-        for key in broker.queue_keys("interactive"):
+        for key in broker.queue_keys("interactive.alice"):
             broker_redis.delete(key)  # the broker lost them: the sweeper sends them again
         wait_until(lambda: _lists(broker_redis) == 3, 20, "the lost messages sent again")
         time.sleep(3)  # several resend periods: sent once, not again

@@ -16,7 +16,7 @@ from jsonschema import Draft202012Validator
 from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT202012
 
-from chatq import config, keys, queue_stats
+from chatq import config, fair, keys, queue_stats
 from scripts.localredis import LocalRedis
 from tests.conftest import Stack
 from tests.procs import ALICE_KEY
@@ -198,7 +198,7 @@ def test_the_served_document_and_the_server_agree_on_every_bound(client: FlaskCl
 def test_a_rejected_request_queues_nothing_on_a_real_stack(stack: Stack) -> None:
     def state() -> tuple[int, dict[str, int]]:
         jobs = sum(1 for _ in stack.redis.scan_iter(keys.jobs_pattern(), count=1000))
-        return jobs, queue_stats.depths(stack.redis)
+        return jobs, queue_stats.depths(stack.redis, fair.plan(config.load(stack.env)))
 
     before = state()
     for path in PATHS:
