@@ -4,6 +4,7 @@ its running cap."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 
@@ -20,6 +21,8 @@ from tests.procs import (
     Proc,
     base_env,
     start_fakellm,
+    start_web,
+    start_worker,
     wait_until,
 )
 
@@ -212,3 +215,64 @@ def test_a_tenant_never_runs_more_than_its_cap_and_others_run_beside_it(
     assert all(int(r["attempts"]) == 1 for r in carol + bob)  # a parked claim runs nothing
     assert s.redis.scard(keys.tenant_running("carol")) == 0
     assert broker.parked_depths(s.redis) == {"interactive": 0, "batch": 0}
+
+
+def _submit_loop(url: str, key: str, tag: str, count: int, every_s: float) -> list[str]:
+    """Submit `count` jobs to the web at `url`; the ids it accepted (a killed web accepts
+    none: its requests fail)."""
+    accepted = []
+    session = requests.Session()
+    session.headers["Authorization"] = f"Bearer {key}"
+    for i in range(count):
+        body = {"model": "fake:ttft=0.5", "messages": [{"role": "user", "content": f"{tag} {i}"}]}
+        try:
+            answer = session.post(f"{url}/v1/jobs", json=body, timeout=10)
+        except requests.RequestException:
+            continue
+        if answer.status_code == 202:
+            accepted.append(answer.json()["id"])
+        time.sleep(every_s)
+    return accepted
+
+
+@pytest.mark.slow
+def test_a_worker_and_a_web_killed_during_a_flood_lose_nothing_and_run_nothing_twice() -> None:
+    server = LocalRedis().start()
+    fake, fake_url = start_fakellm()
+    env = base_env(
+        server.url, fake_url, CHATQ_WORKER_CONCURRENCY="20", CHATQ_LEASE="2", CHATQ_QUEUE_RESEND="2"
+    )
+    procs = [start_worker(env, server.url) for _ in range(2)]
+    webs = [start_web(env) for _ in range(2)]
+    client = redis.Redis.from_url(server.url, decode_responses=True)
+    try:
+        with ThreadPoolExecutor(6) as pool:
+            floods = [
+                pool.submit(_submit_loop, webs[i % 2][1], ALICE_KEY, f"flood {i}", 60, 0.0)
+                for i in range(4)
+            ]
+            light = pool.submit(_submit_loop, webs[1][1], BOB_KEY, "light", 30, 0.1)
+            wait_until(lambda: client.scard(keys.tenant_running("alice")) >= 20, 20, "a flood")
+            procs[0].kill()  # a worker with its jobs in flight
+            webs[0][0].kill()  # a web in the middle of its submissions
+            accepted = [i for f in floods for i in f.result()] + light.result()
+        ids = [k.rpartition(":")[2] for k in client.scan_iter(keys.jobs_pattern(), count=1000)]
+        assert set(accepted) <= set(ids)  # every 202 has its job (and a few more, never told)
+
+        def ended() -> list[dict[str, str]] | None:
+            records = [client.hgetall(keys.job(i)) for i in ids]
+            return records if all(r["status"] == "completed" for r in records) else None
+
+        records = wait_until(ended, 90, "every job made completed", every_s=0.5)
+        calls = int(
+            requests.get(fake_url.removesuffix("/v1") + "/stats", timeout=5).json()["requests"]
+        )
+        taken_over = sum(int(r.get("takeovers") or 0) for r in records)
+        # One call per job, plus at most one per job whose worker was killed during its call.
+        assert len(ids) <= calls <= len(ids) + taken_over, (calls, len(ids), taken_over)
+        assert 0 < taken_over <= 20
+        assert client.scard(keys.tenant_running("alice")) == 0
+    finally:
+        for proc in [*procs, *(web for web, _ in webs), fake]:
+            proc.stop()
+        server.stop()
