@@ -76,7 +76,8 @@ def plan(settings: Settings) -> Plan:
 
 class RunningCounts:
     """The tenants at their running cap, as the store counts them, re-read at most every
-    RUNNING_REFRESH_S (one pipelined round trip) and only when a cap is set."""
+    RUNNING_REFRESH_S (one pipelined round trip) and only when a cap is set. Between two
+    reads, each message this process takes counts as one more running job of its tenant."""
 
     def __init__(self, plan: Plan, connect: Callable[[], Any]) -> None:
         self.plan = plan
@@ -84,7 +85,7 @@ class RunningCounts:
         self._client: Any = None
         self._lock = threading.Lock()
         self._read_at = -RUNNING_REFRESH_S
-        self._capped: frozenset[str] = frozenset()
+        self._running: dict[str, int] = {}
 
     def capped(self) -> frozenset[str]:
         """The tenants whose running jobs reach their cap (none if the store cannot say)."""
@@ -93,10 +94,16 @@ class RunningCounts:
         with self._lock:
             if time.monotonic() - self._read_at >= RUNNING_REFRESH_S:
                 self._read_at = time.monotonic()
-                self._capped = self._read()
-            return self._capped
+                self._running = self._read()
+            return frozenset(t for t, n in self._running.items() if n >= self.plan.cap(t))
 
-    def _read(self) -> frozenset[str]:
+    def taken(self, tenant: str) -> None:
+        """This process took a message of `tenant`'s: one more running, until the next read."""
+        with self._lock:
+            if tenant in self._running:
+                self._running[tenant] += 1
+
+    def _read(self) -> dict[str, int]:
         limited = [t for t in self.plan.tenants if self.plan.cap(t)]
         try:
             if self._client is None:
@@ -107,8 +114,8 @@ class RunningCounts:
             counts = pipe.execute()
         except Exception as exc:  # the claim still enforces the cap: read all queues meanwhile
             log.warning("cannot read the tenants' running counts: %s", type(exc).__name__)
-            return frozenset()
-        return frozenset(t for t, n in zip(limited, counts, strict=True) if n >= self.plan.cap(t))
+            return {}
+        return {t: int(n) for t, n in zip(limited, counts, strict=True)}
 
 
 class TenantCycle:
@@ -147,6 +154,8 @@ class TenantCycle:
         lane, _, tenant = last_used.partition(".")
         if (lane, tenant) not in self.served:
             return
+        if self.running:
+            self.running.taken(tenant)
         self.served[lane, tenant] += 1
         if self.served[lane, tenant] >= self.plan.weight(tenant):
             self.served[lane, tenant] = 0

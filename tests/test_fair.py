@@ -39,6 +39,9 @@ class Capped:
     def capped(self) -> frozenset[str]:
         return self.tenants
 
+    def taken(self, tenant: str) -> None:
+        pass
+
 
 def _cycle(running: Capped | None = None) -> fair.TenantCycle:
     cycle = fair.TenantCycle(PLAN, running)  # type: ignore[arg-type]
@@ -91,6 +94,25 @@ def test_only_the_queues_consumed_are_read() -> None:
     cycle = _cycle()
     cycle.update(["batch.bob", "interactive.bob", "webhooks"])
     assert cycle.consume(3) == ["interactive.bob", "batch.bob", "webhooks"]
+
+
+def test_the_running_counts_come_from_the_store_and_count_what_this_process_took(
+    redis_url: str,
+) -> None:
+    client = redis.Redis.from_url(redis_url, decode_responses=True)
+    plan = fair.Plan(tenants=("dora", "erin"), max_running_overrides=(("dora", 1), ("erin", 2)))
+    client.delete(keys.tenant_running("dora"), keys.tenant_running("erin"))
+    client.sadd(keys.tenant_running("dora"), "job_a")
+    client.sadd(keys.tenant_running("erin"), "job_b")
+    try:
+        running = fair.RunningCounts(plan, lambda: client)
+        assert running.capped() == {"dora"}
+        running.taken("erin")  # one more, before the store says so
+        assert running.capped() == {"dora", "erin"}
+        time.sleep(fair.RUNNING_REFRESH_S)
+        assert running.capped() == {"dora"}  # read again: the store's count
+    finally:
+        client.delete(keys.tenant_running("dora"), keys.tenant_running("erin"))
 
 
 def test_a_job_waits_in_its_owners_queue_or_its_lanes_own() -> None:
