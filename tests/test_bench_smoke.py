@@ -52,6 +52,11 @@ NUMBERS: dict[str, list[tuple[Any, ...]]] = {
         ("instant", "cpu_ms_per_job", "chatq (web + worker + redis)"),
         ("cpu_per_job_vs_bare_task",),
     ],
+    "fairness": [
+        (variant, when, "p50_ms")
+        for variant in ("fair", "fair_capped", "fifo")
+        for when in ("alone", "with_flood")
+    ],
     "prefetch": [
         ("variants", 0, "running_with_backlog"),
         ("variants", 0, "reserved_beyond_slots_max"),

@@ -12,7 +12,8 @@ import pytest
 import redis
 import requests
 
-from chatq import broker, config, fair, keys
+from chatq import broker, config, fair, jobs, keys
+from chatq.store import Store, SweepOutcome
 from scripts.localredis import LocalRedis, free_port
 from tests.conftest import Stack
 from tests.procs import (
@@ -146,6 +147,33 @@ def test_settings_name_weights_and_caps_of_known_keys_only() -> None:
     ]:
         with pytest.raises(config.ConfigError, match=name):
             config.load({**env, name: value})
+
+
+def test_a_claim_over_the_cap_parks_the_job_and_the_depth_counts_it_until_sent_again() -> None:
+    server = LocalRedis().start()
+    client = redis.Redis.from_url(server.url, decode_responses=True)
+    store = Store(client, 3600, max_running=5, max_running_overrides=(("carol", 1),))
+    ids = ["job_" + c * 32 for c in "ab"]
+    try:
+        for job_id in ids:
+            record = jobs.new_record(job_id, "carol", "fake", "interactive", {}, time.time())
+            store.create(record=record, lease_s=10)
+        assert store.claim(job_id=ids[0], run_id="r1", lease_s=10).claimed
+        assert store.claim(job_id=ids[1], run_id="r2", lease_s=10).status == "capped"
+        assert client.hget(keys.job(ids[1]), "status") == jobs.QUEUED
+        depths = broker.RedisBroker(client, plan=fair.Plan(("carol",))).depths()
+        assert depths == {"interactive": 1, "batch": 0}  # no message, but it waits
+        assert store.finish(job_id=ids[0], run_id="r1", status=jobs.COMPLETED, fields={})
+        assert client.scard(keys.tenant_running("carol")) == 0
+        client.zadd(keys.leases(keys.shard(ids[1])), {ids[1]: 0})  # its lease ran out
+        swept = store.sweep(lease_s=10, resend_s=300, max_takeovers=3)
+        assert [(j.job_id, j.outcome, j.owner) for j in swept] == [
+            (ids[1], SweepOutcome.QUEUED, "carol")
+        ]
+        assert broker.parked_depths(client) == {"interactive": 0, "batch": 0}  # sent again
+        assert store.claim(job_id=ids[1], run_id="r3", lease_s=10).claimed  # room now
+    finally:
+        server.stop()
 
 
 # --- on real processes ------------------------------------------------------------------------

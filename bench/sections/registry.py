@@ -13,6 +13,7 @@ from bench.sections import (
     cache,
     compare,
     connections,
+    fairness,
     gateway,
     gthread,
     memory,
@@ -42,6 +43,7 @@ MODULES: dict[str, ModuleType] = {
     "connections": connections,
     "background": background,
     "batch": batch,
+    "fairness": fairness,
 }
 SECTIONS: dict[str, Section] = {name: module.run for name, module in MODULES.items()}
 
