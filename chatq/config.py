@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
-from chatq.fair_config import fair_settings
+from chatq.fair_config import parse_counts
 from chatq.limits_config import NO_LIMITS, KeyLimits, parse_key_limits
 from chatq.webhooks_config import WebhookConfig, parse_webhooks
 
@@ -312,9 +312,19 @@ def load(env: Mapping[str, str] | None = None) -> Settings:
 
 
 def _fair_settings(e: Mapping[str, str]) -> dict[str, Any]:
+    """Fair dispatch across tenants: on or off, weights and running caps per key name."""
     names = {name for name, _ in parse_api_keys(e.get("CHATQ_API_KEYS", ""))}
+    weights = e.get("CHATQ_TENANT_WEIGHTS", "")
+    overrides = e.get("CHATQ_TENANT_MAX_RUNNING_OVERRIDES", "")
     try:
-        return fair_settings(e, names)
+        return {
+            "fair_dispatch": _bool(e, "CHATQ_FAIR_DISPATCH", True),
+            "tenant_weights": parse_counts("CHATQ_TENANT_WEIGHTS", weights, ":", ",", names, 1),
+            "tenant_max_running": _int(e, "CHATQ_TENANT_MAX_RUNNING", 0),
+            "tenant_max_running_overrides": parse_counts(
+                "CHATQ_TENANT_MAX_RUNNING_OVERRIDES", overrides, "=", None, names, 0
+            ),
+        }
     except ValueError as exc:  # its message names the variable
         raise ConfigError(str(exc)) from None
 
