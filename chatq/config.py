@@ -220,8 +220,8 @@ def parse_sentinels(raw: str) -> tuple[tuple[str, int], ...]:
         if not item:
             continue
         if item.startswith("["):
-            host, _, rest = item[1:].partition("]")
-            port = rest.removeprefix(":")
+            host, closed, rest = item[1:].partition("]")
+            port = rest.removeprefix(":") if closed else "?"
         else:
             host, _, port = item.partition(":")
         if not host or not (port or str(SENTINEL_PORT)).isdigit():
