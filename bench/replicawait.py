@@ -15,7 +15,7 @@ import json
 import time
 import uuid
 
-from bench.stats import ratio, summary_ms
+from bench.stats import percentile, ratio, summary_ms
 from chatq import config, jobs, redis_conn
 from chatq.replicas import Replication
 from chatq.store import Store
@@ -53,10 +53,8 @@ def wait_cost(servers: LocalSentinel, rounds: int, per_round: int) -> dict[str, 
         f"replicas_{n}": {"create": summary_ms(c), "claim_finish": summary_ms(e)}
         for n, (c, e) in samples.items()
     }
-    base = summary_ms(samples[0][0])["p50_ms"]
-    result["create_p50_ratio"] = {
-        f"replicas_{n}": ratio(summary_ms(samples[n][0])["p50_ms"], base) for n in WAITS  # type: ignore[arg-type]
-    }
+    p50_ms = {n: percentile(samples[n][0], 50) for n in WAITS}
+    result["create_p50_ratio"] = {f"replicas_{n}": ratio(p50_ms[n], p50_ms[0]) for n in WAITS}
     return result
 
 
