@@ -7,6 +7,7 @@ import os
 import subprocess
 import tempfile
 import time
+from typing import Any
 
 import redis
 
@@ -100,7 +101,7 @@ class LocalSentinel:
         failover before that takes tens of seconds instead of about two)."""
         try:
             links = [_client(r.port).info("replication") for r in self.replicas]
-            views = [s.client().sentinel_master(MASTER_NAME) for s in self.sentinels]
+            views: list[Any] = [s.client().sentinel_master(MASTER_NAME) for s in self.sentinels]
         except redis.RedisError:
             return False
         return all(link.get("master_link_status") == "up" for link in links) and all(
@@ -111,7 +112,7 @@ class LocalSentinel:
         """The port the Sentinels name primary now (None if none answers)."""
         for sentinel in self.sentinels:
             try:
-                host_port = sentinel.client().sentinel_get_master_addr_by_name(MASTER_NAME)
+                host_port: Any = sentinel.client().sentinel_get_master_addr_by_name(MASTER_NAME)
             except redis.RedisError:
                 continue
             if host_port:
