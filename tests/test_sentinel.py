@@ -24,7 +24,7 @@ from chatq import config, keys, redis_conn
 from scripts.localredis import LocalRedis
 from scripts.localsentinel import LocalSentinel
 from tests.conftest import Stack
-from tests.procs import base_env, start_fakellm, start_web, start_worker
+from tests.procs import BOB_KEY, base_env, start_fakellm, start_web, start_worker
 
 UNUSED_URL = "redis://127.0.0.1:1/0"  # nothing listens on port 1
 # Each module here starts six Redis processes and a chatq: too long for `make test`.
@@ -52,7 +52,7 @@ def _stack(servers: LocalSentinel, fakellm: str, **env: str) -> Stack:
 def on_sentinel() -> Iterator[OnSentinel]:
     servers = LocalSentinel().start()
     fake, fake_url = start_fakellm()
-    stack = _stack(servers, fake_url, CHATQ_LEASE="2")
+    stack = _stack(servers, fake_url, CHATQ_LEASE="2", CHATQ_RATE_LIMIT_OVERRIDES="bob=3/minute")
     durable_env = {
         **stack.env,
         "CHATQ_REDIS_MIN_REPLICAS": "2",
@@ -81,6 +81,16 @@ def test_a_job_runs_on_a_stack_that_knows_only_the_sentinels(on_sentinel: OnSent
     assert job["status"] == "completed" and job["output_text"] == "through the sentinels"
     ready = requests.get(f"{stack.url}/readyz", timeout=5).json()
     assert ready["redis_primary"] == f"127.0.0.1:{on_sentinel.redis.primary.port}"
+
+
+def test_the_rate_limiter_counts_on_the_primary_the_sentinels_name(
+    on_sentinel: OnSentinel,
+) -> None:
+    stack = on_sentinel.stack
+    codes = [stack.submit(f"limited {i}", key=BOB_KEY).status_code for i in range(4)]
+    assert codes == [202, 202, 202, 429]
+    primary = redis.Redis(port=on_sentinel.redis.primary.port, decode_responses=True)
+    assert any(primary.scan_iter("chatq:ratelimit*"))
 
 
 def test_min_replicas_writes_reach_both_replicas_before_the_answer(
