@@ -151,4 +151,6 @@ def make(settings: Settings, state: redis.Redis, celery: Celery) -> Broker:
     plan = fair.plan(settings)
     if url == redis_conn.state_url(settings) and not is_cluster(state):
         return RedisBroker(state, plan=plan)
+    if not settings.broker_url:  # the Redis of CHATQ_REDIS_URL, maybe behind Sentinels
+        return RedisBroker(redis_conn.connect_main(settings), state, plan)
     return RedisBroker(redis_conn.connect(url, ca_file=settings.redis_ca_file), state, plan)

@@ -12,6 +12,7 @@ from celery import Celery
 from chatq import redis_conn
 from chatq.config import Settings
 from chatq.logs import Redactor
+from chatq.replicas import replication
 from chatq.store import Store
 from worker.endpoints import Endpoints
 from worker.flusher import Flusher
@@ -46,8 +47,9 @@ def _build(settings: Settings, celery: Celery) -> WorkerContext:
         client,
         settings.job_ttl_s,
         settings.max_followers,
-        settings.tenant_max_running,
-        settings.tenant_max_running_overrides,
+        replication(settings),
+        max_running=settings.tenant_max_running,
+        max_running_overrides=settings.tenant_max_running_overrides,
     )
     return WorkerContext(
         settings=settings,
