@@ -118,7 +118,6 @@ def test_the_celery_command_line_runs_the_same_worker(web_only: Stack) -> None:
         "worker",
         "--pool=gevent",
         "--concurrency=5",
-        "--queues=interactive,batch",
         "--without-mingle",
         "--without-gossip",
     ]
