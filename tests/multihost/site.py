@@ -1,0 +1,148 @@
+"""A chatq site over network namespaces: which host runs what, and how the tests talk to it.
+
+The client host is on two networks: `front`, where it reaches the web hosts as a load balancer
+would, and `back`, where it looks at Redis and fakellm as an operator would. Web hosts are on
+both; workers, Redis and the upstream only on `back`, so that cutting a web host's `back` link
+cuts it from Redis while clients still reach it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import redis
+import requests
+
+from scripts.localredis import LocalRedis
+from tests.multihost.netns import Net
+from tests.procs import ALICE_KEY, Proc, base_env, start_fakellm, start_web, start_worker
+
+WEBS = ("web-1", "web-2")
+WORKERS = ("worker-1", "worker-2")
+BOTH = ("front", "back")
+
+
+def make_net() -> Net:
+    """The hosts of the site (processes started separately)."""
+    net = Net()
+    net.add("client", "cl", BOTH)
+    net.add("web-1", "w1", BOTH)
+    net.add("web-2", "w2", BOTH)
+    net.add("worker-1", "k1")
+    net.add("worker-2", "k2")
+    net.add("redis-a", "ra")
+    net.add("llm", "llm")
+    return net
+
+
+@dataclass
+class Site:
+    """The running processes, per host, and the URLs the client uses."""
+
+    net: Net
+    env: dict[str, str]
+    upstream: str  # fakellm's base URL, without /v1
+    state: redis.Redis
+    webs: dict[str, str] = field(default_factory=dict)
+    procs: dict[str, list[Proc]] = field(default_factory=dict)
+    servers: list[LocalRedis] = field(default_factory=list)
+
+    def session(self) -> requests.Session:
+        """An HTTP session of alice's (use it from one thread only)."""
+        s = requests.Session()
+        s.headers["Authorization"] = f"Bearer {ALICE_KEY}"
+        return s
+
+    def calls(self) -> int:
+        """Requests fakellm has answered so far."""
+        return int(requests.get(f"{self.upstream}/stats", timeout=5).json()["requests"])
+
+    def add_worker(self, host: str) -> Proc:
+        """Start a worker process on `host`."""
+        proc = start_worker(self.env, "", self.net.hosts[host].prefix)
+        self.procs.setdefault(host, []).append(proc)
+        return proc
+
+    def add_web(self, host: str) -> str:
+        """Start a web process on `host`, listening on its front address; its URL."""
+        h = self.net.hosts[host]
+        proc, url = start_web(self.env, h.addresses["front"], h.prefix)
+        self.procs.setdefault(host, []).append(proc)
+        self.webs[host] = url
+        return url
+
+    def lose(self, host: str) -> list[int]:
+        """SIGKILL every process on `host` and cut its link: the host is gone."""
+        pids = self.net.pids(host)
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        self.net.cut(host)
+        for proc in self.procs.get(host, []):
+            if proc.process is not None:
+                proc.process.wait(10)
+        return pids
+
+    def stop(self) -> None:
+        """Stop every process, webs first, then workers, the upstream and Redis."""
+        for host in [*WEBS, *WORKERS, "llm"]:
+            for proc in self.procs.get(host, []):
+                proc.stop()
+        for server in self.servers:
+            server.stop()
+
+
+def start_site(net: Net, redis_server: LocalRedis | None = None, **env: str) -> Site:
+    """Redis on redis-a (unless given), fakellm on llm, a worker and a web on each of their
+    hosts; call it from the client host (`net.inside("client")`)."""
+    servers = []
+    if redis_server is None:
+        ra = net.hosts["redis-a"]
+        redis_server = LocalRedis(host=ra.ip, prefix=tuple(ra.prefix)).start()
+        servers.append(redis_server)
+    llm = net.hosts["llm"]
+    fake, fake_url = start_fakellm(llm.ip, llm.prefix)
+    full_env = base_env(redis_server.url, fake_url, **env)
+    state_url = env.get("CHATQ_STATE_URL", redis_server.url)
+    state = redis.Redis.from_url(state_url, decode_responses=True)
+    site = Site(net, full_env, fake_url.removesuffix("/v1"), state, servers=servers)
+    site.procs["llm"] = [fake]
+    try:
+        for host in WORKERS:
+            site.add_worker(host)
+        for host in WEBS:
+            site.add_web(host)
+    except BaseException:
+        site.stop()
+        raise
+    return site
+
+
+@contextlib.contextmanager
+def running_site(**env: str) -> Iterator[Site]:
+    """A whole site on fresh hosts, the calling thread on the client host meanwhile."""
+    net = make_net()
+    try:
+        with net.inside("client"):
+            site = start_site(net, **env)
+            try:
+                yield site
+            finally:
+                site.stop()
+    finally:
+        net.delete()
+
+
+def job_records(site: Site, ids: list[str]) -> list[dict[str, Any]]:
+    """The jobs' Redis records (status, attempts, timestamps), in the order of `ids`."""
+    from chatq import keys
+
+    pipe = site.state.pipeline(transaction=False)
+    for job_id in ids:
+        pipe.hgetall(keys.job(job_id))
+    return list(pipe.execute())
