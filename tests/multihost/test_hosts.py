@@ -4,11 +4,11 @@ hosts" (README "Proven across hosts")."""
 
 from __future__ import annotations
 
-import statistics
 import threading
 import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
@@ -43,9 +43,8 @@ def _submit_then_wait(site: Site, i: int) -> tuple[dict[str, Any], float, str]:
 def test_jobs_submitted_on_one_web_host_wake_long_polls_on_the_other() -> None:
     """500 jobs over both web hosts, 100 at once, each long-polled on the other web host (half)
     or on its own (half): all complete, and the wake latency is reported."""
-    with running_site() as site:
-        with ThreadPoolExecutor(IN_FLIGHT) as pool:
-            done = list(pool.map(lambda i: _submit_then_wait(site, i), range(JOBS)))
+    with running_site() as site, ThreadPoolExecutor(IN_FLIGHT) as pool:
+        done = list(pool.map(lambda i: _submit_then_wait(site, i), range(JOBS)))
     statuses = Counter(job["status"] for job, _, _ in done)
     assert statuses == {"completed": JOBS}, statuses
     assert [job["output_text"] for job, _, _ in done] == [f"job {i}" for i in range(JOBS)]
@@ -125,3 +124,106 @@ def _submit(site: Site, web: str, content: str, model: str, wait_s: float = 0) -
 def _all_terminal(site: Site, ids: list[str]) -> list[dict[str, Any]] | None:
     records = job_records(site, ids)
     return records if all(jobs.is_terminal(r.get("status", "")) for r in records) else None
+
+
+@dataclass
+class Probe:
+    """A client that keeps calling one web host from a thread, every answer kept."""
+
+    site: Site
+    web: str
+    every_s: float
+    wait_s: float = 0
+    answers: list[tuple[float, int, dict[str, Any], str]] = field(default_factory=list)
+    stop: threading.Event = field(default_factory=threading.Event)
+
+    def run(self) -> None:
+        session = self.site.session()
+        n = 0
+        while not self.stop.is_set():
+            n += 1
+            t0 = time.monotonic()
+            body = {"model": "fake", "messages": [{"role": "user", "content": f"probe {n}"}]}
+            url = f"{self.site.webs[self.web]}/v1/jobs?wait={self.wait_s}"
+            try:
+                got = session.post(url, json=body, timeout=30)
+                self.answers.append(
+                    (t0, got.status_code, got.json(), got.headers.get("Retry-After", ""))
+                )
+            except requests.RequestException as exc:
+                self.answers.append((t0, 0, {"error": type(exc).__name__}, ""))
+            self.stop.wait(max(0.0, self.every_s - (time.monotonic() - t0)))
+
+    def statuses(self, since: float = 0, until: float = float("inf")) -> Counter[int]:
+        return Counter(s for t, s, _, _ in self.answers if since <= t < until)
+
+
+def test_a_web_host_cut_from_redis_answers_503_and_recovers_by_itself() -> None:
+    """web-2's link to Redis down for 20 s: it answers 503 backend_unavailable with
+    Retry-After, its parked long-polls end with an answer, and it serves again once the link
+    is back, without a restart; web-1 serves throughout."""
+    partition_s = 20.0
+    with running_site() as site:
+        slow = [_submit(site, "web-1", f"slow {i}", "fake:ttft=25") for i in range(10)]
+        with ThreadPoolExecutor(10) as pool:
+            # Parked on web-2 2 s before the cut; their wait runs out 10 s into it.
+            parked = [pool.submit(_long_poll, site, "web-2", job["id"], 12) for job in slow]
+            probes = [Probe(site, "web-1", 0.25, wait_s=10), Probe(site, "web-2", 0.25)]
+            threads = [threading.Thread(target=p.run) for p in probes]
+            for thread in threads:
+                thread.start()
+            time.sleep(2)
+            site.net.cut("web-2")
+            cut_at = time.monotonic()
+            time.sleep(partition_s)
+            site.net.mend("web-2")
+            mended_at = time.monotonic()
+            wait_until(lambda: _submits_ok(site, "web-2"), 30, "web-2 serving again")
+            recovered_s = time.monotonic() - mended_at
+            time.sleep(2)
+            for probe in probes:
+                probe.stop.set()
+            for thread in threads:
+                thread.join(40)
+            during = [f.result() for f in parked]
+        # After the partition: web-2 wakes a long-poll by notification, in well under its wait.
+        job = _submit(site, "web-1", "after", "fake:ttft=1")
+        woke = _long_poll(site, "web-2", job["id"], 20)
+        ends = [_long_poll(site, "web-2", j["id"], 40)[0] for j in slow]
+    web_1, web_2 = probes
+    assert set(web_1.statuses()) == {200}, web_1.statuses()
+    assert set(web_2.statuses()) <= {202, 503}, web_2.statuses()
+    # Requests already waiting on a Redis reply when the link went down take up to the socket
+    # timeout (5 s) to fail; every one after that is refused at once.
+    refused = [a for a in web_2.answers if cut_at + 6 <= a[0] < mended_at]
+    assert refused and {a[1] for a in refused} == {503}, web_2.statuses(cut_at, mended_at)
+    assert {a[2]["error"]["code"] for a in refused} == {"backend_unavailable"}
+    assert all(a[3] for a in refused), "Retry-After"
+    assert set(web_2.statuses(since=mended_at + recovered_s)) == {202}
+    assert {status for status, _ in during} <= {202, 503}, during
+    assert max(took for _, took in during) < 12 + 6, during
+    assert woke[0] == 200 and woke[1] < 10, woke
+    assert ends == [200] * len(slow)
+    print(
+        f"\nweb-2 cut from Redis {partition_s:g} s: {len(refused)} submits answered 503 "
+        f"backend_unavailable; its {len(during)} parked long-polls ended with "
+        f"{dict(Counter(s for s, _ in during))}; serving again {recovered_s:.1f} s after the "
+        f"link came back; web-1 answered {len(web_1.answers)} submits, all 200"
+    )
+
+
+def _submits_ok(site: Site, web: str) -> bool:
+    body = {"model": "fake", "messages": [{"role": "user", "content": "ok?"}]}
+    answer = site.session().post(f"{site.webs[web]}/v1/jobs", json=body, timeout=10)
+    return answer.status_code == 202
+
+
+def _long_poll(site: Site, web: str, job_id: str, wait_s: float) -> tuple[int, float]:
+    """GET the job with `wait_s` on `web`: (its status code, 0 if no answer; seconds taken)."""
+    t0 = time.monotonic()
+    try:
+        url = f"{site.webs[web]}/v1/jobs/{job_id}?wait={wait_s}"
+        status = site.session().get(url, timeout=wait_s + 30).status_code
+    except requests.RequestException:
+        status = 0
+    return status, time.monotonic() - t0
