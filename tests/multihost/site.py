@@ -17,18 +17,21 @@ from typing import Any
 
 import redis
 import requests
+from redis.cluster import RedisCluster
 
+from scripts.localcluster import LocalCluster
 from scripts.localredis import LocalRedis
 from tests.multihost.netns import Net
 from tests.procs import ALICE_KEY, Proc, base_env, start_fakellm, start_web, start_worker
 
 WEBS = ("web-1", "web-2")
+CLUSTER_HOSTS = (("redis-b", "rb"), ("redis-c", "rc"))
 WORKERS = ("worker-1", "worker-2")
 BOTH = ("front", "back")
 
 
-def make_net() -> Net:
-    """The hosts of the site (processes started separately)."""
+def make_net(*extra: tuple[str, str]) -> Net:
+    """The hosts of the site, and `extra` (name, tag) back-network hosts; no process yet."""
     net = Net()
     net.add("client", "cl", BOTH)
     net.add("web-1", "w1", BOTH)
@@ -37,7 +40,15 @@ def make_net() -> Net:
     net.add("worker-2", "k2")
     net.add("redis-a", "ra")
     net.add("llm", "llm")
+    for name, tag in extra:
+        net.add(name, tag)
     return net
+
+
+def spot(net: Net, name: str) -> tuple[str, tuple[str, ...]]:
+    """Where a server runs on host `name`: (its address, the command prefix)."""
+    host = net.hosts[name]
+    return host.ip, tuple(host.prefix)
 
 
 @dataclass
@@ -47,7 +58,7 @@ class Site:
     net: Net
     env: dict[str, str]
     upstream: str  # fakellm's base URL, without /v1
-    state: redis.Redis
+    state: Any  # a Redis or RedisCluster client of the job store
     webs: dict[str, str] = field(default_factory=dict)
     procs: dict[str, list[Proc]] = field(default_factory=dict)
     servers: list[LocalRedis] = field(default_factory=list)
@@ -102,14 +113,15 @@ def start_site(net: Net, redis_server: LocalRedis | None = None, **env: str) -> 
     hosts; call it from the client host (`net.inside("client")`)."""
     servers = []
     if redis_server is None:
-        ra = net.hosts["redis-a"]
-        redis_server = LocalRedis(host=ra.ip, prefix=tuple(ra.prefix)).start()
+        address, prefix = spot(net, "redis-a")
+        redis_server = LocalRedis(host=address, prefix=prefix).start()
         servers.append(redis_server)
     llm = net.hosts["llm"]
     fake, fake_url = start_fakellm(llm.ip, llm.prefix)
     full_env = base_env(redis_server.url, fake_url, **env)
-    state_url = env.get("CHATQ_STATE_URL", redis_server.url)
-    state = redis.Redis.from_url(state_url, decode_responses=True)
+    state: Any = redis.Redis.from_url(redis_server.url, decode_responses=True)
+    if "CHATQ_STATE_URL" in env:
+        state = RedisCluster.from_url(env["CHATQ_STATE_URL"], decode_responses=True)
     site = Site(net, full_env, fake_url.removesuffix("/v1"), state, servers=servers)
     site.procs["llm"] = [fake]
     try:
@@ -124,17 +136,27 @@ def start_site(net: Net, redis_server: LocalRedis | None = None, **env: str) -> 
 
 
 @contextlib.contextmanager
-def running_site(**env: str) -> Iterator[Site]:
-    """A whole site on fresh hosts, the calling thread on the client host meanwhile."""
-    net = make_net()
+def running_site(*extra: tuple[str, str], cluster: bool = False, **env: str) -> Iterator[Site]:
+    """A whole site on fresh hosts (and `extra` ones), the calling thread on the client host
+    meanwhile; with `cluster`, the job store on a 3-primary Cluster over redis-a, -b and -c
+    (one replica each, on the next host), the broker staying on redis-a's plain Redis."""
+    net = make_net(*extra, *(CLUSTER_HOSTS if cluster else ()))
+    nodes: list[LocalRedis] = []
     try:
         with net.inside("client"):
+            if cluster:
+                spots = tuple(spot(net, name) for name in ("redis-a", "redis-b", "redis-c"))
+                made = LocalCluster(primaries=3, replicas=1, spots=spots)
+                nodes = made.nodes
+                env = {**env, "CHATQ_STATE_URL": made.start().url}
             site = start_site(net, **env)
             try:
                 yield site
             finally:
                 site.stop()
     finally:
+        for node in nodes:
+            node.stop()
         net.delete()
 
 
