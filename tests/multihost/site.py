@@ -19,13 +19,15 @@ import redis
 import requests
 from redis.cluster import RedisCluster
 
+from chatq import config, redis_conn
 from scripts.localcluster import LocalCluster
 from scripts.localredis import LocalRedis
+from scripts.localsentinel import LocalSentinel
 from tests.multihost.netns import Net
 from tests.procs import ALICE_KEY, Proc, base_env, start_fakellm, start_web, start_worker
 
 WEBS = ("web-1", "web-2")
-CLUSTER_HOSTS = (("redis-b", "rb"), ("redis-c", "rc"))
+REDIS_HOSTS = (("redis-b", "rb"), ("redis-c", "rc"))
 WORKERS = ("worker-1", "worker-2")
 BOTH = ("front", "back")
 
@@ -62,6 +64,7 @@ class Site:
     webs: dict[str, str] = field(default_factory=dict)
     procs: dict[str, list[Proc]] = field(default_factory=dict)
     servers: list[LocalRedis] = field(default_factory=list)
+    sentinel: LocalSentinel | None = None
 
     def session(self) -> requests.Session:
         """An HTTP session of alice's (use it from one thread only)."""
@@ -108,21 +111,23 @@ class Site:
             server.stop()
 
 
-def start_site(net: Net, redis_server: LocalRedis | None = None, **env: str) -> Site:
-    """Redis on redis-a (unless given), fakellm on llm, a worker and a web on each of their
-    hosts; call it from the client host (`net.inside("client")`)."""
+# chatq's Redis URL behind Sentinel: its host is never used, only its database.
+UNUSED_URL = "redis://127.0.0.1:1/0"
+
+
+def start_site(net: Net, **env: str) -> Site:
+    """Redis on redis-a (unless env names Sentinels), fakellm on llm, a worker and a web on
+    each of their hosts; call it from the client host (`net.inside("client")`)."""
     servers = []
-    if redis_server is None:
+    redis_url = UNUSED_URL
+    if "CHATQ_REDIS_SENTINELS" not in env:
         address, prefix = spot(net, "redis-a")
-        redis_server = LocalRedis(host=address, prefix=prefix).start()
-        servers.append(redis_server)
+        servers.append(LocalRedis(host=address, prefix=prefix).start())
+        redis_url = servers[0].url
     llm = net.hosts["llm"]
     fake, fake_url = start_fakellm(llm.ip, llm.prefix)
-    full_env = base_env(redis_server.url, fake_url, **env)
-    state: Any = redis.Redis.from_url(redis_server.url, decode_responses=True)
-    if "CHATQ_STATE_URL" in env:
-        state = RedisCluster.from_url(env["CHATQ_STATE_URL"], decode_responses=True)
-    site = Site(net, full_env, fake_url.removesuffix("/v1"), state, servers=servers)
+    full_env = base_env(redis_url, fake_url, **env)
+    site = Site(net, full_env, fake_url.removesuffix("/v1"), _state(full_env), servers=servers)
     site.procs["llm"] = [fake]
     try:
         for host in WORKERS:
@@ -135,28 +140,42 @@ def start_site(net: Net, redis_server: LocalRedis | None = None, **env: str) -> 
     return site
 
 
+def _state(env: dict[str, str]) -> Any:
+    """A client of the job store these settings name."""
+    if env.get("CHATQ_STATE_URL"):
+        return RedisCluster.from_url(env["CHATQ_STATE_URL"], decode_responses=True)
+    if env.get("CHATQ_REDIS_SENTINELS"):
+        return redis_conn.connect_sentinel(config.load(env), max_connections=8)
+    return redis.Redis.from_url(env["CHATQ_REDIS_URL"], decode_responses=True)
+
+
 @contextlib.contextmanager
-def running_site(*extra: tuple[str, str], cluster: bool = False, **env: str) -> Iterator[Site]:
+def running_site(*extra: tuple[str, str], store: str = "redis", **env: str) -> Iterator[Site]:
     """A whole site on fresh hosts (and `extra` ones), the calling thread on the client host
-    meanwhile; with `cluster`, the job store on a 3-primary Cluster over redis-a, -b and -c
-    (one replica each, on the next host), the broker staying on redis-a's plain Redis."""
-    net = make_net(*extra, *(CLUSTER_HOSTS if cluster else ()))
-    nodes: list[LocalRedis] = []
+    meanwhile. The job store (and broker) on redis-a's Redis; with `store="cluster"`, the store
+    on a 3-primary Cluster over redis-a, -b and -c (one replica each, on the next host), the
+    broker staying on redis-a; with `store="sentinel"`, both on a primary on redis-a, replicas
+    on redis-b and -c, and a Sentinel on each (site.sentinel)."""
+    net = make_net(*extra, *(REDIS_HOSTS if store != "redis" else ()))
+    made: LocalCluster | LocalSentinel | None = None
     try:
         with net.inside("client"):
-            if cluster:
-                spots = tuple(spot(net, name) for name in ("redis-a", "redis-b", "redis-c"))
+            spots = tuple(spot(net, name) for name in ("redis-a", "redis-b", "redis-c"))
+            if store == "cluster":
                 made = LocalCluster(primaries=3, replicas=1, spots=spots)
-                nodes = made.nodes
                 env = {**env, "CHATQ_STATE_URL": made.start().url}
+            elif store == "sentinel":
+                made = LocalSentinel(replicas=2, spots=spots)
+                env = {**env, **made.start().env}
             site = start_site(net, **env)
+            site.sentinel = made if isinstance(made, LocalSentinel) else None
             try:
                 yield site
             finally:
                 site.stop()
     finally:
-        for node in nodes:
-            node.stop()
+        if made is not None:
+            made.stop()
         net.delete()
 
 

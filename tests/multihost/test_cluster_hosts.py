@@ -14,8 +14,8 @@ from redis.crc import key_slot
 
 from chatq import keys
 from scripts.localcluster import SLOTS
+from tests.multihost.client import all_terminal, long_poll, submit
 from tests.multihost.site import WEBS, Site, running_site
-from tests.multihost.test_hosts import _all_terminal, _long_poll, _submit
 from tests.procs import wait_until
 
 pytestmark = pytest.mark.slow
@@ -24,19 +24,19 @@ pytestmark = pytest.mark.slow
 def test_the_pipeline_on_a_cluster_spread_over_three_hosts() -> None:
     """Jobs land on all three primaries' hosts; each is long-polled, followed by SSE or
     cancelled on the web host it was not submitted on."""
-    with running_site(cluster=True) as site:
+    with running_site(store="cluster") as site:
         with ThreadPoolExecutor(8) as pool:
             done = list(
-                pool.map(lambda i: _submit(site, WEBS[i % 2], f"c {i}", "fake", 20), range(40))
+                pool.map(lambda i: submit(site, WEBS[i % 2], f"c {i}", "fake", 20), range(40))
             )
         assert Counter(job["status"] for job in done) == {"completed": 40}
         nodes = {site.state.get_node_from_key(keys.job(job["id"])).host for job in done}
         assert len(nodes) == 3, nodes  # 40 jobs in 64 shards land on every primary's host
-        streamed = _submit(site, "web-1", "one two three four", "fake:ttft=0.5,tps=10")
+        streamed = submit(site, "web-1", "one two three four", "fake:ttft=0.5,tps=10")
         assert _sse(site, "web-2", streamed["id"]) == "one two three four"
-        slow = _submit(site, "web-2", "slow", "fake:ttft=0.2,tps=2,tokens=100")
+        slow = submit(site, "web-2", "slow", "fake:ttft=0.2,tps=2,tokens=100")
         with ThreadPoolExecutor(1) as pool:
-            waiting = pool.submit(_long_poll, site, "web-2", slow["id"], 30)
+            waiting = pool.submit(long_poll, site, "web-2", slow["id"], 30)
             time.sleep(1)
             url = f"{site.webs['web-1']}/v1/jobs/{slow['id']}/cancel"
             assert site.session().post(url, timeout=10).json()["status"] == "cancelled"
@@ -65,7 +65,7 @@ def test_a_redis_host_lost_from_the_cluster_ends_every_accepted_job() -> None:
     """redis-b (a primary and another primary's replica) SIGKILLed and cut under 10 submits a
     second: its replica on redis-c takes over; submits wait or answer 503 meanwhile, then 202
     again; every accepted job completes, without restarting any chatq process."""
-    with running_site(cluster=True) as site:
+    with running_site(store="cluster") as site:
         accepted: list[str] = []
         after_loss: list[str] = []
         slowest_s = 0.0
@@ -95,7 +95,7 @@ def test_a_redis_host_lost_from_the_cluster_ends_every_accepted_job() -> None:
                 assert answer.json()["error"]["code"] == "backend_unavailable"
                 assert answer.headers["Retry-After"]
                 refused += 1
-        records = wait_until(lambda: _all_terminal(site, accepted), 60, "all accepted terminal")
+        records = wait_until(lambda: all_terminal(site, accepted), 60, "all accepted terminal")
     assert Counter(r["status"] for r in records) == {"completed": len(accepted)}
     assert refused < 60 and len(accepted) + refused == 120
     # Jobs of the lost primary's slots were accepted after the loss: its replica took over.

@@ -8,14 +8,20 @@ import threading
 import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
-from typing import Any
 
 import pytest
-import requests
 
-from chatq import jobs
-from tests.multihost.site import WEBS, Site, job_records, running_site
+from tests.multihost.client import (
+    Probe,
+    across,
+    all_terminal,
+    busy_by_pid,
+    long_poll,
+    submit,
+    submit_then_wait,
+    submits_ok,
+)
+from tests.multihost.site import WEBS, running_site
 from tests.procs import wait_until
 
 pytestmark = pytest.mark.slow
@@ -24,33 +30,17 @@ JOBS = 500
 IN_FLIGHT = 100
 
 
-def _submit_then_wait(site: Site, i: int) -> tuple[dict[str, Any], float, str]:
-    """Submit job `i` on one web host and long-poll it on the other (for half of the `i`) or
-    the same; answers (the job, seconds from its end to the answer, the web that woke)."""
-    session = site.session()
-    submit_on = WEBS[i % 2]
-    poll_on = WEBS[(i + 1) % 2] if _across(i) else submit_on
-    body = {"model": "fake:ttft=1", "messages": [{"role": "user", "content": f"job {i}"}]}
-    posted = session.post(f"{site.webs[submit_on]}/v1/jobs", json=body, timeout=30)
-    assert posted.status_code == 202, posted.text
-    got = session.get(f"{site.webs[poll_on]}/v1/jobs/{posted.json()['id']}?wait=30", timeout=40)
-    woke_at = time.time()
-    job = got.json()
-    assert got.status_code == 200, job
-    return job, woke_at - float(job["completed_at"]), poll_on
-
-
 def test_jobs_submitted_on_one_web_host_wake_long_polls_on_the_other() -> None:
     """500 jobs over both web hosts, 100 at once, each long-polled on the other web host (half)
     or on its own (half): all complete, and the wake latency is reported."""
     with running_site() as site, ThreadPoolExecutor(IN_FLIGHT) as pool:
-        done = list(pool.map(lambda i: _submit_then_wait(site, i), range(JOBS)))
+        done = list(pool.map(lambda i: submit_then_wait(site, i), range(JOBS)))
     statuses = Counter(job["status"] for job, _, _ in done)
     assert statuses == {"completed": JOBS}, statuses
     assert [job["output_text"] for job, _, _ in done] == [f"job {i}" for i in range(JOBS)]
     assert Counter(web for _, _, web in done) == {"web-1": JOBS // 2, "web-2": JOBS // 2}
-    other = sorted(wake for i, (_, wake, _) in enumerate(done) if _across(i))
-    same = sorted(wake for i, (_, wake, _) in enumerate(done) if not _across(i))
+    other = sorted(wake for i, (_, wake, _) in enumerate(done) if across(i))
+    same = sorted(wake for i, (_, wake, _) in enumerate(done) if not across(i))
     print(
         f"\nacross hosts: {JOBS} jobs completed; wake (job end -> client has the answer) "
         f"on the other web host p50 {_ms(other, 50)} p99 {_ms(other, 99)}, "
@@ -58,22 +48,9 @@ def test_jobs_submitted_on_one_web_host_wake_long_polls_on_the_other() -> None:
     )
 
 
-def _across(i: int) -> bool:
-    """Whether job `i` is long-polled on the other web host: 0 and 1 of every 4."""
-    return i % 4 < 2
-
-
 def _ms(sorted_s: list[float], percentile: int) -> str:
     index = min(len(sorted_s) - 1, round(percentile / 100 * (len(sorted_s) - 1)))
     return f"{sorted_s[index] * 1000:.1f} ms"
-
-
-def _busy_by_pid(site: Site) -> dict[int, int]:
-    """Jobs each worker process runs, per its last heartbeat: {pid: busy}."""
-    from chatq import keys
-
-    beats = site.state.hgetall(keys.workers())
-    return {int(name.rsplit(":", 1)[1]): int(v.split()[1]) for name, v in beats.items()}
 
 
 def test_a_lost_worker_host_leaves_its_jobs_to_the_other() -> None:
@@ -87,16 +64,16 @@ def test_a_lost_worker_host_leaves_its_jobs_to_the_other() -> None:
         model = "fake:ttft=0.2,tps=5,tokens=40"  # about 8 s a job
         with ThreadPoolExecutor(16) as pool:
             posted = list(
-                pool.map(lambda i: _submit(site, WEBS[i % 2], f"lost {i}", model), range(IN_FLIGHT))
+                pool.map(lambda i: submit(site, WEBS[i % 2], f"lost {i}", model), range(IN_FLIGHT))
             )
         ids = [job["id"] for job in posted]
-        wait_until(lambda: sum(_busy_by_pid(site).values()) == IN_FLIGHT, 30, "100 jobs running")
+        wait_until(lambda: sum(busy_by_pid(site).values()) == IN_FLIGHT, 30, "100 jobs running")
         worker_1 = site.procs["worker-1"][0].pid
-        on_worker_1 = _busy_by_pid(site)[worker_1]
+        on_worker_1 = busy_by_pid(site)[worker_1]
         calls_before = site.calls()
         site.lose("worker-1")
         lost_at = time.monotonic()
-        records = wait_until(lambda: _all_terminal(site, ids), lease_s + 30, "all terminal")
+        records = wait_until(lambda: all_terminal(site, ids), lease_s + 30, "all terminal")
         took_s = time.monotonic() - lost_at
         calls = site.calls()
     assert Counter(r["status"] for r in records) == {"completed": IN_FLIGHT}
@@ -111,63 +88,16 @@ def test_a_lost_worker_host_leaves_its_jobs_to_the_other() -> None:
     )
 
 
-def _submit(site: Site, web: str, content: str, model: str, wait_s: float = 0) -> dict[str, Any]:
-    body = {"model": model, "messages": [{"role": "user", "content": content}]}
-    answer = site.session().post(
-        f"{site.webs[web]}/v1/jobs?wait={wait_s}", json=body, timeout=wait_s + 30
-    )
-    assert answer.status_code in (200, 202), answer.text
-    job: dict[str, Any] = answer.json()
-    return job
-
-
-def _all_terminal(site: Site, ids: list[str]) -> list[dict[str, Any]] | None:
-    records = job_records(site, ids)
-    return records if all(jobs.is_terminal(r.get("status", "")) for r in records) else None
-
-
-@dataclass
-class Probe:
-    """A client that keeps calling one web host from a thread, every answer kept."""
-
-    site: Site
-    web: str
-    every_s: float
-    wait_s: float = 0
-    answers: list[tuple[float, int, dict[str, Any], str]] = field(default_factory=list)
-    stop: threading.Event = field(default_factory=threading.Event)
-
-    def run(self) -> None:
-        session = self.site.session()
-        n = 0
-        while not self.stop.is_set():
-            n += 1
-            t0 = time.monotonic()
-            body = {"model": "fake", "messages": [{"role": "user", "content": f"probe {n}"}]}
-            url = f"{self.site.webs[self.web]}/v1/jobs?wait={self.wait_s}"
-            try:
-                got = session.post(url, json=body, timeout=30)
-                self.answers.append(
-                    (t0, got.status_code, got.json(), got.headers.get("Retry-After", ""))
-                )
-            except requests.RequestException as exc:
-                self.answers.append((t0, 0, {"error": type(exc).__name__}, ""))
-            self.stop.wait(max(0.0, self.every_s - (time.monotonic() - t0)))
-
-    def statuses(self, since: float = 0, until: float = float("inf")) -> Counter[int]:
-        return Counter(s for t, s, _, _ in self.answers if since <= t < until)
-
-
 def test_a_web_host_cut_from_redis_answers_503_and_recovers_by_itself() -> None:
     """web-2's link to Redis down for 20 s: it answers 503 backend_unavailable with
     Retry-After, its parked long-polls end with an answer, and it serves again once the link
     is back, without a restart; web-1 serves throughout."""
     partition_s = 20.0
     with running_site() as site:
-        slow = [_submit(site, "web-1", f"slow {i}", "fake:ttft=25") for i in range(10)]
+        slow = [submit(site, "web-1", f"slow {i}", "fake:ttft=25") for i in range(10)]
         with ThreadPoolExecutor(10) as pool:
             # Parked on web-2 2 s before the cut; their wait runs out 10 s into it.
-            parked = [pool.submit(_long_poll, site, "web-2", job["id"], 12) for job in slow]
+            parked = [pool.submit(long_poll, site, "web-2", job["id"], 12) for job in slow]
             probes = [Probe(site, "web-1", 0.25, wait_s=10), Probe(site, "web-2", 0.25)]
             threads = [threading.Thread(target=p.run) for p in probes]
             for thread in threads:
@@ -178,7 +108,7 @@ def test_a_web_host_cut_from_redis_answers_503_and_recovers_by_itself() -> None:
             time.sleep(partition_s)
             site.net.mend("web-2")
             mended_at = time.monotonic()
-            wait_until(lambda: _submits_ok(site, "web-2"), 30, "web-2 serving again")
+            wait_until(lambda: submits_ok(site, "web-2"), 30, "web-2 serving again")
             recovered_s = time.monotonic() - mended_at
             time.sleep(2)
             for probe in probes:
@@ -187,18 +117,18 @@ def test_a_web_host_cut_from_redis_answers_503_and_recovers_by_itself() -> None:
                 thread.join(40)
             during = [f.result() for f in parked]
         # After the partition: web-2 wakes a long-poll by notification, in well under its wait.
-        job = _submit(site, "web-1", "after", "fake:ttft=1")
-        woke = _long_poll(site, "web-2", job["id"], 20)
-        ends = [_long_poll(site, "web-2", j["id"], 40)[0] for j in slow]
+        job = submit(site, "web-1", "after", "fake:ttft=1")
+        woke = long_poll(site, "web-2", job["id"], 20)
+        ends = [long_poll(site, "web-2", j["id"], 40)[0] for j in slow]
     web_1, web_2 = probes
     assert set(web_1.statuses()) == {200}, web_1.statuses()
     assert set(web_2.statuses()) <= {202, 503}, web_2.statuses()
     # Requests already waiting on a Redis reply when the link went down take up to the socket
     # timeout (5 s) to fail; every one after that is refused at once.
-    refused = [a for a in web_2.answers if cut_at + 6 <= a[0] < mended_at]
-    assert refused and {a[1] for a in refused} == {503}, web_2.statuses(cut_at, mended_at)
-    assert {a[2]["error"]["code"] for a in refused} == {"backend_unavailable"}
-    assert all(a[3] for a in refused), "Retry-After"
+    refused = [a for a in web_2.answers if cut_at + 6 <= a.sent_at < mended_at]
+    assert refused and {a.status for a in refused} == {503}, web_2.statuses(cut_at, mended_at)
+    assert {a.body["error"]["code"] for a in refused} == {"backend_unavailable"}
+    assert all(a.retry_after for a in refused), "Retry-After"
     assert set(web_2.statuses(since=mended_at + recovered_s)) == {202}
     assert {status for status, _ in during} <= {202, 503}, during
     assert max(took for _, took in during) < 12 + 6, during
@@ -210,20 +140,3 @@ def test_a_web_host_cut_from_redis_answers_503_and_recovers_by_itself() -> None:
         f"{dict(Counter(s for s, _ in during))}; serving again {recovered_s:.1f} s after the "
         f"link came back; web-1 answered {len(web_1.answers)} submits, all 200"
     )
-
-
-def _submits_ok(site: Site, web: str) -> bool:
-    body = {"model": "fake", "messages": [{"role": "user", "content": "ok?"}]}
-    answer = site.session().post(f"{site.webs[web]}/v1/jobs", json=body, timeout=10)
-    return answer.status_code == 202
-
-
-def _long_poll(site: Site, web: str, job_id: str, wait_s: float) -> tuple[int, float]:
-    """GET the job with `wait_s` on `web`: (its status code, 0 if no answer; seconds taken)."""
-    t0 = time.monotonic()
-    try:
-        url = f"{site.webs[web]}/v1/jobs/{job_id}?wait={wait_s}"
-        status = site.session().get(url, timeout=wait_s + 30).status_code
-    except requests.RequestException:
-        status = 0
-    return status, time.monotonic() - t0

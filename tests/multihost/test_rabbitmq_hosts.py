@@ -15,14 +15,14 @@ from contextlib import contextmanager
 import pytest
 
 from chatq import rabbit
-from tests.multihost.site import WEBS, Site, make_net, spot, start_site
-from tests.multihost.test_hosts import (
+from tests.multihost.client import (
     Probe,
-    _all_terminal,
-    _busy_by_pid,
-    _submit,
-    _submit_then_wait,
+    all_terminal,
+    busy_by_pid,
+    submit,
+    submit_then_wait,
 )
+from tests.multihost.site import WEBS, Site, make_net, spot, start_site
 from tests.procs import wait_until
 from tests.rabbitmq import RabbitNode
 
@@ -58,22 +58,20 @@ def test_the_pipeline_then_a_lost_worker_host_with_rabbitmq() -> None:
     worker-1 ran; the jobs queue ends empty."""
     with rabbit_site(CHATQ_LEASE="2", CHATQ_WORKER_CONCURRENCY="30") as (site, node):
         with ThreadPoolExecutor(20) as pool:
-            done = list(pool.map(lambda i: _submit_then_wait(site, i), range(100)))
+            done = list(pool.map(lambda i: submit_then_wait(site, i), range(100)))
         assert Counter(job["status"] for job, _, _ in done) == {"completed": 100}
         model = "fake:ttft=0.2,tps=5,tokens=30"
         with ThreadPoolExecutor(8) as pool:
-            posted = list(
-                pool.map(lambda i: _submit(site, WEBS[i % 2], f"k {i}", model), range(40))
-            )
+            posted = list(pool.map(lambda i: submit(site, WEBS[i % 2], f"k {i}", model), range(40)))
         ids = [job["id"] for job in posted]
-        wait_until(lambda: sum(_busy_by_pid(site).values()) == 40, 30, "40 jobs running")
-        on_worker_1 = _busy_by_pid(site)[site.procs["worker-1"][0].pid]
+        wait_until(lambda: sum(busy_by_pid(site).values()) == 40, 30, "40 jobs running")
+        on_worker_1 = busy_by_pid(site)[site.procs["worker-1"][0].pid]
         calls_before = site.calls()
         site.lose("worker-1")
         lost_at = time.monotonic()
         # Worker-1 vanished without closing its connection: RabbitMQ keeps delivering to it
         # (jobs sent again included) until its heartbeats stop (chatq/celery_app.py).
-        records = wait_until(lambda: _all_terminal(site, ids), 2 + 30, "all terminal")
+        records = wait_until(lambda: all_terminal(site, ids), 2 + 30, "all terminal")
         took_s = time.monotonic() - lost_at
         calls = site.calls() - calls_before
         vhost = site.env["CHATQ_BROKER_URL"].rsplit("/", 1)[1]
@@ -112,10 +110,10 @@ def test_a_rabbitmq_host_restart_under_load_loses_no_accepted_job() -> None:
             for thread in threads:
                 thread.join(60)
         answers = [a for probe in traffic for a in probe.answers]
-        ids = [str(body["id"]) for _, status, body, _ in answers if status == 202]
-        records = wait_until(lambda: _all_terminal(site, ids), 60, "all accepted terminal")
+        ids = [job_id for probe in traffic for job_id in probe.accepted()]
+        records = wait_until(lambda: all_terminal(site, ids), 60, "all accepted terminal")
         calls = site.calls()
-    assert Counter(status for _, status, _, _ in answers) == {202: len(ids)}
+    assert Counter(a.status for a in answers) == {202: len(ids)}
     assert Counter(r["status"] for r in records) == {"completed": len(ids)}
     assert calls == len(ids)
     print(
