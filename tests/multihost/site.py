@@ -156,11 +156,11 @@ def running_site(*extra: tuple[str, str], store: str = "redis", **env: str) -> I
     on a 3-primary Cluster over redis-a, -b and -c (one replica each, on the next host), the
     broker staying on redis-a; with `store="sentinel"`, both on a primary on redis-a, replicas
     on redis-b and -c, and a Sentinel on each (site.sentinel)."""
-    net = make_net(*extra, *(REDIS_HOSTS if store != "redis" else ()))
+    net = make_net(*extra, *REDIS_HOSTS)
     made: LocalCluster | LocalSentinel | None = None
     try:
         with net.inside("client"):
-            spots = tuple(spot(net, name) for name in ("redis-a", "redis-b", "redis-c"))
+            spots = tuple(spot(net, name) for name in ("redis-a", *dict(REDIS_HOSTS)))
             if store == "cluster":
                 made = LocalCluster(primaries=3, replicas=1, spots=spots)
                 env = {**env, "CHATQ_STATE_URL": made.start().url}

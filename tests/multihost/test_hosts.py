@@ -110,7 +110,9 @@ def test_a_web_host_cut_from_redis_answers_503_and_recovers_by_itself() -> None:
             mended_at = time.monotonic()
             wait_until(lambda: submits_ok(site, "web-2"), 30, "web-2 serving again")
             recovered_s = time.monotonic() - mended_at
-            time.sleep(2)
+            # A request on a pooled connection whose packets were lost in the cut waits for
+            # TCP's next retransmission, and may still time out (503) a while after the mend.
+            time.sleep(12)
             for probe in probes:
                 probe.stop.set()
             for thread in threads:
@@ -129,14 +131,18 @@ def test_a_web_host_cut_from_redis_answers_503_and_recovers_by_itself() -> None:
     assert refused and {a.status for a in refused} == {503}, web_2.statuses(cut_at, mended_at)
     assert {a.body["error"]["code"] for a in refused} == {"backend_unavailable"}
     assert all(a.retry_after for a in refused), "Retry-After"
-    assert set(web_2.statuses(since=mended_at + recovered_s)) == {202}
+    after = [a for a in web_2.answers if a.sent_at > mended_at]
+    late = [a.sent_at - mended_at for a in after if a.status != 202]
+    assert set(web_2.statuses(since=mended_at + 10)) == {202}, late
     assert {status for status, _ in during} <= {202, 503}, during
-    assert max(took for _, took in during) < 12 + 6, during
+    # Waits that ran out while Redis was away: the re-read times out (5 s, and once again).
+    assert max(took for _, took in during) < 12 + 12, during
     assert woke[0] == 200 and woke[1] < 10, woke
     assert ends == [200] * len(slow)
     print(
         f"\nweb-2 cut from Redis {partition_s:g} s: {len(refused)} submits answered 503 "
         f"backend_unavailable; its {len(during)} parked long-polls ended with "
         f"{dict(Counter(s for s, _ in during))}; serving again {recovered_s:.1f} s after the "
-        f"link came back; web-1 answered {len(web_1.answers)} submits, all 200"
+        f"link came back ({len(late)} more 503 within {max(late, default=0):.1f} s of it); "
+        f"web-1 answered {len(web_1.answers)} submits, all 200"
     )
