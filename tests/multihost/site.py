@@ -28,6 +28,8 @@ from tests.procs import ALICE_KEY, Proc, base_env, start_fakellm, start_web, sta
 
 WEBS = ("web-1", "web-2")
 REDIS_HOSTS = (("redis-b", "rb"), ("redis-c", "rc"))
+# The back-network hosts every site has (name, tag in interface names).
+HOSTS = (("worker-1", "k1"), ("worker-2", "k2"), ("redis-a", "ra"), *REDIS_HOSTS, ("llm", "llm"))
 WORKERS = ("worker-1", "worker-2")
 BOTH = ("front", "back")
 
@@ -35,15 +37,15 @@ BOTH = ("front", "back")
 def make_net(*extra: tuple[str, str]) -> Net:
     """The hosts of the site, and `extra` (name, tag) back-network hosts; no process yet."""
     net = Net()
-    net.add("client", "cl", BOTH)
-    net.add("web-1", "w1", BOTH)
-    net.add("web-2", "w2", BOTH)
-    net.add("worker-1", "k1")
-    net.add("worker-2", "k2")
-    net.add("redis-a", "ra")
-    net.add("llm", "llm")
-    for name, tag in extra:
-        net.add(name, tag)
+    try:
+        net.add("client", "cl", BOTH)
+        net.add("web-1", "w1", BOTH)
+        net.add("web-2", "w2", BOTH)
+        for name, tag in (*HOSTS, *extra):
+            net.add(name, tag)
+    except BaseException:
+        net.delete()
+        raise
     return net
 
 
@@ -156,7 +158,7 @@ def running_site(*extra: tuple[str, str], store: str = "redis", **env: str) -> I
     on a 3-primary Cluster over redis-a, -b and -c (one replica each, on the next host), the
     broker staying on redis-a; with `store="sentinel"`, both on a primary on redis-a, replicas
     on redis-b and -c, and a Sentinel on each (site.sentinel)."""
-    net = make_net(*extra, *REDIS_HOSTS)
+    net = make_net(*extra)
     made: LocalCluster | LocalSentinel | None = None
     try:
         with net.inside("client"):
