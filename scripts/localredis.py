@@ -133,7 +133,12 @@ class LocalRedis:
             self.process.kill()
         else:
             self.process.terminate()
-        self.process.wait(10)
+        try:
+            self.process.wait(10)
+        except subprocess.TimeoutExpired:
+            # Redis 7 waits up to 10 s on SIGTERM for a lagging replica (one on a lost host).
+            self.process.kill()
+            self.process.wait(10)
 
 
 def main() -> None:

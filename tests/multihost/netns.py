@@ -13,6 +13,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import ctypes
+import itertools
 import os
 import re
 import subprocess
@@ -97,8 +98,11 @@ class Host:
 class Net:
     """Hosts on networks; `cut` and `mend` take one host's link down and up."""
 
+    made = itertools.count()
+
     def __init__(self) -> None:
-        self.prefix = f"cq{os.getpid()}-"
+        # One number per Net of this process: a Net whose deletion failed stands in no one's way.
+        self.prefix = f"cq{os.getpid()}-{next(Net.made)}-"
         self.switch = self.prefix + "net"
         self.hosts: dict[str, Host] = {}
         self._made: list[str] = []
@@ -111,7 +115,8 @@ class Net:
             ip("-n", self.switch, "link", "set", bridge, "up")
 
     def _bridge(self, network: str) -> str:
-        return f"{self.prefix}br{network[0]}"
+        # In this Net's own switch namespace: no number needed (interface names are short).
+        return f"cq{os.getpid()}-br{network[0]}"
 
     def _add_ns(self, name: str) -> None:
         ip("netns", "add", name)

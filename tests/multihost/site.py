@@ -176,9 +176,11 @@ def running_site(*extra: tuple[str, str], store: str = "redis", **env: str) -> I
             finally:
                 site.stop()
     finally:
-        if made is not None:
-            made.stop()
-        net.delete()
+        try:
+            if made is not None:
+                made.stop()
+        finally:
+            net.delete()
 
 
 def job_records(site: Site, ids: list[str]) -> list[dict[str, Any]]:
