@@ -6,6 +6,8 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -125,3 +127,18 @@ class Probe:
     def accepted(self) -> list[str]:
         """Ids of the jobs it was answered 200 or 202 for."""
         return [str(a.body["id"]) for a in self.answers if a.status in (200, 202)]
+
+
+@contextmanager
+def probing(*probes: Probe) -> Iterator[tuple[Probe, ...]]:
+    """Each probe submitting from a thread of its own meanwhile; stopped and joined after."""
+    threads = [threading.Thread(target=p.run) for p in probes]
+    for thread in threads:
+        thread.start()
+    try:
+        yield probes
+    finally:
+        for probe in probes:
+            probe.stop.set()
+        for thread in threads:
+            thread.join(60)

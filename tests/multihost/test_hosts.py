@@ -4,7 +4,6 @@ hosts" (README "Proven across hosts")."""
 
 from __future__ import annotations
 
-import threading
 import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
@@ -17,6 +16,7 @@ from tests.multihost.client import (
     all_terminal,
     busy_by_pid,
     long_poll,
+    probing,
     submit,
     submit_then_wait,
     submits_ok,
@@ -98,25 +98,19 @@ def test_a_web_host_cut_from_redis_answers_503_and_recovers_by_itself() -> None:
         with ThreadPoolExecutor(10) as pool:
             # Parked on web-2 2 s before the cut; their wait runs out 10 s into it.
             parked = [pool.submit(long_poll, site, "web-2", job["id"], 12) for job in slow]
-            probes = [Probe(site, "web-1", 0.25, wait_s=10), Probe(site, "web-2", 0.25)]
-            threads = [threading.Thread(target=p.run) for p in probes]
-            for thread in threads:
-                thread.start()
-            time.sleep(2)
-            site.net.cut("web-2")
-            cut_at = time.monotonic()
-            time.sleep(partition_s)
-            site.net.mend("web-2")
-            mended_at = time.monotonic()
-            wait_until(lambda: submits_ok(site, "web-2"), 30, "web-2 serving again")
-            recovered_s = time.monotonic() - mended_at
-            # A request on a pooled connection whose packets were lost in the cut waits for
-            # TCP's next retransmission, and may still time out (503) a while after the mend.
-            time.sleep(12)
-            for probe in probes:
-                probe.stop.set()
-            for thread in threads:
-                thread.join(40)
+            probes = (Probe(site, "web-1", 0.25, wait_s=10), Probe(site, "web-2", 0.25))
+            with probing(*probes):
+                time.sleep(2)
+                site.net.cut("web-2")
+                cut_at = time.monotonic()
+                time.sleep(partition_s)
+                site.net.mend("web-2")
+                mended_at = time.monotonic()
+                wait_until(lambda: submits_ok(site, "web-2"), 30, "web-2 serving again")
+                recovered_s = time.monotonic() - mended_at
+                # A request on a pooled connection whose packets were lost in the cut waits for
+                # TCP's next retransmission, and may still time out (503) a while after the mend.
+                time.sleep(12)
             during = [f.result() for f in parked]
         # After the partition: web-2 wakes a long-poll by notification, in well under its wait.
         job = submit(site, "web-1", "after", "fake:ttft=1")

@@ -5,7 +5,6 @@ load. Job records stay in redis-a's Redis."""
 
 from __future__ import annotations
 
-import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -19,6 +18,7 @@ from tests.multihost.client import (
     Probe,
     all_terminal,
     busy_by_pid,
+    probing,
     submit,
     submit_then_wait,
 )
@@ -94,21 +94,12 @@ def test_a_rabbitmq_host_restart_under_load_loses_no_accepted_job() -> None:
     every submit is accepted (kept in Redis, sent by the sweeper once the broker is back),
     every accepted job completes with one upstream call."""
     with rabbit_site(CHATQ_LEASE="2", CHATQ_QUEUE_RESEND="2") as (site, node):
-        traffic = [Probe(site, web, every_s=0.1) for web in WEBS]
-        threads = [threading.Thread(target=p.run) for p in traffic]
-        for thread in threads:
-            thread.start()
-        try:
+        with probing(*(Probe(site, web, every_s=0.1) for web in WEBS)) as traffic:
             time.sleep(2)
             node.kill()
             time.sleep(3)
             node.start()
             time.sleep(4)
-        finally:
-            for probe in traffic:
-                probe.stop.set()
-            for thread in threads:
-                thread.join(60)
         answers = [a for probe in traffic for a in probe.answers]
         ids = [job_id for probe in traffic for job_id in probe.accepted()]
         records = wait_until(lambda: all_terminal(site, ids), 60, "all accepted terminal")

@@ -7,14 +7,13 @@ lost is reported."""
 
 from __future__ import annotations
 
-import threading
 import time
 from collections import Counter
 
 import pytest
 
 from chatq import jobs
-from tests.multihost.client import Answer, Probe
+from tests.multihost.client import Answer, Probe, probing
 from tests.multihost.site import WEBS, Site, job_records, running_site
 
 pytestmark = pytest.mark.slow
@@ -27,20 +26,12 @@ def test_a_primary_sigkilled_at_20_jobs_a_second(min_replicas: int) -> None:
         env["CHATQ_REDIS_MIN_REPLICAS"] = str(min_replicas)
     with running_site(store="sentinel", **env) as site:
         assert site.sentinel is not None
-        probes = [Probe(site, web, every_s=0.1, model="fake:ttft=0.2") for web in WEBS]
-        threads = [threading.Thread(target=p.run) for p in probes]
-        for thread in threads:
-            thread.start()
-        try:
+        load = (Probe(site, web, every_s=0.1, model="fake:ttft=0.2") for web in WEBS)
+        with probing(*load) as probes:
             time.sleep(3)
             _, failover_s = site.sentinel.kill_primary()
             killed_at = time.monotonic() - failover_s
             time.sleep(8)
-        finally:
-            for probe in probes:
-                probe.stop.set()
-            for thread in threads:
-                thread.join(60)
         answers = sorted((a for p in probes for a in p.answers), key=lambda a: a.sent_at)
         ends = _settled(site, [i for p in probes for i in p.accepted()], 40)
         acked_before = [a for a in answers if a.status in (200, 202) and a.got_at < killed_at]
