@@ -7,7 +7,7 @@ import ssl
 from typing import Any, cast
 
 import redis
-from redis.backoff import ExponentialBackoff
+from redis.backoff import ExponentialBackoff, NoBackoff
 from redis.cluster import RedisCluster
 from redis.connection import parse_url
 from redis.retry import Retry
@@ -68,6 +68,8 @@ def sentinel_options(settings: Any) -> dict[str, Any]:
     options: dict[str, Any] = {
         "socket_timeout": CONNECT_TIMEOUT_S,
         "socket_connect_timeout": CONNECT_TIMEOUT_S,
+        # redis-py's default retries a Sentinel that does not answer for seconds: ask the next.
+        "retry": Retry(NoBackoff(), retries=0),
         **tls_options(url, settings.redis_ca_file),
     }
     if options.get("ssl_cert_reqs") is not None:
