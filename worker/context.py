@@ -15,6 +15,7 @@ from chatq.logs import Redactor
 from chatq.store import Store
 from worker.endpoints import Endpoints
 from worker.flusher import Flusher
+from worker.pacing import Pacer
 from worker.running import Registry
 from worker.upstream import make_session
 
@@ -31,6 +32,7 @@ class WorkerContext:
     redact: Redactor
     endpoints: Endpoints
     flusher: Flusher
+    pacer: Pacer
     pid: int
 
 
@@ -54,6 +56,7 @@ def _build(settings: Settings, celery: Celery) -> WorkerContext:
             settings.upstream_urls, client, settings.cooldown_s, settings.cooldown_after_failures
         ),
         flusher=Flusher(store, settings.flush_interval_s),
+        pacer=Pacer(settings, client),
         pid=os.getpid(),
     )
 
