@@ -148,11 +148,13 @@ def leaked_keys(log_dir: Path) -> list[tuple[Path, str]]:
     return leaks
 
 
-def start_fakellm() -> tuple[Proc, str]:
-    """A fakellm process checking the upstream key; answers (process, base URL)."""
+def start_fakellm(*extra: str) -> tuple[Proc, str]:
+    """A fakellm process checking the upstream key, `extra` added to its command line (such
+    as `--rpm 600`); answers (process, base URL)."""
     port = free_port()
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     args = ["fakellm", "--host", "127.0.0.1", "--port", str(port), "--api-key", UPSTREAM_KEY]
+    args += extra
     proc = Proc("fakellm", args, env).start()
     url = f"http://127.0.0.1:{port}"
     wait_until(lambda: requests.get(url + "/stats", timeout=1).ok, 15, "fakellm")

@@ -6,6 +6,11 @@
 -- and is told how long to wait: the level goes below zero by what was promised to the calls
 -- still waiting, so each waits for its own turn and they do not all rush in at once.
 --
+-- A bucket is kept HEADROOM short of full: calls do not reach the upstream in the order, nor
+-- at the moment, they took their turns (connections open, processes are busy), and this
+-- cushion absorbs that without a 429 while the refill rate, hence the throughput, is the
+-- upstream's own.
+--
 -- What a response said corrects the buckets: its limit and rate (unless configured), and a
 -- level no higher than its `remaining` plus what refilled since that request was sent (the
 -- upstream counts other clients too). A 429 that carries no such headers holds every call for
@@ -31,6 +36,11 @@ local seen = {
 local age_s, hold_s = tonumber(ARGV[9]) or 0, tonumber(ARGV[10])
 local tokens, max_wait_s = tonumber(ARGV[11]), tonumber(ARGV[12])
 local KEEP_S = 3600
+local HEADROOM = 0.05
+
+local function cap_of(limit)
+  return limit - math.min(math.ceil(limit * HEADROOM), math.max(limit - 1, 0))
+end
 
 local t = now()
 local v = redis.call('HMGET', state, 'rq_limit', 'rq_rate', 'rq_level',
@@ -44,8 +54,9 @@ for i, kind in ipairs({'rq', 'tk'}) do
   if configured[kind] > 0 then
     limit, rate = configured[kind], configured[kind] / 60
   end
-  local level = tonumber(v[3 * i]) or limit
-  buckets[kind] = {limit = limit, rate = rate, level = math.min(limit, level + (t - at) * rate)}
+  local level = tonumber(v[3 * i]) or cap_of(limit)
+  buckets[kind] = {limit = limit, rate = rate,
+                   level = math.min(cap_of(limit), level + (t - at) * rate)}
 end
 
 -- What the upstream said, if anything.
@@ -53,7 +64,7 @@ for kind, b in pairs(buckets) do
   local s = seen[kind]
   if s.limit and s.remaining then
     if configured[kind] <= 0 then
-      if b.limit == 0 then b.level = s.limit end
+      if b.limit == 0 then b.level = cap_of(s.limit) end
       b.limit = s.limit
       if s.remaining < s.limit and s.full_in and s.full_in > 0 then
         b.rate = (s.limit - s.remaining) / s.full_in
@@ -87,7 +98,7 @@ end
 local wants = {rq = 1, tk = tokens}
 local wait_s = math.max(0, hold_until - t)
 for kind, b in pairs(buckets) do
-  wants[kind] = math.min(wants[kind], b.limit)
+  wants[kind] = math.min(wants[kind], cap_of(b.limit))
   if b.limit > 0 and b.rate > 0 and b.level < wants[kind] then
     wait_s = math.max(wait_s, (wants[kind] - b.level) / b.rate)
   end
