@@ -90,3 +90,23 @@ def test_a_cold_burst_learns_from_its_429s_and_all_complete(limited_fakellm: str
         stats = _stats(limited_fakellm)
         assert stats["rate_limited"] <= BURST
         assert stats["requests"] - stats["rate_limited"] == BURST
+
+
+@pytest.mark.slow
+def test_configured_limits_pace_and_a_turn_past_the_deadline_fails_at_once(
+    fakellm: str,
+) -> None:
+    # An upstream that sends no limits, configured at one request a minute.
+    for stack in _stack(fakellm, CHATQ_UPSTREAM_RPM="1", CHATQ_JOB_TIMEOUT="20"):
+        first = stack.submit("first", wait=10).json()
+        assert first["status"] == "completed"
+        second = stack.submit("second", wait=10).json()
+        # Its turn would come a minute later, past its 20 s deadline: it waits for nothing.
+        assert second["status"] == "failed"
+        assert second["error"]["code"] == "upstream_timeout"
+        assert "no turn before its deadline" in second["error"]["message"]
+        assert second["completed_at"] - second["started_at"] < 5
+        waits = re.search(
+            r"chatq_upstream_pacing_wait_seconds_count\{[^}]*\} (\S+)", _worker_metrics(stack)
+        )
+        assert waits is not None and float(waits.group(1)) == 1
