@@ -74,12 +74,18 @@ def test_a_burst_waits_for_its_turns_instead_of_meeting_429s(
 
 
 @pytest.mark.slow
-def test_without_pacing_the_same_burst_meets_429s(limited_fakellm: str) -> None:
-    for stack in _stack(limited_fakellm, CHATQ_UPSTREAM_PACING="0"):
-        assert _run_burst(stack, 1) == ["completed"]
-        _reset(limited_fakellm)
-        _run_burst(stack, BURST)
-        assert _stats(limited_fakellm)["rate_limited"] >= BURST // 2
+def test_without_pacing_a_burst_meets_429s() -> None:
+    # 40 requests refilled over a whole minute: however slowly the burst is submitted on a
+    # busy machine, its last third does not fit.
+    proc, fakellm = start_fakellm("--rpm", "40")
+    try:
+        for stack in _stack(fakellm, CHATQ_UPSTREAM_PACING="0"):
+            assert _run_burst(stack, 1) == ["completed"]
+            _reset(fakellm)
+            _run_burst(stack, BURST)
+            assert _stats(fakellm)["rate_limited"] >= BURST // 4
+    finally:
+        proc.stop()
 
 
 @pytest.mark.slow
