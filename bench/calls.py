@@ -3,7 +3,8 @@
 Reads a JSON spec on stdin; prints one JSON line: latencies, CPU per call, wall time.
 "pooled" uses the worker's own session (`worker.upstream.make_session`); "fresh" opens a
 new connection for every call, as `requests.post` without a session does; "pooled_stream"
-reads a streamed answer as the worker does (up to `data: [DONE]`, then leaves the block).
+reads a streamed answer as the worker does (on past `data: [DONE]` to the end of the body,
+so that the connection goes back to the pool).
 """
 
 from __future__ import annotations
@@ -24,11 +25,10 @@ STREAM_BODY = {**BODY, "stream": True}
 
 
 def _streamed(session: requests.Session, url: str, **kwargs: Any) -> requests.Response:
-    """A streamed call read as the worker reads it: stop at `[DONE]`, close on leaving."""
+    """A streamed call read as the worker reads it: the whole body, `[DONE]` and what follows."""
     with session.post(url, json=STREAM_BODY, stream=True, **kwargs) as resp:
-        for line in resp.iter_lines():
-            if line.strip() == b"data: [DONE]":
-                break
+        for _ in resp.iter_content(chunk_size=None):
+            pass
     return resp
 
 

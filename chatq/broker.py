@@ -130,4 +130,6 @@ def make(settings: Settings, state: redis.Redis, celery: Celery) -> Broker:
         return RabbitBroker(settings, state, celery)
     if url == redis_conn.state_url(settings) and not is_cluster(state):
         return RedisBroker(state)
+    if not settings.broker_url:  # the Redis of CHATQ_REDIS_URL, maybe behind Sentinels
+        return RedisBroker(redis_conn.connect_main(settings), state)
     return RedisBroker(redis_conn.connect(url, ca_file=settings.redis_ca_file), state)

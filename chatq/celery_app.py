@@ -12,7 +12,7 @@ from kombu import Exchange, Queue
 
 from chatq import rabbit
 from chatq.config import Settings
-from chatq.redis_conn import tls_options
+from chatq.redis_conn import sentinel_options, tls_options
 
 RUN_JOB_TASK = "chatq.run_job"
 # The job lanes. On Redis each is a queue (kombu's lists); on RabbitMQ both are priorities of
@@ -43,7 +43,10 @@ def consumed_queues(app: Celery) -> tuple[str, ...]:
 def make_celery(settings: Settings, max_connections: int = 200) -> Celery:
     """A Celery app on the configured broker, tuned for long, I/O-bound, late-acked jobs."""
     url = broker_url(settings)
-    app = Celery("chatq", broker=url, set_as_current=False)
+    sentinels = bool(settings.redis_sentinels and not settings.broker_url)
+    app = Celery(
+        "chatq", broker=sentinel_broker_url(settings) if sentinels else url, set_as_current=False
+    )
     app.conf.update(
         task_ignore_result=True,
         task_acks_late=True,
@@ -70,7 +73,32 @@ def make_celery(settings: Settings, max_connections: int = 200) -> Celery:
         app.conf.update(_rabbitmq_conf(url))
     else:
         app.conf.update(_redis_conf(settings, url, max_connections))
+    if sentinels:
+        app.conf.broker_transport_options.update(_sentinel_options(settings))
     return app
+
+
+def sentinel_broker_url(settings: Settings) -> str:
+    """kombu's URL of the Redis behind CHATQ_REDIS_SENTINELS: one `sentinel://` per Sentinel,
+    with the user, password and database of CHATQ_REDIS_URL."""
+    parts = urllib.parse.urlsplit(settings.redis_url)
+    userinfo = parts.netloc.rpartition("@")[0]
+    credentials = f"{userinfo}@" if userinfo else ""
+    return ";".join(
+        f"sentinel://{credentials}{_netloc_host(host)}:{port}{parts.path}"
+        for host, port in settings.redis_sentinels
+    )
+
+
+def _netloc_host(host: str) -> str:
+    return f"[{host}]" if ":" in host else host
+
+
+def _sentinel_options(settings: Settings) -> dict[str, Any]:
+    return {
+        "master_name": settings.redis_master_name,
+        "sentinel_kwargs": sentinel_options(settings),
+    }
 
 
 def _queue(name: str) -> Queue:

@@ -27,6 +27,11 @@ class Settings:
     state_url: str = ""
     redis_ca_file: str = ""
     redis_require_safe: bool = False
+    redis_sentinels: tuple[tuple[str, int], ...] = ()
+    redis_master_name: str = "mymaster"
+    redis_sentinel_password: str = ""
+    redis_min_replicas: int = 0
+    redis_wait_timeout_ms: int = 500
     broker_url: str = ""
     broker_api_url: str = ""
     bind: str = "127.0.0.1:8000"
@@ -208,6 +213,29 @@ def _urls(raw: str, default: tuple[str, ...]) -> tuple[str, ...]:
     return urls or default
 
 
+SENTINEL_PORT = 26379
+
+
+def parse_sentinels(raw: str) -> tuple[tuple[str, int], ...]:
+    """`host:port,host2:port` (`[v6]:port`; the port defaults to 26379) into pairs."""
+    found = []
+    for item in (i.strip() for i in raw.split(",")):
+        if not item:
+            continue
+        if item.startswith("["):
+            host, closed, rest = item[1:].partition("]")
+            port = rest.removeprefix(":") if closed else "?"
+        else:
+            host, _, port = item.partition(":")
+        if not host or not (port or str(SENTINEL_PORT)).isdigit():
+            raise ConfigError(f"CHATQ_REDIS_SENTINELS entries must be host:port, got {item!r}")
+        number = int(port or SENTINEL_PORT)
+        if not 0 < number < 65536:
+            raise ConfigError(f"CHATQ_REDIS_SENTINELS: no port {number} (in {item!r})")
+        found.append((host, number))
+    return tuple(found)
+
+
 BROKER_SCHEMES = ("redis", "rediss", "amqp", "amqps")
 
 
@@ -241,6 +269,7 @@ def load(env: Mapping[str, str] | None = None) -> Settings:
         state_url=e.get("CHATQ_STATE_URL", "").strip(),
         redis_ca_file=_existing_file(e, "CHATQ_REDIS_CA_FILE"),
         redis_require_safe=_bool(e, "CHATQ_REDIS_REQUIRE_SAFE", d.redis_require_safe),
+        **_sentinel_settings(e, d),
         broker_url=_broker_url(e),
         broker_api_url=_text(e, "CHATQ_BROKER_API_URL", d.broker_api_url),
         bind=_text(e, "CHATQ_BIND", d.bind),
@@ -309,6 +338,28 @@ def load(env: Mapping[str, str] | None = None) -> Settings:
         batch_window_s=_float(e, "CHATQ_BATCH_WINDOW", d.batch_window_s, 0.1),
         **_limit_settings(e, d),
     )
+
+
+def _sentinel_settings(e: Mapping[str, str], d: Settings) -> dict[str, Any]:
+    """The Redis behind Sentinel (CHATQ_REDIS_SENTINELS …) and the replicas a write waits for."""
+    return {
+        "redis_sentinels": parse_sentinels(e.get("CHATQ_REDIS_SENTINELS", "")),
+        "redis_master_name": _text(e, "CHATQ_REDIS_MASTER_NAME", d.redis_master_name),
+        "redis_sentinel_password": e.get("CHATQ_REDIS_SENTINEL_PASSWORD", "").strip(),
+        "redis_min_replicas": _int(e, "CHATQ_REDIS_MIN_REPLICAS", d.redis_min_replicas),
+        "redis_wait_timeout_ms": _wait_timeout_ms(e, d.redis_wait_timeout_ms),
+    }
+
+
+# WAIT blocks the connection: it must end well before a Redis reply times out (5 s).
+MAX_WAIT_TIMEOUT_MS = 4000
+
+
+def _wait_timeout_ms(e: Mapping[str, str], default: int) -> int:
+    value = _int(e, "CHATQ_REDIS_WAIT_TIMEOUT_MS", default, 1)
+    if value > MAX_WAIT_TIMEOUT_MS:
+        raise ConfigError(f"CHATQ_REDIS_WAIT_TIMEOUT_MS must be at most {MAX_WAIT_TIMEOUT_MS}")
+    return value
 
 
 def _webhooks(raw: str, owners: set[str]) -> tuple[WebhookConfig, ...]:

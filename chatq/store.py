@@ -9,6 +9,7 @@ answer without doing anything twice.
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import dataclass
 from enum import StrEnum
 from functools import cache
@@ -20,7 +21,9 @@ from redis.cluster import RedisCluster
 from redis.commands.core import Script
 
 from chatq import jobs, keys
+from chatq.replicas import NO_WAIT, ReplicasBehind, Replication, run_and_wait
 
+log = logging.getLogger(__name__)
 LUA_DIR = Path(__file__).with_name("lua")
 # A notification "+ <id> <id> ...": these jobs have more text (one per flush, not per job).
 PROGRESS = "+"
@@ -171,11 +174,20 @@ def _flat(fields: dict[str, str]) -> list[str]:
 class Store:
     """Job records in one Redis or a Redis Cluster; see the module docstring."""
 
-    def __init__(self, client: redis.Redis, job_ttl_s: int, max_followers: int = 100) -> None:
+    def __init__(
+        self,
+        client: redis.Redis,
+        job_ttl_s: int,
+        max_followers: int = 100,
+        replication: Replication = NO_WAIT,
+    ) -> None:
         self.redis = client
         self.job_ttl_s = job_ttl_s
         self.max_followers = max_followers
         self.cluster = is_cluster(client)
+        if replication.replicas and self.cluster:
+            raise ValueError("CHATQ_REDIS_MIN_REPLICAS needs one Redis (or Sentinel), no Cluster")
+        self.replication = replication
         self._scripts = {
             name: register(client, name)
             for name in (
@@ -193,6 +205,25 @@ class Store:
     def _run(self, name: str, anchor: str, *args: str | int | float) -> Any:
         # `anchor`: a key of the slot the script works in (a Cluster routes the call by it).
         return self._scripts[name](keys=[anchor], args=list(args))
+
+    def _run_replicated(
+        self, name: str, job_id: str, *args: str | int | float, strict: bool = True
+    ) -> Any:
+        """`_run` on the job, then WAIT for the replicas CHATQ_REDIS_MIN_REPLICAS asks for;
+        fewer in time raise ReplicasBehind if `strict`, else a warning (the write stands on
+        the primary either way)."""
+        if not self.replication.replicas:
+            return self._run(name, keys.job(job_id), job_id, *args)
+        script = self._scripts[name]
+        answer, acked = run_and_wait(
+            self.redis, script, keys.job(job_id), [job_id, *args], self.replication
+        )
+        if acked < self.replication.replicas:
+            behind = ReplicasBehind(acked, self.replication)
+            if strict:
+                raise behind
+            log.warning("%s of %s: %s", name, job_id, behind)
+        return answer
 
     def _by_shard(self, job_ids: list[str]) -> list[list[int]]:
         """Indexes of `job_ids` grouped so that each group is one script call: one group on a
@@ -234,9 +265,8 @@ class Store:
         fields = dict(record)
         text = fields.pop("output_text", "")
         job_id = record["id"]
-        kind, value, created_at = self._run(
+        kind, value, created_at = self._run_replicated(
             "create",
-            keys.job(job_id),
             job_id,
             self.job_ttl_s,
             lease_s,
@@ -294,24 +324,16 @@ class Store:
         tail: str = "",
         finish_reason: str = "",
     ) -> bool:
-        """in_progress -> `status` with `fields`, followers alike; False if not ours."""
-        return bool(
-            self._run(
-                "finish",
-                keys.job(job_id),
-                job_id,
-                run_id,
-                status,
-                finish_reason,
-                tail,
-                self.job_ttl_s,
-                *_flat(fields),
-            )
-        )
+        """in_progress -> `status` with `fields`, followers alike; False if not ours.
+
+        An end the replicas did not acknowledge in time stands: it is logged, not retried (if
+        the primary is lost before a replica has it, the job runs again after its lease)."""
+        args: list[str | int] = [run_id, status, finish_reason, tail, self.job_ttl_s]
+        return bool(self._run_replicated("finish", job_id, *args, *_flat(fields), strict=False))
 
     def cancel(self, *, job_id: str, lease_s: float) -> Cancel:
         """Cancel a job that has not ended; its followers are detached to run on their own."""
-        status, *detached = self._run("cancel", keys.job(job_id), job_id, lease_s, self.job_ttl_s)
+        status, *detached = self._run_replicated("cancel", job_id, lease_s, self.job_ttl_s)
         return Cancel(status, tuple(detached))
 
     def sweep(

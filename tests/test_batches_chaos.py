@@ -12,6 +12,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from chatq import batch_lines, keys
 from tests.batchkit import (
     content,
@@ -24,6 +26,9 @@ from tests.batchkit import (
     wait_for,
 )
 from tests.procs import ALICE_KEY, start_web, wait_until
+
+# Killed workers and webs mid-batch take half a minute: `make test-slow`.
+pytestmark = pytest.mark.slow
 
 SLOTS = 3
 

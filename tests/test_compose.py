@@ -294,6 +294,50 @@ def test_redis_requires_the_password_that_every_chatq_service_sends(
         assert services[name]["depends_on"]["redis"]["condition"] == "service_healthy"
 
 
+SENTINEL_PROFILE = {"redis-replica-1", "redis-replica-2", "sentinel-1", "sentinel-2", "sentinel-3"}
+
+
+def test_the_sentinel_profile_adds_two_replicas_and_three_sentinels(
+    resolved: dict[str, Any],
+) -> None:
+    services = resolved["services"]
+    profiled = {name for name, s in services.items() if "sentinel" in s.get("profiles", [])}
+    assert profiled == SENTINEL_PROFILE
+    password = SECRETS["REDIS_PASSWORD"]
+    for name in ("redis-replica-1", "redis-replica-2"):
+        argv = _argv(services[name]["command"])
+        assert argv[argv.index("--replicaof") + 1 : argv.index("--replicaof") + 3] == [
+            "redis",
+            "6379",
+        ]
+        assert _option(argv, "--masterauth") == _option(argv, "--requirepass") == password
+        assert _option(argv, "--maxmemory-policy") == "noeviction"
+        assert _option(argv, "--appendonly") == "yes"
+    for name in ("sentinel-1", "sentinel-2", "sentinel-3"):
+        script = _argv(services[name]["command"])[-1]
+        assert "sentinel monitor mymaster redis 6379 2" in script  # quorum 2 of 3
+        assert '"sentinel auth-pass mymaster $REDIS_PASSWORD"' in script
+        assert _environment(services[name])["REDIS_PASSWORD"] == password
+        assert script.rstrip().endswith("exec redis-server /tmp/sentinel.conf --sentinel")
+
+
+def test_chatq_asks_the_sentinels_the_profile_starts_for_the_primary_it_monitors(
+    compose: dict[str, Any], resolved: dict[str, Any]
+) -> None:
+    from chatq import config
+
+    for name in ("web", "worker"):
+        plain = config.load(_environment(resolved["services"][name]))
+        assert plain.redis_sentinels == () and plain.redis_min_replicas == 0
+    names = "sentinel-1:26379,sentinel-2:26379,sentinel-3:26379"
+    services = _resolve(compose, {**SECRETS, "CHATQ_REDIS_SENTINELS": names})["services"]
+    for name in ("web", "worker"):
+        settings = config.load(_environment(services[name]))
+        assert {host for host, _ in settings.redis_sentinels} <= SENTINEL_PROFILE
+        assert len(settings.redis_sentinels) == 3
+        assert settings.redis_master_name == "mymaster"  # the name the Sentinels monitor
+
+
 def test_grafana_asks_for_a_login_with_the_operators_password(resolved: dict[str, Any]) -> None:
     env = _environment(resolved["services"]["grafana"])
     assert env["GF_SECURITY_ADMIN_PASSWORD"] == SECRETS["GRAFANA_ADMIN_PASSWORD"]

@@ -19,6 +19,9 @@ from chatq import jobs, keys
 from tests.procs import ALICE_KEY, start_worker, wait_until
 from tests.rabbitmq import RabbitNode, RabbitStack, StackFactory, rabbit_stacks
 
+# Killed workers and a restarted broker take half a minute: `make test-slow`.
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture
 def node() -> Iterator[RabbitNode]:

@@ -108,25 +108,29 @@ def test_a_failing_endpoint_is_skipped_and_cools_down(failover: Stack) -> None:
     assert [failover.submit(f"after {i}", wait=10).json()["attempts"] for i in range(5)] == [1] * 5
 
 
-def test_identical_concurrent_submissions_reach_the_upstream_once(
-    short: Stack, upstreams: tuple[str, str]
-) -> None:
+def test_identical_concurrent_submissions_reach_the_upstream_once(redis_url: str) -> None:
     from concurrent.futures import ThreadPoolExecutor
 
-    before = _stats(upstreams[0])["requests"]
-    body = _body(f"coalesce {time.time()}", "fake:ttft=0.5,tps=50,tokens=30", temperature=0)
-    session = short.session()
-    url = f"{short.url}/v1/jobs"
-    with ThreadPoolExecutor(50) as pool:
-        posted = list(pool.map(lambda _: session.post(url, json=body, timeout=30), range(100)))
-        ids = [r.json()["id"] for r in posted]
-        done = list(pool.map(lambda i: short.get(i, wait=20).json(), ids))
-    assert len(set(ids)) == 100
-    assert {j["status"] for j in done} == {"completed"}
-    assert len({j["output_text"] for j in done}) == 1
-    # One leader with one attempt; every other job followed it or hit the cache.
-    assert sorted(j["attempts"] for j in done) == [0] * 99 + [1]
-    assert _stats(upstreams[0])["requests"] - before == 1
+    # A fakellm and a stack of its own: nothing else can call it while the count is taken.
+    proc, upstream = start_fakellm()
+    stack = _stack(redis_url, 6, upstream)
+    try:
+        body = _body(f"coalesce {time.time()}", "fake:ttft=0.5,tps=50,tokens=30", temperature=0)
+        session = stack.session()
+        url = f"{stack.url}/v1/jobs"
+        with ThreadPoolExecutor(50) as pool:
+            posted = list(pool.map(lambda _: session.post(url, json=body, timeout=30), range(100)))
+            ids = [r.json()["id"] for r in posted]
+            done = list(pool.map(lambda i: stack.get(i, wait=20).json(), ids))
+        assert len(set(ids)) == 100
+        assert {j["status"] for j in done} == {"completed"}
+        assert len({j["output_text"] for j in done}) == 1
+        # One leader with one attempt; every other job followed it or hit the cache.
+        assert sorted(j["attempts"] for j in done) == [0] * 99 + [1]
+        assert _stats(upstream)["requests"] == 1
+    finally:
+        stack.stop()
+        proc.stop()
 
 
 def test_a_repeated_deterministic_request_is_a_cache_hit(short: Stack) -> None:

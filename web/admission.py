@@ -66,6 +66,10 @@ def _storage(settings: Settings, client: redis.Redis) -> Storage:
     """The rate limiter's counters, where the job store is (a Cluster if it is one)."""
     url = state_url(settings)
     tls = tls_options(url, settings.redis_ca_file)
+    if settings.redis_sentinels and not settings.state_url:
+        # Behind Sentinel: the job store's own pool, which follows the primary.
+        pool = client.connection_pool
+        return RedisStorage(url, key_prefix="chatq:ratelimit", connection_pool=pool)
     if is_cluster(client):
         uri = url.split("://", 1)[1]
         return RedisClusterStorage(

@@ -9,6 +9,7 @@ from chatq.cache import LocalCache
 from chatq.celery_app import make_celery
 from chatq.config import Settings
 from chatq.notify import Listener
+from chatq.replicas import replication
 from chatq.store import Store
 from web import (
     batches,
@@ -40,7 +41,7 @@ def _services(settings: Settings) -> Services:
     return Services(
         settings=settings,
         redis=client,
-        store=Store(client, settings.job_ttl_s, settings.max_followers),
+        store=Store(client, settings.job_ttl_s, settings.max_followers, replication(settings)),
         listener=Listener(client),
         celery=celery,
         keys=KeyRing(settings.api_keys),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from flask import Blueprint, Response
 
-from chatq import queue_stats, redis_check
+from chatq import queue_stats, redis_check, redis_conn
 from chatq.errors import ApiError, backend_unavailable
 from chatq.redis_conn import BACKEND_ERRORS
 from web.context import services
@@ -39,7 +39,11 @@ def readyz() -> Response:
             type_="server_error",
             retry_after_s=svc.settings.backend_retry_after_s,
         )
-    return json_response({"status": "ok", "redis": True, **safety.fields()})
+    body: dict[str, object] = {"status": "ok", "redis": True, **safety.fields()}
+    primary = redis_conn.primary_address(svc.redis)
+    if primary is not None:  # behind Sentinel: the primary this process writes to now
+        body["redis_primary"] = primary
+    return json_response(body)
 
 
 @bp.get("/v1/queue")

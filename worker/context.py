@@ -12,6 +12,7 @@ from celery import Celery
 from chatq import redis_conn
 from chatq.config import Settings
 from chatq.logs import Redactor
+from chatq.replicas import replication
 from chatq.store import Store
 from worker.endpoints import Endpoints
 from worker.flusher import Flusher
@@ -44,7 +45,7 @@ def _build(settings: Settings, celery: Celery) -> WorkerContext:
     max_connections = settings.worker_concurrency + 10
     client = redis_conn.connect_state(settings, max_connections=max_connections)
     secrets = [settings.upstream_api_key] + [key for _, key in settings.api_keys]
-    store = Store(client, settings.job_ttl_s, settings.max_followers)
+    store = Store(client, settings.job_ttl_s, settings.max_followers, replication(settings))
     return WorkerContext(
         settings=settings,
         celery=celery,

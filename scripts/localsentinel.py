@@ -1,0 +1,148 @@
+"""A throwaway Redis behind Sentinel on loopback ports, for the tests: a primary, its replicas,
+and three Sentinels that promote a replica within about two seconds of the primary's loss."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import tempfile
+import time
+from typing import Any
+
+import redis
+
+from scripts.localredis import LocalRedis, _die_with_parent, free_port, redis_server_binary
+
+MASTER_NAME = "chatq-test"
+DOWN_AFTER_MS = 1000
+FAILOVER_TIMEOUT_MS = 5000
+
+
+class SentinelProcess:
+    """One `redis-server FILE --sentinel` with a generated configuration."""
+
+    def __init__(self, primary_port: int, quorum: int) -> None:
+        self.port = free_port()
+        self.dir = tempfile.mkdtemp(prefix="chatq-sentinel-")
+        self.config = os.path.join(self.dir, "sentinel.conf")
+        with open(self.config, "w") as out:
+            out.write(
+                f"port {self.port}\nbind 127.0.0.1\ndir {self.dir}\n"
+                f"sentinel monitor {MASTER_NAME} 127.0.0.1 {primary_port} {quorum}\n"
+                f"sentinel down-after-milliseconds {MASTER_NAME} {DOWN_AFTER_MS}\n"
+                f"sentinel failover-timeout {MASTER_NAME} {FAILOVER_TIMEOUT_MS}\n"
+                f"sentinel parallel-syncs {MASTER_NAME} 2\n"
+            )
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> SentinelProcess:
+        """Start it (it rewrites its configuration file as it learns the others)."""
+        log = open(os.path.join(self.dir, "sentinel.log"), "ab")  # noqa: SIM115
+        self.process = subprocess.Popen(
+            [redis_server_binary(), self.config, "--sentinel"],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            preexec_fn=_die_with_parent,
+        )
+        return self
+
+    def client(self) -> redis.Redis:
+        """A client of this Sentinel."""
+        return _client(self.port)
+
+    def stop(self) -> None:
+        """SIGKILL it, if it still runs."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(10)
+
+
+class LocalSentinel:
+    """A primary with `replicas` replicas and three Sentinels watching them (quorum 2)."""
+
+    def __init__(self, replicas: int = 2) -> None:
+        # Replicas sync at once, not after the default 5 s of waiting for more of them.
+        quick = ("--repl-diskless-sync-delay", "0")
+        self.primary = LocalRedis(appendonly=True, extra_args=quick)
+        follow = (*quick, "--replicaof", "127.0.0.1", str(self.primary.port))
+        self.replicas = [LocalRedis(appendonly=True, extra_args=follow) for _ in range(replicas)]
+        self.sentinels = [SentinelProcess(self.primary.port, quorum=2) for _ in range(3)]
+
+    @property
+    def servers(self) -> list[LocalRedis]:
+        """Every Redis server, the first primary first."""
+        return [self.primary, *self.replicas]
+
+    @property
+    def env(self) -> dict[str, str]:
+        """The CHATQ_* settings of a chatq on this Redis."""
+        return {
+            "CHATQ_REDIS_SENTINELS": ",".join(f"127.0.0.1:{s.port}" for s in self.sentinels),
+            "CHATQ_REDIS_MASTER_NAME": MASTER_NAME,
+        }
+
+    def start(self, timeout_s: float = 30.0) -> LocalSentinel:
+        """Start everything; ready once every Sentinel knows the others and every replica."""
+        for server in self.servers:
+            server.start()
+        for sentinel in self.sentinels:
+            sentinel.start()
+        deadline = time.monotonic() + timeout_s
+        while not self.settled():
+            if time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError("the Sentinels did not find each other and the replicas")
+            time.sleep(0.1)
+        return self
+
+    def settled(self) -> bool:
+        """Every replica in sync, every Sentinel sees the two others and the replicas (a
+        failover before that takes tens of seconds instead of about two)."""
+        try:
+            links = [_client(r.port).info("replication") for r in self.replicas]
+            views: list[Any] = [s.client().sentinel_master(MASTER_NAME) for s in self.sentinels]
+        except redis.RedisError:
+            return False
+        return all(link.get("master_link_status") == "up" for link in links) and all(
+            v["num-other-sentinels"] == 2 and v["num-slaves"] == len(self.replicas) for v in views
+        )
+
+    def primary_port(self) -> int | None:
+        """The port the Sentinels name primary now (None if none answers)."""
+        for sentinel in self.sentinels:
+            try:
+                host_port: Any = sentinel.client().sentinel_get_master_addr_by_name(MASTER_NAME)
+            except redis.RedisError:
+                continue
+            if host_port:
+                return int(host_port[1])
+        return None
+
+    def server_at(self, port: int) -> LocalRedis:
+        """The server listening on `port`."""
+        return next(s for s in self.servers if s.port == port)
+
+    def kill_primary(self, timeout_s: float = 30.0) -> tuple[LocalRedis, float]:
+        """SIGKILL the primary; return it, and the seconds until a replica is promoted."""
+        old = self.primary_port()
+        assert old is not None
+        victim = self.server_at(old)
+        victim.stop(kill=True)
+        killed = time.monotonic()
+        while self.primary_port() in (old, None):
+            if time.monotonic() - killed > timeout_s:
+                raise RuntimeError(f"no replica was promoted within {timeout_s} s")
+            time.sleep(0.05)
+        return victim, time.monotonic() - killed
+
+    def stop(self) -> None:
+        """Stop every process started here."""
+        for sentinel in self.sentinels:
+            sentinel.stop()
+        for server in self.servers:
+            server.stop(kill=True)
+
+
+def _client(port: int) -> redis.Redis:
+    return redis.Redis(port=port, decode_responses=True, socket_timeout=1.0)
