@@ -151,11 +151,14 @@ def leaked_keys(log_dir: Path) -> list[tuple[Path, str]]:
     return leaks
 
 
-def start_fakellm(host: str = "127.0.0.1", prefix: Sequence[str] = ()) -> tuple[Proc, str]:
-    """A fakellm process checking the upstream key; answers (process, base URL)."""
+def start_fakellm(
+    *extra: str, host: str = "127.0.0.1", prefix: Sequence[str] = ()
+) -> tuple[Proc, str]:
+    """A fakellm process checking the upstream key, `extra` added to its command line (such
+    as `--rpm 600`); answers (process, base URL)."""
     port = free_port()
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    args = ["fakellm", "--host", host, "--port", str(port), "--api-key", UPSTREAM_KEY]
+    args = ["fakellm", "--host", host, "--port", str(port), "--api-key", UPSTREAM_KEY, *extra]
     proc = Proc("fakellm", args, env, prefix).start()
     url = f"http://{host}:{port}"
     wait_until(lambda: requests.get(url + "/stats", timeout=1).ok, 15, "fakellm")

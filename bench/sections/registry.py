@@ -16,6 +16,7 @@ from bench.sections import (
     gateway,
     gthread,
     memory,
+    pacing,
     pooling,
     prefetch,
     rediscalls,
@@ -42,6 +43,7 @@ MODULES: dict[str, ModuleType] = {
     "connections": connections,
     "background": background,
     "batch": batch,
+    "pacing": pacing,
 }
 SECTIONS: dict[str, Section] = {name: module.run for name, module in MODULES.items()}
 

@@ -127,7 +127,7 @@ def start_site(net: Net, **env: str) -> Site:
         servers.append(LocalRedis(host=address, prefix=prefix).start())
         redis_url = servers[0].url
     llm = net.hosts["llm"]
-    fake, fake_url = start_fakellm(llm.ip, llm.prefix)
+    fake, fake_url = start_fakellm(host=llm.ip, prefix=llm.prefix)
     full_env = base_env(redis_url, fake_url, **env)
     site = Site(net, full_env, fake_url.removesuffix("/v1"), _state(full_env), servers=servers)
     site.procs["llm"] = [fake]
