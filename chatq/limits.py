@@ -21,7 +21,7 @@ from chatq import keys
 from chatq.config import Settings
 from chatq.limits_config import KeyLimits
 from chatq.store import LUA_DIR, lua_source
-from chatq.tokens import reserved_tokens
+from chatq.tokens import charged_tokens
 
 # A key's state outlives the longest period it counts (a month), whatever its use.
 KEEP_S = 40 * 86400
@@ -104,10 +104,7 @@ class Limits:
     def cost(self, request: dict[str, Any], prompt_tokens: int) -> int:
         """Tokens a request is charged at admission: its prompt, and the output it may ask
         for (its max_tokens, else CHATQ_DEFAULT_OUTPUT_BUDGET) times `n`."""
-        output = reserved_tokens(request)[1] or self.output_budget
-        n = request.get("n")
-        choices = n if isinstance(n, int) and not isinstance(n, bool) and n > 1 else 1
-        return prompt_tokens + output * choices
+        return charged_tokens(request, prompt_tokens, self.output_budget)
 
     def _args(
         self, mode: str, owner: str, job_id: str, cost: int, prompt_tokens: int

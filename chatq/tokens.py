@@ -206,6 +206,16 @@ def reserved_tokens(request: dict[str, Any]) -> tuple[str, int]:
     return "", 0
 
 
+def charged_tokens(request: dict[str, Any], prompt_tokens: int, output_budget: int) -> int:
+    """Tokens a request counts against a tokens-per-minute limit, as OpenAI counts them when
+    it arrives: its prompt, and the output it may ask for (its max_tokens, else
+    `output_budget`) times `n`."""
+    output = reserved_tokens(request)[1] or output_budget
+    n = request.get("n")
+    choices = n if isinstance(n, int) and not isinstance(n, bool) and n > 1 else 1
+    return prompt_tokens + output * choices
+
+
 def context_limit(model: str, override: int) -> int | None:
     """The tokens `model` may use: the smaller of its known window and `override` if > 0."""
     info = model_info(model)

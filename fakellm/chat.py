@@ -10,6 +10,7 @@ from aiohttp import web
 
 from fakellm.errors import ApiError, simulated_error
 from fakellm.payloads import DONE_EVENT, Reply, StreamEvents, completion_body, usage
+from fakellm.ratelimit import DEFAULT_OUTPUT_TOKENS, RateLimits
 from fakellm.request import ChatRequest, parse_request
 from fakellm.text import deltas, prompt_word_count, reply_words
 
@@ -72,10 +73,10 @@ async def _cut(request: web.BaseRequest) -> NoReturn:
     await _wait_for_disconnect()
 
 
-def _garbage(stream: bool) -> web.Response:
+def _garbage(stream: bool, headers: dict[str, str]) -> web.Response:
     if stream:
-        return web.Response(body=_GARBAGE_SSE, headers=_SSE_HEADERS)
-    return web.Response(body=_GARBAGE_JSON, content_type="application/json")
+        return web.Response(body=_GARBAGE_SSE, headers={**_SSE_HEADERS, **headers})
+    return web.Response(body=_GARBAGE_JSON, content_type="application/json", headers=headers)
 
 
 def _failing(chat: ChatRequest, attempts: AttemptCounter) -> bool:
@@ -87,19 +88,25 @@ def _failing(chat: ChatRequest, attempts: AttemptCounter) -> bool:
     return attempts.bump(chat.key()) <= knobs.fail_first
 
 
-async def _early_failure(chat: ChatRequest) -> web.Response | None:
+async def _early_failure(chat: ChatRequest, headers: dict[str, str]) -> web.Response | None:
     knobs = chat.knobs
     if knobs.hang:
         await _wait_for_disconnect()
     if knobs.status is not None:
-        raise simulated_error(knobs.status, knobs.retry_after_header)
+        error = simulated_error(knobs.status, knobs.retry_after_header)
+        error.headers.update(headers)
+        raise error
     if knobs.garbage:
-        return _garbage(chat.stream)
+        return _garbage(chat.stream, headers)
     return None
 
 
 async def _complete(
-    request: web.BaseRequest, chat: ChatRequest, words: list[str], cut_after: int | None
+    request: web.BaseRequest,
+    chat: ChatRequest,
+    words: list[str],
+    cut_after: int | None,
+    headers: dict[str, str],
 ) -> web.StreamResponse:
     pacer = Pacer(chat.knobs.ttft_s, chat.knobs.tps)
     if cut_after is not None:
@@ -112,7 +119,7 @@ async def _complete(
         usage(prompt_word_count(chat.messages), len(words)),
         _finish_reason(chat, words),
     )
-    return web.Response(body=body, content_type="application/json")
+    return web.Response(body=body, content_type="application/json", headers=headers)
 
 
 def _finish_reason(chat: ChatRequest, words: list[str]) -> str:
@@ -149,11 +156,15 @@ async def _pace(
 
 
 async def _stream(
-    request: web.BaseRequest, chat: ChatRequest, words: list[str], cut_after: int | None
+    request: web.BaseRequest,
+    chat: ChatRequest,
+    words: list[str],
+    cut_after: int | None,
+    headers: dict[str, str],
 ) -> web.StreamResponse:
     pacer = Pacer(chat.knobs.ttft_s, chat.knobs.tps)
     events = StreamEvents(Reply.new(chat.model, chat.include_usage))
-    response = web.StreamResponse(headers=_SSE_HEADERS)
+    response = web.StreamResponse(headers={**_SSE_HEADERS, **headers})
     await response.prepare(request)
     # Events due at the same time go out in one write.
     pending = [events.delta({"role": "assistant", "content": ""})]
@@ -173,8 +184,14 @@ async def _stream(
     return response
 
 
+def token_cost(chat: ChatRequest) -> int:
+    """Tokens a request takes from the TPM limit, counted as OpenAI does on arrival: its
+    prompt (fakellm's words) and the output it may ask for."""
+    return prompt_word_count(chat.messages) + (chat.max_tokens or DEFAULT_OUTPUT_TOKENS)
+
+
 async def chat_completions(
-    request: web.BaseRequest, attempts: AttemptCounter
+    request: web.BaseRequest, attempts: AttemptCounter, limits: RateLimits
 ) -> web.StreamResponse:
     """Answer one chat-completions request as OpenAI would, or fail as its knobs say."""
     try:
@@ -184,13 +201,14 @@ async def chat_completions(
     except web.RequestPayloadError:
         raise ApiError(400, "The request body could not be read.") from None
     chat = parse_request(raw)
+    headers = limits.admit(token_cost(chat))
     failing = _failing(chat, attempts)
     if failing:
-        early = await _early_failure(chat)
+        early = await _early_failure(chat, headers)
         if early is not None:
             return early
     cut_after = chat.knobs.drop_after if failing else None
     words = _cut_to_max_tokens(chat, reply_words(chat.messages, chat.knobs.tokens))
     if chat.stream:
-        return await _stream(request, chat, words, cut_after)
-    return await _complete(request, chat, words, cut_after)
+        return await _stream(request, chat, words, cut_after, headers)
+    return await _complete(request, chat, words, cut_after, headers)

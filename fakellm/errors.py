@@ -20,6 +20,8 @@ class ApiError(Exception):
         param: str | None = None,
         code: str | None = None,
         retry_after: str | None = None,
+        kind: str | None = None,
+        headers: dict[str, str] | None = None,
     ) -> None:
         super().__init__(message)
         self.status = status
@@ -27,6 +29,8 @@ class ApiError(Exception):
         self.param = param
         self.code = code
         self.retry_after = retry_after
+        self.kind = kind  # OpenAI's `type`, when the status alone does not tell it
+        self.headers = dict(headers or {})
 
 
 def error_type(status: int) -> str:
@@ -54,7 +58,7 @@ def error_body(error: ApiError) -> bytes:
     payload = {
         "error": {
             "message": error.message,
-            "type": error_type(error.status),
+            "type": error.kind or error_type(error.status),
             "param": error.param,
             "code": error.code,
         }
@@ -64,7 +68,9 @@ def error_body(error: ApiError) -> bytes:
 
 def error_response(error: ApiError) -> web.Response:
     """Build the HTTP response for an error."""
-    headers = {"Retry-After": error.retry_after} if error.retry_after is not None else None
+    headers = dict(error.headers)
+    if error.retry_after is not None:
+        headers["Retry-After"] = error.retry_after
     return web.Response(
         status=error.status,
         body=error_body(error),

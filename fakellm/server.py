@@ -17,6 +17,7 @@ from aiohttp.streams import StreamReader
 from fakellm.chat import AttemptCounter, chat_completions
 from fakellm.errors import ApiError, error_response
 from fakellm.payloads import model_list
+from fakellm.ratelimit import RateLimits
 
 Handler = Callable[[web.BaseRequest], Awaitable[web.StreamResponse]]
 
@@ -30,11 +31,13 @@ class Stats:
     requests: int = 0
     connections_opened: int = 0
     connections_active: int = 0
+    rate_limited: int = 0  # chat requests answered 429 for the RPM or TPM limit
 
     def reset(self) -> None:
         """Zero the counters; `connections_active` stays the real current number."""
         self.requests = 0
         self.connections_opened = 0
+        self.rate_limited = 0
 
 
 class CountingServer(web.Server):
@@ -84,8 +87,9 @@ def _json(body: bytes) -> web.Response:
 class FakeLLM:
     """The application: routes requests and holds the in-memory state."""
 
-    def __init__(self, api_key: str | None = None) -> None:
+    def __init__(self, api_key: str | None = None, limits: RateLimits | None = None) -> None:
         self.stats = Stats()
+        self.limits = limits or RateLimits()
         self._api_key = api_key
         self._attempts = AttemptCounter()
         self._routes: dict[str, dict[str, Handler]] = {
@@ -93,6 +97,7 @@ class FakeLLM:
             "/v1/models": {"GET": self._models},
             "/stats": {"GET": self._stats},
             "/stats/reset": {"POST": self._reset},
+            "/limits": {"GET": self._get_limits, "POST": self._set_limits},
         }
 
     async def handle(self, request: web.BaseRequest) -> web.StreamResponse:
@@ -124,7 +129,28 @@ class FakeLLM:
 
     async def _chat(self, request: web.BaseRequest) -> web.StreamResponse:
         self.stats.requests += 1
-        return await chat_completions(request, self._attempts)
+        try:
+            return await chat_completions(request, self._attempts, self.limits)
+        except ApiError as error:
+            if error.code == "rate_limit_exceeded" and error.kind in ("requests", "tokens"):
+                self.stats.rate_limited += 1
+            raise
+
+    async def _get_limits(self, request: web.BaseRequest) -> web.StreamResponse:
+        return _json(json.dumps(self.limits.describe()).encode())
+
+    async def _set_limits(self, request: web.BaseRequest) -> web.StreamResponse:
+        """`{"rpm": N, "tpm": N, "window_s": S}`: new limits, buckets full (0: no limit)."""
+        try:
+            wanted = json.loads(await request.read())
+            rpm, tpm = int(wanted.get("rpm", 0)), int(wanted.get("tpm", 0))
+            window_s = float(wanted.get("window_s", 60.0))
+        except (ValueError, TypeError, AttributeError):
+            raise ApiError(400, 'Send {"rpm": N, "tpm": N, "window_s": S}.') from None
+        if rpm < 0 or tpm < 0 or not window_s > 0:
+            raise ApiError(400, "rpm and tpm must be >= 0 and window_s > 0.")
+        self.limits.set(rpm, tpm, window_s)
+        return await self._get_limits(request)
 
     async def _models(self, request: web.BaseRequest) -> web.StreamResponse:
         return _json(model_list())
@@ -142,9 +168,11 @@ def make_server(app: FakeLLM) -> CountingServer:
     return CountingServer(app.handle, app.stats, handler_cancellation=True, access_log=None)
 
 
-async def serve(host: str, port: int, api_key: str | None, stop: asyncio.Event) -> None:
+async def serve(
+    host: str, port: int, api_key: str | None, limits: RateLimits, stop: asyncio.Event
+) -> None:
     """Serve until `stop` is set."""
-    runner = web.ServerRunner(make_server(FakeLLM(api_key)), shutdown_timeout=0.5)
+    runner = web.ServerRunner(make_server(FakeLLM(api_key, limits)), shutdown_timeout=0.5)
     await runner.setup()
     try:
         site = web.TCPSite(runner, host, port, backlog=4096)

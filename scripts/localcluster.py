@@ -26,7 +26,13 @@ def sharded_pubsub_supported() -> bool:
     return int(number.split(".")[0] or 0) >= 7
 
 
-def _node() -> LocalRedis:
+# Where a node runs: the address it binds, and the command prefix that runs it there (such as
+# `ip netns exec NS`, for the multi-host tests); the default is loopback.
+Spot = tuple[str, tuple[str, ...]]
+LOOPBACK: Spot = ("127.0.0.1", ())
+
+
+def _node(spot: Spot) -> LocalRedis:
     # The cluster bus gets a free port of its own (by default it is the port + 10000).
     bus_port = free_port()
     args = (
@@ -41,7 +47,7 @@ def _node() -> LocalRedis:
         "--cluster-port",
         str(bus_port),
     )
-    return LocalRedis(extra_args=args)
+    return LocalRedis(extra_args=args, host=spot[0], prefix=spot[1])
 
 
 def _bus_port(node: LocalRedis) -> str:
@@ -49,11 +55,20 @@ def _bus_port(node: LocalRedis) -> str:
 
 
 class LocalCluster:
-    """`primaries` primaries, each with `replicas` replicas."""
+    """`primaries` primaries, each with `replicas` replicas; primary i on `spots[i]` (modulo
+    their number), its replicas on the spots after it, so that no replica shares a primary's
+    host while there are enough."""
 
-    def __init__(self, primaries: int = 3, replicas: int = 0) -> None:
-        self.primaries = [_node() for _ in range(primaries)]
-        self.replicas = [[_node() for _ in range(replicas)] for _ in range(primaries)]
+    def __init__(
+        self, primaries: int = 3, replicas: int = 0, spots: tuple[Spot, ...] = (LOOPBACK,)
+    ) -> None:
+        def spot(i: int) -> Spot:
+            return spots[i % len(spots)]
+
+        self.primaries = [_node(spot(i)) for i in range(primaries)]
+        self.replicas = [
+            [_node(spot(i + 1 + k)) for k in range(replicas)] for i in range(primaries)
+        ]
 
     @property
     def nodes(self) -> list[LocalRedis]:
@@ -63,19 +78,19 @@ class LocalCluster:
     @property
     def url(self) -> str:
         """A redis:// URL of one node (a cluster client finds the others)."""
-        return f"redis://127.0.0.1:{self.primaries[0].port}/0"
+        return self.primaries[0].url
 
     def start(self, timeout_s: float = 30.0) -> LocalCluster:
         """Start the nodes, share the slots out, join them, and wait until the cluster is ok."""
         for node in self.nodes:
             node.start()
-        clients = [redis.Redis(port=n.port, decode_responses=True) for n in self.nodes]
+        clients = [redis.Redis(n.host, n.port, decode_responses=True) for n in self.nodes]
         share = SLOTS // len(self.primaries)
         for i, client in enumerate(clients[: len(self.primaries)]):
             last = SLOTS - 1 if i == len(self.primaries) - 1 else (i + 1) * share - 1
             client.execute_command("CLUSTER", "ADDSLOTSRANGE", i * share, last)
         for node in self.nodes[1:]:
-            clients[0].execute_command("CLUSTER", "MEET", "127.0.0.1", node.port, _bus_port(node))
+            clients[0].execute_command("CLUSTER", "MEET", node.host, node.port, _bus_port(node))
         self._follow(clients, timeout_s)
         deadline = time.monotonic() + timeout_s
         while not all(
@@ -92,7 +107,7 @@ class LocalCluster:
         for index, group in enumerate(self.replicas):
             primary_id = clients[index].execute_command("CLUSTER", "MYID")
             for replica in group:
-                client = redis.Redis(port=replica.port, decode_responses=True)
+                client = redis.Redis(replica.host, replica.port, decode_responses=True)
                 while True:
                     try:
                         client.execute_command("CLUSTER", "REPLICATE", primary_id)

@@ -68,8 +68,14 @@ class LocalRedis:
         appendonly: bool = False,
         die_with_parent: bool = True,
         extra_args: tuple[str, ...] = (),
+        host: str = "127.0.0.1",
+        prefix: tuple[str, ...] = (),
     ) -> None:
+        """`host` is the address it binds; `prefix` runs it through another program (such as
+        `ip netns exec NS`, on another host)."""
         self.port = port or free_port()
+        self.host = host
+        self.prefix = prefix
         self.dir = tempfile.mkdtemp(prefix="chatq-redis-")
         self.appendonly = appendonly
         self.die_with_parent = die_with_parent
@@ -79,16 +85,17 @@ class LocalRedis:
     @property
     def url(self) -> str:
         """The redis:// URL of this server."""
-        return f"redis://127.0.0.1:{self.port}/0"
+        return f"redis://{self.host}:{self.port}/0"
 
     def start(self, timeout_s: float = 10.0) -> LocalRedis:
         """Start the server and wait until it answers."""
         args = [
+            *self.prefix,
             redis_server_binary(),
             "--port",
             str(self.port),
             "--bind",
-            "127.0.0.1",
+            self.host,
             "--dir",
             self.dir,
             "--save",
@@ -97,6 +104,9 @@ class LocalRedis:
             "noeviction",
             "--appendonly",
             "yes" if self.appendonly else "no",
+            # Clients on other hosts (the multi-host tests' namespaces) are let in.
+            "--protected-mode",
+            "yes" if self.host == "127.0.0.1" else "no",
             *self.extra_args,
         ]
         log = open(os.path.join(self.dir, "redis.log"), "ab")  # noqa: SIM115
@@ -123,7 +133,12 @@ class LocalRedis:
             self.process.kill()
         else:
             self.process.terminate()
-        self.process.wait(10)
+        try:
+            self.process.wait(10)
+        except subprocess.TimeoutExpired:
+            # Redis 7 waits up to 10 s on SIGTERM for a lagging replica (one on a lost host).
+            self.process.kill()
+            self.process.wait(10)
 
 
 def main() -> None:

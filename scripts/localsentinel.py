@@ -11,6 +11,7 @@ from typing import Any
 
 import redis
 
+from scripts.localcluster import LOOPBACK, Spot
 from scripts.localredis import LocalRedis, _die_with_parent, free_port, redis_server_binary
 
 MASTER_NAME = "chatq-test"
@@ -19,16 +20,18 @@ FAILOVER_TIMEOUT_MS = 5000
 
 
 class SentinelProcess:
-    """One `redis-server FILE --sentinel` with a generated configuration."""
+    """One `redis-server FILE --sentinel` with a generated configuration, at `spot`."""
 
-    def __init__(self, primary_port: int, quorum: int) -> None:
+    def __init__(self, primary: LocalRedis, quorum: int, spot: Spot = LOOPBACK) -> None:
+        self.host, self.prefix = spot
         self.port = free_port()
         self.dir = tempfile.mkdtemp(prefix="chatq-sentinel-")
         self.config = os.path.join(self.dir, "sentinel.conf")
         with open(self.config, "w") as out:
             out.write(
-                f"port {self.port}\nbind 127.0.0.1\ndir {self.dir}\n"
-                f"sentinel monitor {MASTER_NAME} 127.0.0.1 {primary_port} {quorum}\n"
+                f"port {self.port}\nbind {self.host}\ndir {self.dir}\n"
+                f"protected-mode {'yes' if self.host == '127.0.0.1' else 'no'}\n"
+                f"sentinel monitor {MASTER_NAME} {primary.host} {primary.port} {quorum}\n"
                 f"sentinel down-after-milliseconds {MASTER_NAME} {DOWN_AFTER_MS}\n"
                 f"sentinel failover-timeout {MASTER_NAME} {FAILOVER_TIMEOUT_MS}\n"
                 f"sentinel parallel-syncs {MASTER_NAME} 2\n"
@@ -39,7 +42,7 @@ class SentinelProcess:
         """Start it (it rewrites its configuration file as it learns the others)."""
         log = open(os.path.join(self.dir, "sentinel.log"), "ab")  # noqa: SIM115
         self.process = subprocess.Popen(
-            [redis_server_binary(), self.config, "--sentinel"],
+            [*self.prefix, redis_server_binary(), self.config, "--sentinel"],
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
@@ -49,7 +52,7 @@ class SentinelProcess:
 
     def client(self) -> redis.Redis:
         """A client of this Sentinel."""
-        return _client(self.port)
+        return _client(self.host, self.port)
 
     def stop(self) -> None:
         """SIGKILL it, if it still runs."""
@@ -59,15 +62,26 @@ class SentinelProcess:
 
 
 class LocalSentinel:
-    """A primary with `replicas` replicas and three Sentinels watching them (quorum 2)."""
+    """A primary with `replicas` replicas and three Sentinels watching them (quorum 2): the
+    primary at the first of `spots`, replica i at the next ones, Sentinel i at spot i (all
+    modulo their number; by default all on loopback)."""
 
-    def __init__(self, replicas: int = 2) -> None:
+    def __init__(self, replicas: int = 2, spots: tuple[Spot, ...] = (LOOPBACK,)) -> None:
+        def spot(i: int) -> Spot:
+            return spots[i % len(spots)]
+
         # Replicas sync at once, not after the default 5 s of waiting for more of them.
         quick = ("--repl-diskless-sync-delay", "0")
-        self.primary = LocalRedis(appendonly=True, extra_args=quick)
-        follow = (*quick, "--replicaof", "127.0.0.1", str(self.primary.port))
-        self.replicas = [LocalRedis(appendonly=True, extra_args=follow) for _ in range(replicas)]
-        self.sentinels = [SentinelProcess(self.primary.port, quorum=2) for _ in range(3)]
+        host, prefix = spot(0)
+        self.primary = LocalRedis(appendonly=True, extra_args=quick, host=host, prefix=prefix)
+        follow = (*quick, "--replicaof", self.primary.host, str(self.primary.port))
+        self.replicas = [
+            LocalRedis(
+                appendonly=True, extra_args=follow, host=spot(i + 1)[0], prefix=spot(i + 1)[1]
+            )
+            for i in range(replicas)
+        ]
+        self.sentinels = [SentinelProcess(self.primary, 2, spot(i)) for i in range(3)]
 
     @property
     def servers(self) -> list[LocalRedis]:
@@ -78,7 +92,7 @@ class LocalSentinel:
     def env(self) -> dict[str, str]:
         """The CHATQ_* settings of a chatq on this Redis."""
         return {
-            "CHATQ_REDIS_SENTINELS": ",".join(f"127.0.0.1:{s.port}" for s in self.sentinels),
+            "CHATQ_REDIS_SENTINELS": ",".join(f"{s.host}:{s.port}" for s in self.sentinels),
             "CHATQ_REDIS_MASTER_NAME": MASTER_NAME,
         }
 
@@ -100,7 +114,7 @@ class LocalSentinel:
         """Every replica in sync, every Sentinel sees the two others and the replicas (a
         failover before that takes tens of seconds instead of about two)."""
         try:
-            links = [_client(r.port).info("replication") for r in self.replicas]
+            links = [_client(r.host, r.port).info("replication") for r in self.replicas]
             views: list[Any] = [s.client().sentinel_master(MASTER_NAME) for s in self.sentinels]
         except redis.RedisError:
             return False
@@ -144,5 +158,5 @@ class LocalSentinel:
             server.stop(kill=True)
 
 
-def _client(port: int) -> redis.Redis:
-    return redis.Redis(port=port, decode_responses=True, socket_timeout=1.0)
+def _client(host: str, port: int) -> redis.Redis:
+    return redis.Redis(host, port, decode_responses=True, socket_timeout=1.0)

@@ -8,7 +8,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -51,11 +51,14 @@ def _die_with_parent() -> None:
 class Proc:
     """One child process (`python -m NAME …`) with its output in a log file."""
 
-    def __init__(self, name: str, args: list[str], env: dict[str, str]) -> None:
+    def __init__(
+        self, name: str, args: list[str], env: dict[str, str], prefix: Sequence[str] = ()
+    ) -> None:
+        """`prefix` runs it through another program (`ip netns exec NS`: on another host)."""
         LOG_DIR.mkdir(parents=True, exist_ok=True)
         self.name = name
         self.log_path = LOG_DIR / f"{name}-{os.getpid()}-{time.monotonic_ns()}.log"
-        self.args = [sys.executable, "-m", *args]
+        self.args = [*prefix, sys.executable, "-m", *args]
         self.env = env
         self.process: subprocess.Popen[bytes] | None = None
 
@@ -148,30 +151,35 @@ def leaked_keys(log_dir: Path) -> list[tuple[Path, str]]:
     return leaks
 
 
-def start_fakellm() -> tuple[Proc, str]:
-    """A fakellm process checking the upstream key; answers (process, base URL)."""
+def start_fakellm(
+    *extra: str, host: str = "127.0.0.1", prefix: Sequence[str] = ()
+) -> tuple[Proc, str]:
+    """A fakellm process checking the upstream key, `extra` added to its command line (such
+    as `--rpm 600`); answers (process, base URL)."""
     port = free_port()
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    args = ["fakellm", "--host", "127.0.0.1", "--port", str(port), "--api-key", UPSTREAM_KEY]
-    proc = Proc("fakellm", args, env).start()
-    url = f"http://127.0.0.1:{port}"
+    args = ["fakellm", "--host", host, "--port", str(port), "--api-key", UPSTREAM_KEY, *extra]
+    proc = Proc("fakellm", args, env, prefix).start()
+    url = f"http://{host}:{port}"
     wait_until(lambda: requests.get(url + "/stats", timeout=1).ok, 15, "fakellm")
     return proc, url + "/v1"
 
 
-def start_web(env: dict[str, str]) -> tuple[Proc, str]:
-    """A `python -m web` process on a free port; answers (process, base URL)."""
+def start_web(
+    env: dict[str, str], host: str = "127.0.0.1", prefix: Sequence[str] = ()
+) -> tuple[Proc, str]:
+    """A `python -m web` process on a free port of `host`; answers (process, base URL)."""
     port = free_port()
-    proc = Proc("web", ["web"], {**env, "CHATQ_BIND": f"127.0.0.1:{port}"}).start()
-    url = f"http://127.0.0.1:{port}"
+    proc = Proc("web", ["web"], {**env, "CHATQ_BIND": f"{host}:{port}"}, prefix).start()
+    url = f"http://{host}:{port}"
     wait_until(lambda: requests.get(url + "/healthz", timeout=1).ok, 20, "web")
     return proc, url
 
 
-def start_worker(env: dict[str, str], redis_url: str) -> Proc:
+def start_worker(env: dict[str, str], redis_url: str, prefix: Sequence[str] = ()) -> Proc:
     """A `python -m worker` process; returns once it consumes its queues."""
     env = {"CHATQ_WORKER_METRICS_BIND": f"127.0.0.1:{free_port()}", **env}
-    proc = Proc("worker", ["worker"], env).start()
+    proc = Proc("worker", ["worker"], env, prefix).start()
     wait_until(lambda: "ready." in proc.log_text(), 20, "worker ready")
     return proc
 

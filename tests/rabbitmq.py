@@ -47,9 +47,12 @@ def _server_script() -> str:
 
 
 class RabbitNode:
-    """One rabbitmq-server process on free loopback ports, its data kept across restarts."""
+    """One rabbitmq-server process on free ports of `host` (loopback by default), its data kept
+    across restarts; `prefix` runs it through another program (`ip netns exec NS`: another
+    host, where `localhost` of its node name is that host's own loopback)."""
 
-    def __init__(self) -> None:
+    def __init__(self, host: str = "127.0.0.1", prefix: tuple[str, ...] = ()) -> None:
+        self.host, self.prefix = host, prefix
         self.dir = Path(tempfile.mkdtemp(prefix="chatq-rabbitmq-"))
         self.amqp_port, self.api_port, self.dist_port = free_port(), free_port(), free_port()
         self.name = f"chatq-test-{self.amqp_port}@localhost"
@@ -57,19 +60,21 @@ class RabbitNode:
         (self.dir / "enabled_plugins").write_text("[rabbitmq_management].\n")
         (self.dir / "env.conf").write_text("")
         (self.dir / "rabbitmq.conf").write_text(
-            f"listeners.tcp.1 = 127.0.0.1:{self.amqp_port}\n"
-            f"management.tcp.ip = 127.0.0.1\nmanagement.tcp.port = {self.api_port}\n"
+            f"listeners.tcp.1 = {host}:{self.amqp_port}\n"
+            f"management.tcp.ip = {host}\nmanagement.tcp.port = {self.api_port}\n"
+            # guest may log in from other hosts than the node's own (tests only).
+            + ("" if host == "127.0.0.1" else "loopback_users = none\n")
         )
 
     @property
     def api(self) -> str:
         """The management API's base URL."""
-        return f"http://127.0.0.1:{self.api_port}"
+        return f"http://{self.host}:{self.api_port}"
 
     def url(self, vhost: str, user: str = USER, password: str = PASSWORD) -> str:
         """The AMQP URL of `vhost` on this node."""
         return (
-            f"amqp://{user}:{password}@127.0.0.1:{self.amqp_port}/"
+            f"amqp://{user}:{password}@{self.host}:{self.amqp_port}/"
             f"{urllib.parse.quote(vhost, safe='')}"
         )
 
@@ -80,7 +85,7 @@ class RabbitNode:
             "HOME": str(self.dir),  # the Erlang cookie of this node and of its rabbitmqctl
             "RABBITMQ_CONF_ENV_FILE": str(self.dir / "env.conf"),
             "RABBITMQ_NODENAME": self.name,
-            "RABBITMQ_NODE_IP_ADDRESS": "127.0.0.1",
+            "RABBITMQ_NODE_IP_ADDRESS": self.host,
             "RABBITMQ_NODE_PORT": str(self.amqp_port),
             "RABBITMQ_DIST_PORT": str(self.dist_port),
             "RABBITMQ_CONFIG_FILE": str(self.dir / "rabbitmq.conf"),
@@ -97,7 +102,7 @@ class RabbitNode:
         LOG_DIR.mkdir(parents=True, exist_ok=True)
         log = open(LOG_DIR / f"rabbitmq-{self.amqp_port}.log", "ab")  # noqa: SIM115
         self.process = subprocess.Popen(
-            [_server_script()],
+            [*self.prefix, _server_script()],
             cwd=self.dir,
             env=self._env(),
             stdout=log,

@@ -93,6 +93,12 @@ NUMBERS: dict[str, list[tuple[Any, ...]]] = {
         ("added_background", key)
         for key in ("latency_p50_ms", "submit_server_ms", "web_cpu_ms_per_job", "requests_per_job")
     ],
+    "pacing": [
+        (variant, key)
+        for variant in ("paced", "unpaced", "unpaced_20_attempts")
+        for key in ("completed", "upstream_requests", "upstream_429")
+    ]
+    + [("paced", "latency", "p99_ms"), ("paced", "completed_per_s_after_burst")],
     "batch": [
         ("lines_per_s",),
         ("first_line_s",),

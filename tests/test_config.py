@@ -86,6 +86,9 @@ def test_the_readme_defaults_are_the_code_defaults() -> None:
             ("http://a/v1", "http://b/v1"),
         ),
         ({"CHATQ_UPSTREAM_API_KEY": " sk-up "}, "upstream_api_key", "sk-up"),
+        ({"CHATQ_UPSTREAM_RPM": "600"}, "upstream_rpm", 600),
+        ({"CHATQ_UPSTREAM_TPM": "20000"}, "upstream_tpm", 20000),
+        ({"CHATQ_UPSTREAM_PACING": "0"}, "upstream_pacing", False),
         (
             {"CHATQ_API_KEYS": "alice:sk-a, sk-bare ,"},
             "api_keys",

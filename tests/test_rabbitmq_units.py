@@ -139,3 +139,11 @@ def test_marking_a_job_that_is_gone_leaves_nothing_behind(client: redis.Redis) -
     gone = jobs.new_job_id()
     rabbit.SentMarks(client).mark(gone)
     assert client.exists(keys.job(gone)) == 0
+
+
+def test_on_rabbitmq_a_worker_s_connection_beats_every_few_seconds() -> None:
+    """RabbitMQ stops delivering to a vanished worker host once its heartbeats stop."""
+    app = make_celery(load({"CHATQ_BROKER_URL": "amqp://guest:guest@127.0.0.1:5672//"}))
+    assert app.conf.broker_heartbeat == 5.0
+    redis_app = make_celery(load({}))
+    assert redis_app.conf.broker_heartbeat == 120  # Celery's default, unused by Redis

@@ -19,7 +19,7 @@ from scripts.localredis import free_port
 from worker.flusher import DeltaWriter
 from worker.runner import BACKOFF_CAP_S, _backoff_s
 from worker.running import Handle
-from worker.upstream import Attempt, Timeouts, attempt, timed_out
+from worker.upstream import Attempt, Timeouts, _retry_after_s, attempt, timed_out
 
 # (error code, status the upstream answered or 0) -> status the client gets.
 FAILED_JOB_STATUS = [
@@ -78,6 +78,22 @@ def test_backoff_never_exceeds_its_cap() -> None:
 
 def test_backoff_draws_differ_between_jobs() -> None:
     assert len(set(_draws(3, n=50))) == 50
+
+
+@pytest.mark.parametrize(
+    "headers,seconds",
+    [
+        ({"Retry-After": "2"}, 2.0),
+        ({"Retry-After": "1", "retry-after-ms": "250"}, 0.25),
+        ({"Retry-After": "3", "retry-after-ms": "soon"}, 3.0),
+        ({"retry-after-ms": "1500"}, 1.5),
+        ({}, None),
+    ],
+)
+def test_retry_after_ms_is_read_first(headers: dict[str, str], seconds: float | None) -> None:
+    response = requests.Response()
+    response.headers.update(headers)
+    assert _retry_after_s(response) == seconds
 
 
 @pytest.mark.parametrize(

@@ -16,6 +16,7 @@ from chatq.replicas import replication
 from chatq.store import Store
 from worker.endpoints import Endpoints
 from worker.flusher import Flusher
+from worker.pacing import Pacer
 from worker.running import Registry
 from worker.upstream import make_session
 
@@ -32,6 +33,7 @@ class WorkerContext:
     redact: Redactor
     endpoints: Endpoints
     flusher: Flusher
+    pacer: Pacer
     pid: int
 
 
@@ -62,6 +64,7 @@ def _build(settings: Settings, celery: Celery) -> WorkerContext:
             settings.upstream_urls, client, settings.cooldown_s, settings.cooldown_after_failures
         ),
         flusher=Flusher(store, settings.flush_interval_s),
+        pacer=Pacer(settings, client),
         pid=os.getpid(),
     )
 

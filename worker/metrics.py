@@ -32,6 +32,12 @@ UPSTREAM_RETRIES = Counter(
 UPSTREAM_COOLDOWNS = Counter(
     "chatq_upstream_cooldowns_total", "Times an endpoint was put in cooldown", ["endpoint"]
 )
+PACING_WAIT = Histogram(
+    "chatq_upstream_pacing_wait_seconds",
+    "A call's wait for its turn within the upstream's rate limits (paced calls only)",
+    ["endpoint"],
+    buckets=(0.0, *LATENCY_BUCKETS_S),
+)
 TOKENS = Counter("chatq_tokens_total", "Tokens the upstream counted", ["direction"])
 RUNNING_JOBS = Gauge("chatq_worker_running_jobs", "Jobs running in this worker process")
 WORKER_SLOTS = Gauge("chatq_worker_slots", "Concurrent job slots of this worker process")

@@ -11,7 +11,7 @@ from typing import Any
 
 from chatq import jobs
 from chatq.config import Settings
-from chatq.errors import INTERNAL_ERROR, failed_job_status
+from chatq.errors import INTERNAL_ERROR, UPSTREAM_TIMEOUT, failed_job_status
 from worker import metrics, running
 from worker.context import WorkerContext
 from worker.endpoints import endpoint_label
@@ -89,6 +89,8 @@ def _call(ctx: WorkerContext, run: Run) -> tuple[str, Attempt, str]:
     s, handle = ctx.settings, run.handle
     url = ctx.endpoints.choose(run.tried)
     run.tried.add(url)
+    if not ctx.pacer.before(url, run.request, handle):
+        return endpoint_label(url), _no_turn(), ""
     writer = ctx.flusher.writer(handle, s.flush_max_chars)
     timeouts = Timeouts(s.connect_timeout_s, s.first_byte_timeout_s, s.read_timeout_s)
     started = time.monotonic()
@@ -102,6 +104,7 @@ def _call(ctx: WorkerContext, run: Run) -> tuple[str, Attempt, str]:
         writer,
         ctx.redact,
     )
+    ctx.pacer.after(url, result)
     label = endpoint_label(url)
     metrics.UPSTREAM_DURATION.labels(label, result.label).observe(time.monotonic() - started)
     if result.ok and result.first_token_s is not None:
@@ -110,6 +113,15 @@ def _call(ctx: WorkerContext, run: Run) -> tuple[str, Attempt, str]:
     elif result.retryable and (result.status >= 500 or result.status == 0):
         ctx.endpoints.failed(url)
     return label, result, ctx.flusher.done(writer)
+
+
+def _no_turn() -> Attempt:
+    return Attempt(
+        status=504,
+        code=UPSTREAM_TIMEOUT,
+        outcome="paced",
+        message="The upstream's rate limits leave this job no turn before its deadline",
+    )
 
 
 def _execute(ctx: WorkerContext, run: Run) -> None:

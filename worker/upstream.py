@@ -82,6 +82,10 @@ class Attempt:
     retry_after_s: float | None = None
     first_token_s: float | None = None
     outcome: str = ""
+    # The answer's rate-limit headers (x-ratelimit-*, lower-case names), and when its
+    # request was sent (time.monotonic()): what pacing learns from.
+    rate_headers: dict[str, str] = field(default_factory=dict)
+    sent_at: float = 0.0
 
     @property
     def label(self) -> str:
@@ -127,6 +131,13 @@ def _error_attempt(response: requests.Response, redact: Redactor) -> Attempt:
 
 
 def _retry_after_s(response: requests.Response) -> float | None:
+    # retry-after-ms (OpenAI's, and what its SDKs read first) is finer than whole seconds.
+    millis = response.headers.get("retry-after-ms")
+    if millis is not None:
+        try:
+            return max(0.0, float(millis) / 1000)
+        except ValueError:
+            pass
     value = response.headers.get("Retry-After")
     if value is None:
         return None
@@ -208,10 +219,22 @@ def _stream_call(
         ):
             handle.attach(resp)
             if resp.status_code != 200:
-                return _error_attempt(resp, redact)
-            return _read_stream(resp, writer, started, timeouts.read_s)
+                result = _error_attempt(resp, redact)
+            else:
+                result = _read_stream(resp, writer, started, timeouts.read_s)
+            result.rate_headers = _rate_headers(resp)
+            result.sent_at = started
+            return result
     finally:
         handle.attach(None)
+
+
+def _rate_headers(response: requests.Response) -> dict[str, str]:
+    return {
+        name.lower(): value
+        for name, value in response.headers.items()
+        if name.lower().startswith("x-ratelimit-")
+    }
 
 
 def _aborted() -> Attempt:

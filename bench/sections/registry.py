@@ -17,6 +17,7 @@ from bench.sections import (
     gateway,
     gthread,
     memory,
+    pacing,
     pooling,
     prefetch,
     rediscalls,
@@ -44,6 +45,7 @@ MODULES: dict[str, ModuleType] = {
     "background": background,
     "batch": batch,
     "fairness": fairness,
+    "pacing": pacing,
 }
 SECTIONS: dict[str, Section] = {name: module.run for name, module in MODULES.items()}
 

@@ -1,0 +1,92 @@
+"""This process's side of pacing (chatq/pacing.py): which endpoints have known limits, what
+their last answer said, and each call's wait for its turn.
+
+An endpoint whose limits are neither configured nor yet seen in an answer costs no Redis
+call at all. Once they are known, a call makes one: it hands over what this process's last
+answer from the endpoint said and takes its own share. A 429 is told to every worker at once.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import threading
+import time
+from typing import Any
+
+import redis
+
+from chatq.config import Settings
+from chatq.pacing import Pacing, Seen
+from chatq.redis_conn import BACKEND_ERRORS
+from chatq.tokens import charged_tokens, count_prompt_tokens
+from worker import metrics
+from worker.endpoints import endpoint_id, endpoint_label
+from worker.running import Handle
+from worker.upstream import Attempt
+
+log = logging.getLogger(__name__)
+STATE_ERRORS: tuple[type[Exception], ...] = (redis.RedisError, *BACKEND_ERRORS)
+
+
+class Pacer:
+    """Waits, before each upstream call, for its share of the endpoint's limits."""
+
+    def __init__(self, settings: Settings, client: Any) -> None:
+        on = settings.upstream_pacing
+        self.pacing = Pacing(client, settings.upstream_rpm, settings.upstream_tpm) if on else None
+        self.configured = on and (settings.upstream_rpm > 0 or settings.upstream_tpm > 0)
+        self.output_budget = settings.default_output_budget
+        self._known: set[str] = set()
+        self._seen: dict[str, tuple[Seen, float]] = {}
+        self._lock = threading.Lock()
+
+    def active(self, url: str) -> bool:
+        """Whether calls to `url` are paced (its limits are configured or were seen)."""
+        return self.pacing is not None and (self.configured or url in self._known)
+
+    def before(self, url: str, request: dict[str, Any], handle: Handle) -> bool:
+        """Wait for the call's turn; False when no turn comes before the job's deadline (or
+        the job was aborted while waiting)."""
+        if self.pacing is None or not self.active(url):
+            return True
+        tokens = charged_tokens(request, count_prompt_tokens(request), self.output_budget)
+        try:
+            turn = self.pacing.take(endpoint_id(url), tokens, handle.remaining_s, self._pop(url))
+        except STATE_ERRORS:
+            return True  # pacing is advice: without Redis, the upstream's 429s still tell
+        if not turn.known:
+            self._known.discard(url)
+            return True
+        if not turn.taken:
+            return False
+        metrics.PACING_WAIT.labels(endpoint_label(url)).observe(turn.wait_s)
+        return turn.wait_s <= 0 or handle.sleep(turn.wait_s)
+
+    def after(self, url: str, result: Attempt) -> None:
+        """Learn from an answer's headers: kept for this process's next call, or (a 429)
+        written for every worker at once."""
+        if self.pacing is None:
+            return
+        rate_limited = result.status == 429
+        seen = Seen.of(result.rate_headers, rate_limited, result.retry_after_s)
+        if seen is None:
+            return
+        self._known.add(url)
+        if not rate_limited:
+            with self._lock:
+                self._seen[url] = (seen, result.sent_at)
+            return
+        aged = dataclasses.replace(seen, age_s=time.monotonic() - result.sent_at)
+        try:
+            self.pacing.learn(endpoint_id(url), aged)
+        except STATE_ERRORS:
+            log.warning("could not share a 429 of %s: Redis is unreachable", endpoint_label(url))
+
+    def _pop(self, url: str) -> Seen | None:
+        with self._lock:
+            found = self._seen.pop(url, None)
+        if found is None:
+            return None
+        seen, sent_at = found
+        return dataclasses.replace(seen, age_s=time.monotonic() - sent_at)
