@@ -245,12 +245,12 @@ def test_a_cache_hit_never_reaches_celery(redis_url: str, fakellm: str) -> None:
 
 
 # 600 calls through at most 105 connections already rules out a connection per call; the
-# long run (slow) shows that the pool holds over 10,000.
+# long run (slow) shows that the pool holds over 3,000 (`make bench` counts 10,000).
 @pytest.mark.parametrize(
     "count",
     [
         600,
-        pytest.param(10_000, marks=pytest.mark.slow, id="10000"),
+        pytest.param(3_000, marks=pytest.mark.slow, id="3000"),
     ],
 )
 def test_pooled_connections_serve_many_calls(
