@@ -18,7 +18,7 @@ from typing import Any, cast
 import redis
 
 from chatq import keys
-from chatq.store import register
+from chatq.lua_scripts import register
 
 VALIDATING, IN_PROGRESS, FINALIZING = "validating", "in_progress", "finalizing"
 CANCELLING, COMPLETED, FAILED = "cancelling", "completed", "failed"

@@ -16,7 +16,7 @@ from celery import Celery
 from chatq import fair, keys, rabbit, redis_conn
 from chatq.celery_app import QUEUES, broker_url
 from chatq.config import Settings
-from chatq.store import is_cluster, lua_source
+from chatq.lua_scripts import is_cluster, lua_source
 
 # kombu's Redis transport keeps a queue's messages of priority p in `name\x06\x16p`, and the
 # messages workers have reserved but not acknowledged in the hash `unacked`.

@@ -6,7 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from chatq import keys
-from chatq.store import Store, register
+from chatq.lua_scripts import register
+from chatq.store import Store
 
 
 @dataclass(frozen=True)

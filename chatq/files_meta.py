@@ -13,7 +13,7 @@ from typing import Any, cast
 import redis
 
 from chatq import keys
-from chatq.store import register
+from chatq.lua_scripts import register
 
 PURPOSE_INPUT = "batch"
 PURPOSE_OUTPUT = "batch_output"

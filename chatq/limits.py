@@ -20,7 +20,7 @@ import redis
 from chatq import keys
 from chatq.config import Settings
 from chatq.limits_config import KeyLimits
-from chatq.store import LUA_DIR, lua_source
+from chatq.lua_scripts import LUA_DIR, lua_source
 from chatq.tokens import charged_tokens
 
 # A key's state outlives the longest period it counts (a month), whatever its use.

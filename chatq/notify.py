@@ -13,7 +13,8 @@ from typing import Any
 import redis
 
 from chatq import jobs, keys
-from chatq.store import PROGRESS, is_cluster
+from chatq.lua_scripts import is_cluster
+from chatq.store import PROGRESS
 
 log = logging.getLogger(__name__)
 

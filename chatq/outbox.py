@@ -16,7 +16,7 @@ from typing import Any
 import redis
 
 from chatq import keys
-from chatq.store import is_cluster
+from chatq.lua_scripts import is_cluster
 
 GROUP = "chatq-relay"
 

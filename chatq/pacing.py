@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from chatq import keys
-from chatq.store import register
+from chatq.lua_scripts import register
 
 RATE_HEADER_PREFIX = "x-ratelimit-"
 _DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(h|ms|m|s|us|µs|ns)")

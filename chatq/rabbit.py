@@ -24,7 +24,7 @@ from kombu.exceptions import LimitExceeded, OperationalError
 from redis.commands.core import Script
 
 from chatq import keys
-from chatq.store import lua_source
+from chatq.lua_scripts import lua_source
 
 log = logging.getLogger(__name__)
 

@@ -20,6 +20,7 @@ replaying and skipping, for as long as the job is kept. Mapping:
 from __future__ import annotations
 
 from chatq import jobs
+from chatq.job_events import Event
 from chatq.response_view import (
     INCOMPLETE,
     item_status,
@@ -30,7 +31,6 @@ from chatq.response_view import (
     text_part,
 )
 from chatq.responses import JSONDict, message_id
-from chatq.store import Event
 
 FINAL_EVENT = {
     jobs.COMPLETED: "response.completed",

@@ -12,19 +12,15 @@ import json
 import logging
 from dataclasses import dataclass
 from enum import StrEnum
-from functools import cache
-from pathlib import Path
 from typing import Any
 
 import redis
-from redis.cluster import RedisCluster
-from redis.commands.core import Script
 
 from chatq import jobs, keys
+from chatq.lua_scripts import is_cluster, register
 from chatq.replicas import NO_WAIT, ReplicasBehind, Replication, run_and_wait
 
 log = logging.getLogger(__name__)
-LUA_DIR = Path(__file__).with_name("lua")
 # A notification "+ <id> <id> ...": these jobs have more text (one per flush, not per job).
 PROGRESS = "+"
 WORKER_LOST = {
@@ -32,37 +28,6 @@ WORKER_LOST = {
     "code": "worker_lost",
     "message": "the job's worker was lost too many times; it was not retried again",
 }
-
-
-def is_cluster(client: Any) -> bool:
-    """Whether `client` talks to a Redis Cluster (each script then touches one slot)."""
-    return isinstance(client, RedisCluster)
-
-
-@cache
-def lua_source(name: str, sharded: bool = False) -> str:
-    """The script `name`, behind the key prefixes, the status words and the shared helpers;
-    `sharded`: for a Redis Cluster (sharded pub/sub)."""
-    words = {
-        "P": keys.PREFIX,
-        "G": keys.GLOBAL,
-        "SHARDS": keys.SHARDS,
-        "QUEUED": jobs.QUEUED,
-        "IN_PROGRESS": jobs.IN_PROGRESS,
-        "COMPLETED": jobs.COMPLETED,
-        "FAILED": jobs.FAILED,
-        "CANCELLED": jobs.CANCELLED,
-        "SHARDED": sharded,
-    }
-    header = "".join(f"local {name} = {json.dumps(value)}\n" for name, value in words.items())
-    prelude = (LUA_DIR / "prelude.lua").read_text()
-    return header + prelude + (LUA_DIR / f"{name}.lua").read_text()
-
-
-def register(client: Any, name: str) -> Script:
-    """The script `name` registered on `client`, for a Cluster if it is one."""
-    script: Script = client.register_script(lua_source(name, is_cluster(client)))
-    return script
 
 
 class CreateKind(StrEnum):
@@ -140,32 +105,6 @@ class Swept:
     outcome: SweepOutcome
     priority: str
     owner: str = ""
-
-
-@dataclass(frozen=True)
-class Event:
-    """One entry of a job's event stream; `id` is the stream id, the cursor."""
-
-    id: str
-    type: str
-    value: str
-    extra: str
-
-    def public(self) -> dict[str, Any]:
-        """The event as API.md shows it."""
-        if self.type == "delta":
-            return {"type": "delta", "delta": self.value}
-        if self.type == "status":
-            return {"type": "status", "status": self.value}
-        if self.type == "end":
-            return {"type": "end", "status": self.value, "finish_reason": self.extra or None}
-        return {"type": self.type}
-
-
-def parse_event(row: Any) -> Event:
-    """An Event from one XRANGE row."""
-    stream_id, data = row
-    return Event(str(stream_id), data.get("t", ""), data.get("v", ""), data.get("f", ""))
 
 
 def _flat(fields: dict[str, str]) -> list[str]:

@@ -12,7 +12,7 @@ from typing import Any
 import redis
 
 from chatq import keys
-from chatq.store import register
+from chatq.lua_scripts import register
 from chatq.webhooks import Event
 
 PENDING = "pending"

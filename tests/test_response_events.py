@@ -9,9 +9,9 @@ from typing import Any
 
 from chatq import jobs
 from chatq.config import Settings
+from chatq.job_events import Event
 from chatq.response_events import EventMaker
 from chatq.responses import translate
-from chatq.store import Event
 from tests import openai_schemas
 
 JOB_ID = "job_" + "T" * 32

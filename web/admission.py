@@ -31,9 +31,9 @@ from chatq.limits import (
     Window,
     duration_text,
 )
+from chatq.lua_scripts import is_cluster
 from chatq.rabbit import BrokerUnavailable
 from chatq.redis_conn import state_url, tls_options
-from chatq.store import is_cluster
 from chatq.tokens import count_prompt_tokens
 from web import metrics
 

@@ -12,8 +12,8 @@ from flask import Blueprint, Response, request
 
 from chatq import jobs
 from chatq.errors import ApiError, job_not_found
+from chatq.job_events import Event
 from chatq.redis_conn import BACKEND_ERRORS
-from chatq.store import Event
 from web import params
 from web.context import Services, services
 from web.guard import authorize

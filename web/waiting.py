@@ -12,8 +12,8 @@ from typing import TypeVar
 
 from chatq import jobs, keys
 from chatq.errors import job_not_found
+from chatq.job_events import Event, parse_event
 from chatq.notify import Waiter
-from chatq.store import Event, parse_event
 from web import metrics
 from web.context import Services
 from web.params import jittered

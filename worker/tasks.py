@@ -12,7 +12,7 @@ from kombu.utils.compat import detect_environment
 
 from chatq import celery_app, config, fair, gcpause, logs, redis_check, redis_conn
 from chatq.celery_app import RUN_JOB_TASK, WEBHOOK_TASK, make_celery
-from chatq.store import is_cluster
+from chatq.lua_scripts import is_cluster
 from worker import batches, greenlets, metrics, pollfix, relay, webhooks
 from worker import limits as _limits  # noqa: F401  its relay handler settles ended jobs
 from worker.context import context
