@@ -82,11 +82,11 @@ up: $(DEMO_STAMP)
 	$(PY) -m scripts.up
 
 # Tests run in a random order that a fixed seed makes repeatable; the summary prints the seed.
-# `make test SEED=123` tries another order (or replays a failure's). Two processes share the
-# files (most tests wait on real processes, not on the CPU); `make test JOBS=0` runs them in
-# one, `JOBS=auto` in one per core.
+# `make test SEED=123` tries another order (or replays a failure's). Three processes share the
+# files (most tests wait on real processes, not on the CPU: two keep the 2 cores half idle);
+# `make test JOBS=0` runs them in one, `JOBS=auto` in one per core.
 SEED ?= 1
-JOBS ?= 2
+JOBS ?= 3
 test: deb-packages venv
 	$(PY) -m pytest -q -m "not slow" --random-order-bucket=module --random-order-seed=$(SEED) \
 		-n $(JOBS) --dist loadfile --durations=15

@@ -513,7 +513,7 @@ def _run(client: redis.Redis, examples: int, steps: int) -> None:
 
 
 def test_no_interleaving_of_actors_breaks_the_job_state_machine(client: redis.Redis) -> None:
-    _run(client, examples=150, steps=40)
+    _run(client, examples=60, steps=40)
 
 
 @pytest.mark.slow

@@ -44,6 +44,8 @@ def _submit(url: str, hook: str) -> str:
     return job_id
 
 
+# A killed worker's delivery comes back after its lease: a chaos test, `make test-slow`.
+@pytest.mark.slow
 def test_a_worker_killed_mid_delivery_loses_none(
     fakellm: str, redis_url: str, receiver: Receiver
 ) -> None:
