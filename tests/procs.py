@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import subprocess
@@ -196,3 +197,13 @@ def outbox_length(client: Any) -> int:
     from chatq import keys
 
     return sum(int(client.xlen(keys.outbox(shard))) for shard in keys.SHARDS)
+
+
+def sse_events(session: requests.Session, url: str) -> list[dict[str, Any]]:
+    """Every event of a job's Server-Sent Events stream at `url`, read to its end."""
+    with session.get(url, stream=True, timeout=20, headers={"Accept": "text/event-stream"}) as sse:
+        return [
+            json.loads(line[6:])
+            for line in sse.iter_lines(decode_unicode=True)
+            if line.startswith("data: ")
+        ]

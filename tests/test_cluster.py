@@ -7,7 +7,6 @@ worker, batches (the outbox and the `{g}` slot) and /v1/queue.
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -21,7 +20,7 @@ from chatq import keys
 from scripts.localredis import LocalRedis
 from tests.batchkit import content, request_line, run_batch, wait_ended
 from tests.conftest import Stack, start_stack
-from tests.procs import start_fakellm, start_worker
+from tests.procs import sse_events, start_fakellm, start_worker
 
 
 @pytest.fixture(scope="module")
@@ -68,17 +67,7 @@ def test_streamed_text_reaches_a_long_poll_and_sse(on_cluster: tuple[Stack, str]
         deltas += [e["delta"] for e in page["events"] if e["type"] == "delta"]
         cursor, done = page["cursor"], page["done"]
     assert "".join(deltas) == "one two three four five six"
-    with stack.session().get(
-        f"{stack.url}/v1/jobs/{job_id}/events",
-        stream=True,
-        timeout=20,
-        headers={"Accept": "text/event-stream"},
-    ) as sse:
-        events = [
-            json.loads(line[6:])
-            for line in sse.iter_lines(decode_unicode=True)
-            if line.startswith("data: ")
-        ]
+    events = sse_events(stack.session(), f"{stack.url}/v1/jobs/{job_id}/events")
     assert events[-1] == {"type": "end", "status": "completed", "finish_reason": "stop"}
 
 

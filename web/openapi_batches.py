@@ -7,6 +7,7 @@ served against OpenAI's own published schemas too.
 from __future__ import annotations
 
 from chatq.batch_lines import ENDPOINTS
+from chatq.batches import TIMESTAMPS
 from web.openapi import _error_responses, _json, _op, _param, _response, _wait
 from web.openapi_schemas import Schema, _nullable, _object, ref
 
@@ -318,17 +319,7 @@ def _batch_schema() -> Schema:
         object={"type": "string", "const": "list"},
         data={"type": "array", "items": error},
     )
-    stamps = (
-        "created_at",
-        "in_progress_at",
-        "expires_at",
-        "finalizing_at",
-        "completed_at",
-        "failed_at",
-        "expired_at",
-        "cancelling_at",
-        "cancelled_at",
-    )
+    stamps = TIMESTAMPS
     batch = _object(
         [
             "id",

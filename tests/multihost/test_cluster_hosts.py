@@ -4,7 +4,6 @@ on a plain Redis on redis-a: the pipeline across web hosts, then a whole Redis h
 
 from __future__ import annotations
 
-import json
 import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
@@ -16,7 +15,7 @@ from chatq import keys
 from scripts.localcluster import SLOTS
 from tests.multihost.client import all_terminal, long_poll, submit
 from tests.multihost.site import WEBS, Site, running_site
-from tests.procs import wait_until
+from tests.procs import sse_events, wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -46,17 +45,7 @@ def test_the_pipeline_on_a_cluster_spread_over_three_hosts() -> None:
 
 def _sse(site: Site, web: str, job_id: str) -> str:
     """The text of a job as its Server-Sent Events on `web` tell it."""
-    with site.session().get(
-        f"{site.webs[web]}/v1/jobs/{job_id}/events",
-        stream=True,
-        timeout=20,
-        headers={"Accept": "text/event-stream"},
-    ) as sse:
-        events = [
-            json.loads(line[6:])
-            for line in sse.iter_lines(decode_unicode=True)
-            if line.startswith("data: ")
-        ]
+    events = sse_events(site.session(), f"{site.webs[web]}/v1/jobs/{job_id}/events")
     assert events[-1]["type"] == "end", events
     return "".join(e["delta"] for e in events if e["type"] == "delta")
 
