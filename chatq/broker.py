@@ -19,10 +19,12 @@ from chatq.config import Settings
 from chatq.lua_scripts import is_cluster, lua_source
 
 # kombu's Redis transport keeps a queue's messages of priority p in `name\x06\x16p`, and the
-# messages workers have reserved but not acknowledged in the hash `unacked`.
+# messages workers have reserved but not acknowledged in the hash `unacked`, their delivery
+# times in the sorted set `unacked_index`.
 PRIORITY_SEP = "\x06\x16"
 PRIORITY_STEPS = (0, 3, 6, 9)
 UNACKED = "unacked"
+UNACKED_INDEX = "unacked_index"
 
 
 def queue_keys(queue: str, prefix: str = "") -> list[str]:
@@ -34,8 +36,9 @@ def queue_keys(queue: str, prefix: str = "") -> list[str]:
 class Broker(Protocol):
     """The broker as the sweeper, the admission check and the queue figures see it."""
 
-    def missing(self, job_ids: list[str]) -> list[str]:
-        """The ids among `job_ids` (queued jobs) whose message the broker does not hold."""
+    def missing(self, job_ids: list[str], held_s: float) -> list[str]:
+        """The ids among `job_ids` (queued jobs) whose message the broker does not hold, or
+        has held reserved by a worker, unclaimed, for more than `held_s`."""
 
     def depths(self) -> dict[str, int]:
         """Messages waiting in each lane, not those a worker has reserved."""
@@ -72,12 +75,13 @@ class RedisBroker:
     def _lists(self, lane: str) -> list[str]:
         return [key for queue in self.lanes[lane] for key in queue_keys(queue)]
 
-    def missing(self, job_ids: list[str]) -> list[str]:
-        """Neither in a lane's lists nor in the hash of reserved messages."""
+    def missing(self, job_ids: list[str], held_s: float) -> list[str]:
+        """Neither in a lane's lists nor reserved in the last `held_s` (lua/missing.lua)."""
         if not job_ids:
             return []
         lists = [key for lane in QUEUES for key in self._lists(lane)]
-        return [str(i) for i in self._missing(keys=[*lists, UNACKED], args=job_ids)]
+        found = self._missing(keys=[*lists, UNACKED, UNACKED_INDEX], args=[held_s, *job_ids])
+        return [str(i) for i in found]
 
     def depths(self) -> dict[str, int]:
         """LLEN of every list of each lane, priority sub-lists included, and the lane's
@@ -125,8 +129,9 @@ class RabbitBroker:
         self.api = rabbit.management_api(broker_url(settings), settings.broker_api_url)
         self.session = requests.Session()
 
-    def missing(self, job_ids: list[str]) -> list[str]:
-        """The queued jobs whose current message RabbitMQ never confirmed."""
+    def missing(self, job_ids: list[str], held_s: float) -> list[str]:
+        """The queued jobs whose current message RabbitMQ never confirmed (it gives back a
+        lost worker's messages by itself, so `held_s` plays no part)."""
         return self.marks.missing(job_ids) if job_ids else []
 
     def depths(self) -> dict[str, int]:

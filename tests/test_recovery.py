@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 
 import pytest
 import requests
 
-from chatq import keys
+from chatq import config, fair, keys
 from scripts.localredis import LocalRedis
 from tests.conftest import Stack, start_stack
 from tests.procs import base_env, leases_count, start_web, start_worker, wait_until
@@ -79,6 +81,40 @@ def test_jobs_of_a_killed_worker_finish_on_another(redis_url: str, fakellm: str)
         events = s.redis.xrange(keys.events(ids[0]))
         assert any(fields["t"] == "reset" for _, fields in events)
         assert leases_count(s.redis) == 0
+    finally:
+        s.stop()
+
+
+# A worker's consumer as kombu runs it: it takes one message, reserved (kept in the hash
+# `unacked` until acknowledged), then the process is SIGKILLed before it claims the job.
+RESERVE_ONE = """
+import sys, time, kombu
+with kombu.Connection(sys.argv[1]) as connection:
+    message = connection.default_channel.basic_get(sys.argv[2], no_ack=False)
+    print("reserved" if message else "none", flush=True)
+    time.sleep(60)
+"""
+
+
+def test_a_job_reserved_by_a_worker_killed_before_its_claim_runs_once_on_another(
+    redis_url: str, fakellm: str
+) -> None:
+    s = start_stack(_db(redis_url, 5), fakellm, workers=0, CHATQ_LEASE="1", CHATQ_QUEUE_RESEND="1")
+    try:
+        s.redis.flushdb()
+        job_id = s.submit("reserved, then orphaned").json()["id"]
+        queue = fair.plan(config.load(s.env)).queue_for("interactive", "alice")
+        args = [sys.executable, "-c", RESERVE_ONE, s.env["CHATQ_REDIS_URL"], queue]
+        reserver = subprocess.Popen(args, stdout=subprocess.PIPE, text=True)
+        try:
+            assert reserver.stdout is not None and reserver.stdout.readline() == "reserved\n"
+        finally:
+            reserver.kill()
+            reserver.wait(10)
+        assert s.redis.hlen("unacked") == 1  # kombu would give it back after many minutes
+        s.procs.append(start_worker(s.env, ""))
+        job = s.get(job_id, wait=20).json()
+        assert job["status"] == "completed" and job["attempts"] == 1, job
     finally:
         s.stop()
 
