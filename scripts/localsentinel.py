@@ -150,12 +150,36 @@ class LocalSentinel:
             time.sleep(0.05)
         return victim, time.monotonic() - killed
 
+    def wait_for_replica(self, timeout_s: float = 30.0) -> float:
+        """Seconds until the primary the Sentinels name has a replica in sync (after a
+        failover, the Sentinels must first point the other replicas to it)."""
+        started = time.monotonic()
+        while time.monotonic() - started < timeout_s:
+            port = self.primary_port()
+            if port is not None and _in_sync_replicas(self.server_at(port)) > 0:
+                return time.monotonic() - started
+            time.sleep(0.05)
+        raise RuntimeError(f"no replica followed the primary within {timeout_s} s")
+
     def stop(self) -> None:
         """Stop every process started here."""
         for sentinel in self.sentinels:
             sentinel.stop()
         for server in self.servers:
             server.stop(kill=True)
+
+
+def _in_sync_replicas(server: LocalRedis) -> int:
+    """How many replicas `server` has online (0 if it does not answer)."""
+    try:
+        info: dict[str, Any] = _client(server.host, server.port).info("replication")
+    except redis.RedisError:
+        return 0
+    return sum(1 for k, v in info.items() if k.startswith("slave") and _online(v))
+
+
+def _online(replica: Any) -> bool:
+    return isinstance(replica, dict) and replica.get("state") == "online"
 
 
 def _client(host: str, port: int) -> redis.Redis:

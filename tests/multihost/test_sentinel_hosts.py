@@ -31,7 +31,11 @@ def test_a_primary_sigkilled_at_20_jobs_a_second(min_replicas: int) -> None:
             time.sleep(3)
             _, failover_s = site.sentinel.kill_primary()
             killed_at = time.monotonic() - failover_s
-            time.sleep(8)
+            # The new primary has a replica again once the Sentinels have pointed the other
+            # one to it and it has synced: only then can MIN_REPLICAS be met (a loaded
+            # machine slows that down, seconds at times).
+            followed_s = failover_s + site.sentinel.wait_for_replica(timeout_s=30)
+            time.sleep(6)
         answers = sorted((a for p in probes for a in p.answers), key=lambda a: a.sent_at)
         ends = _settled(site, [i for p in probes for i in p.accepted()], 40)
         acked_before = [a for a in answers if a.status in (200, 202) and a.got_at < killed_at]
@@ -41,11 +45,13 @@ def test_a_primary_sigkilled_at_20_jobs_a_second(min_replicas: int) -> None:
     assert all(a.body["error"]["code"] == "backend_unavailable" for a in refused)
     assert all(int(a.retry_after) >= 1 for a in refused)
     refused_s = _span(refused, killed_at)
-    assert refused_s <= failover_s + 2, (refused_s, failover_s)
+    writable_s = followed_s if min_replicas else failover_s
+    assert refused_s <= writable_s + 2, (refused_s, failover_s, followed_s)
     assert answers[-1].status == 202 and sum(1 for a in answers if a.sent_at < killed_at) > 40
     lost = sum(n for status, n in ends.items() if not jobs.is_terminal(status))
     print(
-        f"\nsentinel, MIN_REPLICAS={min_replicas}: promoted {failover_s:.1f} s after the kill; "
+        f"\nsentinel, MIN_REPLICAS={min_replicas}: promoted {failover_s:.1f} s after the kill, "
+        f"a replica following it {followed_s:.1f} s after; "
         f"{len(answers)} submits, {len(refused)} answered 503 (over {refused_s:.1f} s), "
         f"accepted jobs ended {dict(ends)}; of {len(acked_before)} answered before the kill, "
         f"{sum(n for s, n in before.items() if not jobs.is_terminal(s))} lost"
