@@ -23,6 +23,7 @@ from tests.procs import (
     start_fakellm,
     start_web,
     start_worker,
+    stop_all,
 )
 
 LEAKS = pytest.StashKey[list[str]]()
@@ -90,8 +91,7 @@ class Stack:
         return self.session(key).get(url, params=params, timeout=70)
 
     def stop(self) -> None:
-        for proc in reversed(self.procs):
-            proc.stop()
+        stop_all(self.procs)
 
 
 def start_stack(redis_url: str, fakellm: str, workers: int = 1, **env: str) -> Stack:

@@ -92,15 +92,7 @@ class Proc:
 
     def stop(self, timeout_s: float = 5.0) -> None:
         """SIGTERM, then SIGKILL of its whole process group if it lingers."""
-        if self.process is None:
-            return
-        if self.alive():
-            self.process.send_signal(signal.SIGTERM)
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                self.process.wait(timeout_s)
-        if self.process.poll() is None:
-            os.killpg(self.pid, signal.SIGKILL)
-            self.process.wait(5)
+        stop_all([self], timeout_s)
 
     def kill(self) -> None:
         """SIGKILL, no goodbye."""
@@ -111,6 +103,23 @@ class Proc:
 
     def log_text(self) -> str:
         return self.log_path.read_text(errors="replace")
+
+
+def stop_all(procs: Sequence[Proc], timeout_s: float = 5.0) -> None:
+    """SIGTERM to all of `procs` at once, then SIGKILL of the process group of any still
+    running `timeout_s` later (one after another, each would wait its own grace)."""
+    running = [p for p in procs if p.alive()]
+    for proc in running:
+        proc.signal(signal.SIGTERM)
+    deadline = time.monotonic() + timeout_s
+    for proc in running:
+        assert proc.process is not None
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.process.wait(max(0.0, deadline - time.monotonic()))
+    for proc in procs:
+        if proc.process is not None and proc.process.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.process.wait(5)
 
 
 def base_env(redis_url: str, upstream_url: str, **overrides: str) -> dict[str, str]:
