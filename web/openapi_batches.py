@@ -8,7 +8,14 @@ from __future__ import annotations
 
 from chatq.batch_lines import ENDPOINTS
 from chatq.batches import TIMESTAMPS
-from web.openapi import _error_responses, _json, _op, _param, _response, _wait
+from web.openapi_parts import (
+    error_responses,
+    json_ref,
+    operation,
+    param_ref,
+    response_object,
+    wait_param,
+)
 from web.openapi_schemas import Schema, _nullable, _object, ref
 
 BATCH_STATUSES = [
@@ -46,12 +53,12 @@ def _query(name: str, schema: Schema, description: str) -> Schema:
 
 def _file_collection() -> dict[str, Schema]:
     """POST and GET /v1/files."""
-    upload = _op(
+    upload = operation(
         "createFile",
         "Upload a JSONL file of batch requests (multipart)",
         {
-            "200": _response("The file object.", _json("File")),
-            **_error_responses(
+            "200": response_object("The file object.", json_ref("File")),
+            **error_responses(
                 (
                     400,
                     "`invalid_request`, `missing_field`: not multipart, no "
@@ -71,14 +78,12 @@ def _file_collection() -> dict[str, Schema]:
         "required": True,
         "content": {"multipart/form-data": {"schema": ref("FileUpload")}},
     }
-    listing = _op(
+    listing = operation(
         "listFiles",
         "The key's files",
         {
-            "200": _response("A page of files.", _json("FileList")),
-            **_error_responses(
-                (400, "`invalid_request`: a bad `limit` or `order`."), 401, 429, 503
-            ),
+            "200": response_object("A page of files.", json_ref("FileList")),
+            **error_responses((400, "`invalid_request`: a bad `limit` or `order`."), 401, 429, 503),
         },
         _query("after", {"type": "string"}, "A file id: the page starts after it."),
         _query(
@@ -98,21 +103,21 @@ def _file_collection() -> dict[str, Schema]:
 
 def _file_item() -> dict[str, Schema]:
     """GET and DELETE /v1/files/{file_id}, and its content."""
-    get = _op(
+    get = operation(
         "retrieveFile",
         "A file object",
         {
-            "200": _response("The file object.", _json("File")),
-            **_error_responses(401, (404, _FILE_404), 429, 503),
+            "200": response_object("The file object.", json_ref("File")),
+            **error_responses(401, (404, _FILE_404), 429, 503),
         },
         _FILE_ID,
     )
-    delete = _op(
+    delete = operation(
         "deleteFile",
         "Delete a file",
         {
-            "200": _response("Deleted.", _json("FileDeleted")),
-            **_error_responses(
+            "200": response_object("Deleted.", json_ref("FileDeleted")),
+            **error_responses(
                 401,
                 (404, _FILE_404),
                 (409, "`file_in_use`: an unfinished batch reads it."),
@@ -122,15 +127,15 @@ def _file_item() -> dict[str, Schema]:
         },
         _FILE_ID,
     )
-    content = _op(
+    content = operation(
         "downloadFile",
         "A file's bytes",
         {
-            "200": _response(
+            "200": response_object(
                 "The file, streamed.",
                 {"application/octet-stream": {"type": "string", "format": "binary"}},
             ),
-            **_error_responses(401, (404, _FILE_404), 429, 503),
+            **error_responses(401, (404, _FILE_404), 429, 503),
         },
         _FILE_ID,
     )
@@ -142,12 +147,12 @@ def _file_item() -> dict[str, Schema]:
 
 def _batch_collection() -> dict[str, Schema]:
     """POST and GET /v1/batches."""
-    create = _op(
+    create = operation(
         "createBatch",
         "Create a batch on an uploaded file",
         {
-            "200": _response("The batch, `validating`.", _json("Batch")),
-            **_error_responses(
+            "200": response_object("The batch, `validating`.", json_ref("Batch")),
+            **error_responses(
                 (
                     400,
                     "`invalid_json`, `invalid_request`, `missing_field`: a field "
@@ -164,12 +169,12 @@ def _batch_collection() -> dict[str, Schema]:
         },
         body="BatchCreateRequest",
     )
-    listing = _op(
+    listing = operation(
         "listBatches",
         "The key's batches, newest first",
         {
-            "200": _response("A page of batches.", _json("BatchList")),
-            **_error_responses((400, "`invalid_request`: a bad `limit`."), 401, 429, 503),
+            "200": response_object("A page of batches.", json_ref("BatchList")),
+            **error_responses((400, "`invalid_request`: a bad `limit`."), 401, 429, 503),
         },
         _query("after", {"type": "string"}, "A batch id: the page starts after it."),
         _query(
@@ -183,16 +188,16 @@ def _batch_collection() -> dict[str, Schema]:
 
 def _batch_item() -> dict[str, Schema]:
     """GET /v1/batches/{batch_id} and its cancel."""
-    get = _op(
+    get = operation(
         "retrieveBatch",
         "A batch, long-polled",
         {
-            "200": _response(
+            "200": response_object(
                 "The batch (as it is when `wait` runs out, or once ended).",
-                _json("Batch"),
+                json_ref("Batch"),
                 "Preference-Applied",
             ),
-            **_error_responses(
+            **error_responses(
                 (400, "`invalid_wait`: `wait` is not a finite number >= 0."),
                 401,
                 (404, _BATCH_404),
@@ -201,21 +206,21 @@ def _batch_item() -> dict[str, Schema]:
             ),
         },
         _BATCH_ID,
-        _wait(0),
-        _param("Prefer"),
+        wait_param(0),
+        param_ref("Prefer"),
         description="With `wait`, held until the batch has ended (completed, failed, "
         "cancelled or expired) or the wait runs out.",
     )
-    cancel = _op(
+    cancel = operation(
         "cancelBatch",
         "Cancel a batch",
         {
-            "200": _response(
+            "200": response_object(
                 "The batch: `cancelling` until its running lines end and "
                 "its files are written; an ended batch is left as it is.",
-                _json("Batch"),
+                json_ref("Batch"),
             ),
-            **_error_responses(401, (404, _BATCH_404), 429, 503),
+            **error_responses(401, (404, _BATCH_404), 429, 503),
         },
         _BATCH_ID,
     )

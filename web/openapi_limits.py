@@ -3,7 +3,12 @@ x-ratelimit-* headers on the submits, and their 429s (rate_limit_exceeded, insuf
 
 from __future__ import annotations
 
-from web.openapi import _error_responses, _json, _op, _response
+from web.openapi_parts import (
+    error_responses,
+    json_ref,
+    operation,
+    response_object,
+)
 from web.openapi_schemas import Schema, _const, _nullable, _object
 
 _COUNT: Schema = {"type": "integer", "minimum": 0}
@@ -95,15 +100,15 @@ def schemas() -> dict[str, Schema]:
 
 def paths() -> dict[str, Schema]:
     """GET /v1/usage."""
-    usage = _op(
+    usage = operation(
         "getUsage",
         "The calling key's limits and use",
         {
-            "200": _response(
+            "200": response_object(
                 "Its limits and what it used this minute, today and this month (UTC).",
-                _json("Usage"),
+                json_ref("Usage"),
             ),
-            **_error_responses(401, 429, 503),
+            **error_responses(401, 429, 503),
         },
     )
     return {"/v1/usage": {"get": usage}}
