@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
-import math
 import os
 import re
 import tempfile
@@ -11,13 +9,24 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
+from chatq.config_env import ConfigError as ConfigError  # what callers catch
+from chatq.config_env import bare_key_name as bare_key_name
+from chatq.config_env import parse_api_keys as parse_api_keys
+from chatq.config_env import (
+    parse_overrides,
+    parse_urls,
+    read_bool,
+    read_broker_url,
+    read_choice,
+    read_file_path,
+    read_float,
+    read_int,
+    read_text,
+)
+from chatq.config_env import parse_sentinels as parse_sentinels
 from chatq.fair_config import parse_counts
 from chatq.limits_config import NO_LIMITS, KeyLimits, parse_key_limits
 from chatq.webhooks_config import WebhookConfig, parse_webhooks
-
-
-class ConfigError(ValueError):
-    """A CHATQ_* variable holds a value that cannot be used."""
 
 
 @dataclass(frozen=True)
@@ -133,214 +142,86 @@ def _masked(name: str, value: object) -> object:
     return value
 
 
-def _text(env: Mapping[str, str], name: str, default: str) -> str:
-    return env.get(name, "").strip() or default
-
-
-def _int(env: Mapping[str, str], name: str, default: int, minimum: int = 0) -> int:
-    raw = env.get(name, "").strip()
-    if not raw:
-        return default
-    try:
-        value = int(raw)
-    except ValueError as exc:
-        raise ConfigError(f"{name} must be a whole number, got {raw!r}") from exc
-    if value < minimum:
-        raise ConfigError(f"{name} must be at least {minimum}, got {value}")
-    return value
-
-
-def _float(env: Mapping[str, str], name: str, default: float, minimum: float = 0.0) -> float:
-    raw = env.get(name, "").strip()
-    if not raw:
-        return default
-    try:
-        value = float(raw)
-    except ValueError as exc:
-        raise ConfigError(f"{name} must be a number, got {raw!r}") from exc
-    if not math.isfinite(value) or value < minimum:
-        raise ConfigError(f"{name} must be a finite number >= {minimum}, got {raw!r}")
-    return value
-
-
-def _bool(env: Mapping[str, str], name: str, default: bool) -> bool:
-    raw = env.get(name, "").strip().lower()
-    if not raw:
-        return default
-    if raw in ("1", "true", "yes", "on"):
-        return True
-    if raw in ("0", "false", "no", "off"):
-        return False
-    raise ConfigError(f"{name} must be 1 or 0, got {raw!r}")
-
-
-def _choice(env: Mapping[str, str], name: str, default: str, allowed: tuple[str, ...]) -> str:
-    value = _text(env, name, default)
-    if value not in allowed:
-        raise ConfigError(f"{name} must be one of {', '.join(allowed)}, got {value!r}")
-    return value
-
-
-def _overrides(raw: str) -> tuple[tuple[str, str], ...]:
-    """`name=10/second name2=100/minute;1000/hour` into (name, limit) pairs."""
-    pairs = []
-    for item in raw.split():
-        name, sep, limit = item.partition("=")
-        if not sep or not name or not limit:
-            raise ConfigError("CHATQ_RATE_LIMIT_OVERRIDES entries must be `name=limit`")
-        pairs.append((name, limit))
-    return tuple(pairs)
-
-
-def bare_key_name(key: str) -> str:
-    """The name of a key given without one: `key-` and 12 hex digits of its SHA-256."""
-    return "key-" + hashlib.sha256(key.encode()).hexdigest()[:12]
-
-
-def parse_api_keys(raw: str) -> tuple[tuple[str, str], ...]:
-    """Parse `name:key,key2` into (name, key) pairs; a bare key is named by its hash."""
-    pairs: list[tuple[str, str]] = []
-    for item in raw.split(","):
-        item = item.strip()
-        if not item:
-            continue
-        name, sep, key = item.partition(":")
-        # A bare key must not be its own name: names go into logs, job records and Redis keys.
-        pairs.append((name.strip(), key.strip()) if sep else (bare_key_name(item), item))
-    for name, key in pairs:
-        if not name or not key:
-            raise ConfigError("CHATQ_API_KEYS entries must be `name:key` or `key`")
-    return tuple(pairs)
-
-
-def _urls(raw: str, default: tuple[str, ...]) -> tuple[str, ...]:
-    urls = tuple(u.strip().rstrip("/") for u in raw.split(",") if u.strip())
-    return urls or default
-
-
-SENTINEL_PORT = 26379
-
-
-def parse_sentinels(raw: str) -> tuple[tuple[str, int], ...]:
-    """`host:port,host2:port` (`[v6]:port`; the port defaults to 26379) into pairs."""
-    found = []
-    for item in (i.strip() for i in raw.split(",")):
-        if not item:
-            continue
-        if item.startswith("["):
-            host, closed, rest = item[1:].partition("]")
-            port = rest.removeprefix(":") if closed else "?"
-        else:
-            host, _, port = item.partition(":")
-        if not host or not (port or str(SENTINEL_PORT)).isdigit():
-            raise ConfigError(f"CHATQ_REDIS_SENTINELS entries must be host:port, got {item!r}")
-        number = int(port or SENTINEL_PORT)
-        if not 0 < number < 65536:
-            raise ConfigError(f"CHATQ_REDIS_SENTINELS: no port {number} (in {item!r})")
-        found.append((host, number))
-    return tuple(found)
-
-
-BROKER_SCHEMES = ("redis", "rediss", "amqp", "amqps")
-
-
-def _broker_url(env: Mapping[str, str]) -> str:
-    """CHATQ_BROKER_URL: a Redis or a RabbitMQ URL; empty means the Redis URL."""
-    url = env.get("CHATQ_BROKER_URL", "").strip()
-    scheme, sep, _ = url.partition("://")
-    if url and (not sep or scheme.lower() not in BROKER_SCHEMES):
-        # Only a well-formed scheme is repeated: the rest of a URL may hold a password.
-        shown = repr(scheme) if sep and scheme.isalnum() else "no scheme"
-        raise ConfigError(
-            f"CHATQ_BROKER_URL must start with one of "
-            f"{', '.join(s + '://' for s in BROKER_SCHEMES)}; got {shown}"
-        )
-    return url
-
-
-def _existing_file(env: Mapping[str, str], name: str) -> str:
-    path = env.get(name, "").strip()
-    if path and not os.path.isfile(path):
-        raise ConfigError(f"{name}: no file at {path!r}")
-    return path
-
-
 def load(env: Mapping[str, str] | None = None) -> Settings:
     """Build Settings from `env` (default: os.environ)."""
     e = os.environ if env is None else env
     d = Settings()
     return Settings(
-        redis_url=_text(e, "CHATQ_REDIS_URL", d.redis_url),
+        redis_url=read_text(e, "CHATQ_REDIS_URL", d.redis_url),
         state_url=e.get("CHATQ_STATE_URL", "").strip(),
-        redis_ca_file=_existing_file(e, "CHATQ_REDIS_CA_FILE"),
-        redis_require_safe=_bool(e, "CHATQ_REDIS_REQUIRE_SAFE", d.redis_require_safe),
+        redis_ca_file=read_file_path(e, "CHATQ_REDIS_CA_FILE"),
+        redis_require_safe=read_bool(e, "CHATQ_REDIS_REQUIRE_SAFE", d.redis_require_safe),
         **_sentinel_settings(e, d),
-        broker_url=_broker_url(e),
-        broker_api_url=_text(e, "CHATQ_BROKER_API_URL", d.broker_api_url),
-        bind=_text(e, "CHATQ_BIND", d.bind),
-        web_workers=_int(e, "CHATQ_WEB_WORKERS", d.web_workers, 1),
-        web_worker_connections=_int(e, "CHATQ_WEB_WORKER_CONNECTIONS", d.web_worker_connections, 1),
-        worker_concurrency=_int(e, "CHATQ_WORKER_CONCURRENCY", d.worker_concurrency, 1),
+        broker_url=read_broker_url(e),
+        broker_api_url=read_text(e, "CHATQ_BROKER_API_URL", d.broker_api_url),
+        bind=read_text(e, "CHATQ_BIND", d.bind),
+        web_workers=read_int(e, "CHATQ_WEB_WORKERS", d.web_workers, 1),
+        web_worker_connections=read_int(
+            e, "CHATQ_WEB_WORKER_CONNECTIONS", d.web_worker_connections, 1
+        ),
+        worker_concurrency=read_int(e, "CHATQ_WORKER_CONCURRENCY", d.worker_concurrency, 1),
         worker_metrics_bind=e.get("CHATQ_WORKER_METRICS_BIND", d.worker_metrics_bind).strip(),
-        worker_pool=_choice(e, "CHATQ_WORKER_POOL", d.worker_pool, ("gevent", "threads")),
+        worker_pool=read_choice(e, "CHATQ_WORKER_POOL", d.worker_pool, ("gevent", "threads")),
         api_keys=parse_api_keys(e.get("CHATQ_API_KEYS", "")),
-        upstream_urls=_urls(e.get("CHATQ_UPSTREAM_URLS", ""), d.upstream_urls),
+        upstream_urls=parse_urls(e.get("CHATQ_UPSTREAM_URLS", ""), d.upstream_urls),
         upstream_api_key=e.get("CHATQ_UPSTREAM_API_KEY", "").strip(),
-        default_model=_text(e, "CHATQ_DEFAULT_MODEL", d.default_model),
-        max_body_bytes=_int(e, "CHATQ_MAX_BODY_BYTES", d.max_body_bytes, 1),
-        max_wait_s=_float(e, "CHATQ_MAX_WAIT", d.max_wait_s),
-        result_wait_s=_float(e, "CHATQ_RESULT_WAIT", d.result_wait_s),
-        job_ttl_s=_int(e, "CHATQ_JOB_TTL", d.job_ttl_s, 1),
-        job_timeout_s=_float(e, "CHATQ_JOB_TIMEOUT", d.job_timeout_s, 0.1),
-        lease_s=_float(e, "CHATQ_LEASE", d.lease_s, 0.5),
-        max_takeovers=_int(e, "CHATQ_MAX_TAKEOVERS", d.max_takeovers),
-        queue_resend_s=_float(e, "CHATQ_QUEUE_RESEND", d.queue_resend_s, 1.0),
-        connect_timeout_s=_float(e, "CHATQ_UPSTREAM_CONNECT_TIMEOUT", d.connect_timeout_s, 0.01),
-        first_byte_timeout_s=_float(
+        default_model=read_text(e, "CHATQ_DEFAULT_MODEL", d.default_model),
+        max_body_bytes=read_int(e, "CHATQ_MAX_BODY_BYTES", d.max_body_bytes, 1),
+        max_wait_s=read_float(e, "CHATQ_MAX_WAIT", d.max_wait_s),
+        result_wait_s=read_float(e, "CHATQ_RESULT_WAIT", d.result_wait_s),
+        job_ttl_s=read_int(e, "CHATQ_JOB_TTL", d.job_ttl_s, 1),
+        job_timeout_s=read_float(e, "CHATQ_JOB_TIMEOUT", d.job_timeout_s, 0.1),
+        lease_s=read_float(e, "CHATQ_LEASE", d.lease_s, 0.5),
+        max_takeovers=read_int(e, "CHATQ_MAX_TAKEOVERS", d.max_takeovers),
+        queue_resend_s=read_float(e, "CHATQ_QUEUE_RESEND", d.queue_resend_s, 1.0),
+        connect_timeout_s=read_float(
+            e, "CHATQ_UPSTREAM_CONNECT_TIMEOUT", d.connect_timeout_s, 0.01
+        ),
+        first_byte_timeout_s=read_float(
             e, "CHATQ_UPSTREAM_FIRST_BYTE_TIMEOUT", d.first_byte_timeout_s, 0.01
         ),
-        read_timeout_s=_float(e, "CHATQ_UPSTREAM_READ_TIMEOUT", d.read_timeout_s, 0.01),
-        cooldown_s=_float(e, "CHATQ_UPSTREAM_COOLDOWN", d.cooldown_s, 0.1),
-        cooldown_after_failures=_int(
+        read_timeout_s=read_float(e, "CHATQ_UPSTREAM_READ_TIMEOUT", d.read_timeout_s, 0.01),
+        cooldown_s=read_float(e, "CHATQ_UPSTREAM_COOLDOWN", d.cooldown_s, 0.1),
+        cooldown_after_failures=read_int(
             e, "CHATQ_UPSTREAM_COOLDOWN_AFTER", d.cooldown_after_failures, 1
         ),
-        upstream_pacing=_bool(e, "CHATQ_UPSTREAM_PACING", d.upstream_pacing),
-        upstream_rpm=_int(e, "CHATQ_UPSTREAM_RPM", d.upstream_rpm),
-        upstream_tpm=_int(e, "CHATQ_UPSTREAM_TPM", d.upstream_tpm),
-        max_attempts=_int(e, "CHATQ_UPSTREAM_MAX_ATTEMPTS", d.max_attempts, 1),
-        retry_base_s=_float(e, "CHATQ_RETRY_BASE", d.retry_base_s),
-        retry_after_max_s=_float(e, "CHATQ_RETRY_AFTER_MAX", d.retry_after_max_s),
-        flush_interval_s=_float(e, "CHATQ_FLUSH_INTERVAL", d.flush_interval_s),
-        flush_max_chars=_int(e, "CHATQ_FLUSH_MAX_CHARS", d.flush_max_chars, 1),
-        backend_retry_after_s=_int(e, "CHATQ_BACKEND_RETRY_AFTER", d.backend_retry_after_s, 1),
-        log_level=_text(e, "CHATQ_LOG_LEVEL", d.log_level).upper(),
-        log_format=_choice(e, "CHATQ_LOG_FORMAT", d.log_format, ("text", "json")),
+        upstream_pacing=read_bool(e, "CHATQ_UPSTREAM_PACING", d.upstream_pacing),
+        upstream_rpm=read_int(e, "CHATQ_UPSTREAM_RPM", d.upstream_rpm),
+        upstream_tpm=read_int(e, "CHATQ_UPSTREAM_TPM", d.upstream_tpm),
+        max_attempts=read_int(e, "CHATQ_UPSTREAM_MAX_ATTEMPTS", d.max_attempts, 1),
+        retry_base_s=read_float(e, "CHATQ_RETRY_BASE", d.retry_base_s),
+        retry_after_max_s=read_float(e, "CHATQ_RETRY_AFTER_MAX", d.retry_after_max_s),
+        flush_interval_s=read_float(e, "CHATQ_FLUSH_INTERVAL", d.flush_interval_s),
+        flush_max_chars=read_int(e, "CHATQ_FLUSH_MAX_CHARS", d.flush_max_chars, 1),
+        backend_retry_after_s=read_int(e, "CHATQ_BACKEND_RETRY_AFTER", d.backend_retry_after_s, 1),
+        log_level=read_text(e, "CHATQ_LOG_LEVEL", d.log_level).upper(),
+        log_format=read_choice(e, "CHATQ_LOG_FORMAT", d.log_format, ("text", "json")),
         metrics_dir=e.get("CHATQ_METRICS_DIR", "").strip(),
-        max_queue_depth=_int(e, "CHATQ_MAX_QUEUE_DEPTH", d.max_queue_depth),
+        max_queue_depth=read_int(e, "CHATQ_MAX_QUEUE_DEPTH", d.max_queue_depth),
         rate_limit=e.get("CHATQ_RATE_LIMIT", "").strip(),
-        rate_limit_overrides=_overrides(e.get("CHATQ_RATE_LIMIT_OVERRIDES", "")),
-        keepalive_s=_int(e, "CHATQ_KEEPALIVE", d.keepalive_s, 1),
-        sse_keepalive_s=_float(e, "CHATQ_SSE_KEEPALIVE", d.sse_keepalive_s, 0.1),
-        cancel_on_disconnect=_bool(e, "CHATQ_CANCEL_ON_DISCONNECT", d.cancel_on_disconnect),
-        graceful_timeout_s=_int(e, "CHATQ_GRACEFUL_TIMEOUT", d.graceful_timeout_s, 1),
-        cache_ttl_s=_int(e, "CHATQ_CACHE_TTL", d.cache_ttl_s),
-        max_context_tokens=_int(e, "CHATQ_MAX_CONTEXT_TOKENS", d.max_context_tokens),
-        context_overflow=_choice(
+        rate_limit_overrides=parse_overrides(e.get("CHATQ_RATE_LIMIT_OVERRIDES", "")),
+        keepalive_s=read_int(e, "CHATQ_KEEPALIVE", d.keepalive_s, 1),
+        sse_keepalive_s=read_float(e, "CHATQ_SSE_KEEPALIVE", d.sse_keepalive_s, 0.1),
+        cancel_on_disconnect=read_bool(e, "CHATQ_CANCEL_ON_DISCONNECT", d.cancel_on_disconnect),
+        graceful_timeout_s=read_int(e, "CHATQ_GRACEFUL_TIMEOUT", d.graceful_timeout_s, 1),
+        cache_ttl_s=read_int(e, "CHATQ_CACHE_TTL", d.cache_ttl_s),
+        max_context_tokens=read_int(e, "CHATQ_MAX_CONTEXT_TOKENS", d.max_context_tokens),
+        context_overflow=read_choice(
             e, "CHATQ_CONTEXT_OVERFLOW", d.context_overflow, ("reject", "truncate_oldest")
         ),
-        cache_shared=_bool(e, "CHATQ_CACHE_SHARED", d.cache_shared),
-        cache_local_entries=_int(e, "CHATQ_CACHE_LOCAL_ENTRIES", d.cache_local_entries),
-        cache_local_ttl_s=_float(e, "CHATQ_CACHE_LOCAL_TTL", d.cache_local_ttl_s),
-        max_followers=_int(e, "CHATQ_MAX_FOLLOWERS", d.max_followers),
-        max_n=_int(e, "CHATQ_MAX_N", d.max_n),
-        max_output_tokens=_int(e, "CHATQ_MAX_OUTPUT_TOKENS", d.max_output_tokens),
+        cache_shared=read_bool(e, "CHATQ_CACHE_SHARED", d.cache_shared),
+        cache_local_entries=read_int(e, "CHATQ_CACHE_LOCAL_ENTRIES", d.cache_local_entries),
+        cache_local_ttl_s=read_float(e, "CHATQ_CACHE_LOCAL_TTL", d.cache_local_ttl_s),
+        max_followers=read_int(e, "CHATQ_MAX_FOLLOWERS", d.max_followers),
+        max_n=read_int(e, "CHATQ_MAX_N", d.max_n),
+        max_output_tokens=read_int(e, "CHATQ_MAX_OUTPUT_TOKENS", d.max_output_tokens),
         **_webhook_settings(e, d),
-        files_dir=_text(e, "CHATQ_FILES_DIR", d.files_dir),
-        files_max_bytes=_int(e, "CHATQ_FILES_MAX_BYTES", d.files_max_bytes, 1),
-        files_max_lines=_int(e, "CHATQ_FILES_MAX_LINES", d.files_max_lines, 1),
-        files_ttl_s=_int(e, "CHATQ_FILES_TTL", d.files_ttl_s, 1),
-        batch_max_queued=_int(e, "CHATQ_BATCH_MAX_QUEUED", d.batch_max_queued, 1),
-        batch_window_s=_float(e, "CHATQ_BATCH_WINDOW", d.batch_window_s, 0.1),
+        files_dir=read_text(e, "CHATQ_FILES_DIR", d.files_dir),
+        files_max_bytes=read_int(e, "CHATQ_FILES_MAX_BYTES", d.files_max_bytes, 1),
+        files_max_lines=read_int(e, "CHATQ_FILES_MAX_LINES", d.files_max_lines, 1),
+        files_ttl_s=read_int(e, "CHATQ_FILES_TTL", d.files_ttl_s, 1),
+        batch_max_queued=read_int(e, "CHATQ_BATCH_MAX_QUEUED", d.batch_max_queued, 1),
+        batch_window_s=read_float(e, "CHATQ_BATCH_WINDOW", d.batch_window_s, 0.1),
         **_limit_settings(e, d),
         **_fair_settings(e),
     )
@@ -350,9 +231,9 @@ def _sentinel_settings(e: Mapping[str, str], d: Settings) -> dict[str, Any]:
     """The Redis behind Sentinel (CHATQ_REDIS_SENTINELS …) and the replicas a write waits for."""
     return {
         "redis_sentinels": parse_sentinels(e.get("CHATQ_REDIS_SENTINELS", "")),
-        "redis_master_name": _text(e, "CHATQ_REDIS_MASTER_NAME", d.redis_master_name),
+        "redis_master_name": read_text(e, "CHATQ_REDIS_MASTER_NAME", d.redis_master_name),
         "redis_sentinel_password": e.get("CHATQ_REDIS_SENTINEL_PASSWORD", "").strip(),
-        "redis_min_replicas": _int(e, "CHATQ_REDIS_MIN_REPLICAS", d.redis_min_replicas),
+        "redis_min_replicas": read_int(e, "CHATQ_REDIS_MIN_REPLICAS", d.redis_min_replicas),
         "redis_wait_timeout_ms": _wait_timeout_ms(e, d.redis_wait_timeout_ms),
     }
 
@@ -362,7 +243,7 @@ MAX_WAIT_TIMEOUT_MS = 4000
 
 
 def _wait_timeout_ms(e: Mapping[str, str], default: int) -> int:
-    value = _int(e, "CHATQ_REDIS_WAIT_TIMEOUT_MS", default, 1)
+    value = read_int(e, "CHATQ_REDIS_WAIT_TIMEOUT_MS", default, 1)
     if value > MAX_WAIT_TIMEOUT_MS:
         raise ConfigError(f"CHATQ_REDIS_WAIT_TIMEOUT_MS must be at most {MAX_WAIT_TIMEOUT_MS}")
     return value
@@ -375,9 +256,9 @@ def _fair_settings(e: Mapping[str, str]) -> dict[str, Any]:
     overrides = e.get("CHATQ_TENANT_MAX_RUNNING_OVERRIDES", "")
     try:
         return {
-            "fair_dispatch": _bool(e, "CHATQ_FAIR_DISPATCH", True),
+            "fair_dispatch": read_bool(e, "CHATQ_FAIR_DISPATCH", True),
             "tenant_weights": parse_counts("CHATQ_TENANT_WEIGHTS", weights, ":", ",", names, 1),
-            "tenant_max_running": _int(e, "CHATQ_TENANT_MAX_RUNNING", 0),
+            "tenant_max_running": read_int(e, "CHATQ_TENANT_MAX_RUNNING", 0),
             "tenant_max_running_overrides": parse_counts(
                 "CHATQ_TENANT_MAX_RUNNING_OVERRIDES", overrides, "=", None, names, 0
             ),
@@ -398,20 +279,22 @@ def _webhook_settings(e: Mapping[str, str], d: Settings) -> dict[str, Any]:
     owners = {name for name, _ in parse_api_keys(e.get("CHATQ_API_KEYS", ""))}
     return {
         "webhooks": _webhooks(e.get("CHATQ_WEBHOOKS", ""), owners),
-        "webhook_allow_private": _bool(e, "CHATQ_WEBHOOK_ALLOW_PRIVATE", d.webhook_allow_private),
-        "webhook_timeout_s": _float(e, "CHATQ_WEBHOOK_TIMEOUT", d.webhook_timeout_s, 0.1),
-        "webhook_retry_scale": _float(e, "CHATQ_WEBHOOK_RETRY_SCALE", d.webhook_retry_scale),
-        "webhook_log_ttl_s": _int(e, "CHATQ_WEBHOOK_LOG_TTL", d.webhook_log_ttl_s, 86400),
+        "webhook_allow_private": read_bool(
+            e, "CHATQ_WEBHOOK_ALLOW_PRIVATE", d.webhook_allow_private
+        ),
+        "webhook_timeout_s": read_float(e, "CHATQ_WEBHOOK_TIMEOUT", d.webhook_timeout_s, 0.1),
+        "webhook_retry_scale": read_float(e, "CHATQ_WEBHOOK_RETRY_SCALE", d.webhook_retry_scale),
+        "webhook_log_ttl_s": read_int(e, "CHATQ_WEBHOOK_LOG_TTL", d.webhook_log_ttl_s, 86400),
     }
 
 
 def _limit_settings(e: Mapping[str, str], d: Settings) -> dict[str, Any]:
     """The per-key limits and budgets (CHATQ_KEY_*), and the output a request reserves."""
     default = KeyLimits(
-        requests_per_minute=_int(e, "CHATQ_KEY_RPM", 0),
-        tokens_per_minute=_int(e, "CHATQ_KEY_TPM", 0),
-        tokens_per_day=_int(e, "CHATQ_KEY_TOKENS_PER_DAY", 0),
-        tokens_per_month=_int(e, "CHATQ_KEY_TOKENS_PER_MONTH", 0),
+        requests_per_minute=read_int(e, "CHATQ_KEY_RPM", 0),
+        tokens_per_minute=read_int(e, "CHATQ_KEY_TPM", 0),
+        tokens_per_day=read_int(e, "CHATQ_KEY_TOKENS_PER_DAY", 0),
+        tokens_per_month=read_int(e, "CHATQ_KEY_TOKENS_PER_MONTH", 0),
     )
     names = {name for name, _ in parse_api_keys(e.get("CHATQ_API_KEYS", ""))}
     try:
@@ -421,5 +304,7 @@ def _limit_settings(e: Mapping[str, str], d: Settings) -> dict[str, Any]:
     return {
         "key_limits": default,
         "key_limit_overrides": overrides,
-        "default_output_budget": _int(e, "CHATQ_DEFAULT_OUTPUT_BUDGET", d.default_output_budget, 1),
+        "default_output_budget": read_int(
+            e, "CHATQ_DEFAULT_OUTPUT_BUDGET", d.default_output_budget, 1
+        ),
     }
