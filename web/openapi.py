@@ -24,7 +24,8 @@ from web.openapi_parts import (
     response_object,
     wait_param,
 )
-from web.openapi_responses import response_paths, response_schemas
+from web.openapi_response_schemas import response_schemas
+from web.openapi_responses import response_paths
 from web.openapi_schemas import Schema, ref, schemas
 
 _DESCRIPTION = """\
