@@ -6,7 +6,13 @@ import copy
 from typing import Any
 
 from chatq.config import Settings
-from web import openapi_batches, openapi_limits, openapi_service, openapi_webhooks
+from web import (
+    openapi_batch_schemas,
+    openapi_batches,
+    openapi_limits,
+    openapi_service,
+    openapi_webhooks,
+)
 from web.openapi_parts import (
     BAD_JSON,
     BAD_WAIT,
@@ -250,7 +256,7 @@ def document(settings: Settings | None = None) -> dict[str, Any]:
                 **schemas(settings),
                 **response_schemas(settings),
                 **openapi_webhooks.schemas(),
-                **openapi_batches.schemas(),
+                **openapi_batch_schemas.schemas(),
                 **openapi_limits.schemas(),
             },
             "parameters": copy.deepcopy(PARAMETERS),
