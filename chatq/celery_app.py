@@ -40,6 +40,14 @@ def consumed_queues(app: Celery) -> tuple[str, ...]:
     return tuple(str(q.name) for q in app.conf.task_queues)
 
 
+def worker_queues(app: Celery, lanes: tuple[str, ...]) -> tuple[str, ...]:
+    """The queues a worker running only `lanes` consumes: theirs (a lane's own queue and its
+    tenants', `interactive.alpha`), then the others (webhooks; RabbitMQ's one jobs queue)."""
+    return tuple(
+        q for q in consumed_queues(app) if q.split(".")[0] in lanes or q.split(".")[0] not in QUEUES
+    )
+
+
 def _queue_of(app: Celery, lane: str, owner: str) -> str:
     """The Redis broker's queue for a job of `owner` in `lane` (its tenant's, if declared)."""
     tenant = fair.queue_name(lane, owner)

@@ -9,10 +9,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
-from chatq.config_env import ConfigError as ConfigError  # what callers catch
-from chatq.config_env import bare_key_name as bare_key_name
-from chatq.config_env import parse_api_keys as parse_api_keys
 from chatq.config_env import (
+    LANES,
+    parse_lanes,
     parse_overrides,
     parse_urls,
     read_bool,
@@ -23,6 +22,9 @@ from chatq.config_env import (
     read_int,
     read_text,
 )
+from chatq.config_env import ConfigError as ConfigError  # what callers catch
+from chatq.config_env import bare_key_name as bare_key_name
+from chatq.config_env import parse_api_keys as parse_api_keys
 from chatq.config_env import parse_sentinels as parse_sentinels
 from chatq.fair_config import parse_counts
 from chatq.limits_config import NO_LIMITS, KeyLimits, parse_key_limits
@@ -49,6 +51,7 @@ class Settings:
     web_worker_connections: int = 12000
     worker_concurrency: int = 100
     worker_pool: str = "gevent"
+    worker_lanes: tuple[str, ...] = LANES
     worker_metrics_bind: str = "127.0.0.1:9101"
     api_keys: tuple[tuple[str, str], ...] = ()
     upstream_urls: tuple[str, ...] = ("http://127.0.0.1:9100/v1",)
@@ -162,6 +165,7 @@ def load(env: Mapping[str, str] | None = None) -> Settings:
         worker_concurrency=read_int(e, "CHATQ_WORKER_CONCURRENCY", d.worker_concurrency, 1),
         worker_metrics_bind=e.get("CHATQ_WORKER_METRICS_BIND", d.worker_metrics_bind).strip(),
         worker_pool=read_choice(e, "CHATQ_WORKER_POOL", d.worker_pool, ("gevent", "threads")),
+        worker_lanes=_worker_lanes(e),
         api_keys=parse_api_keys(e.get("CHATQ_API_KEYS", "")),
         upstream_urls=parse_urls(e.get("CHATQ_UPSTREAM_URLS", ""), d.upstream_urls),
         upstream_api_key=e.get("CHATQ_UPSTREAM_API_KEY", "").strip(),
@@ -225,6 +229,16 @@ def load(env: Mapping[str, str] | None = None) -> Settings:
         **_limit_settings(e, d),
         **_fair_settings(e),
     )
+
+
+def _worker_lanes(e: Mapping[str, str]) -> tuple[str, ...]:
+    """The lanes this worker runs; a lane of its own needs the Redis broker (on RabbitMQ both
+    lanes are priorities of one queue, which a consumer cannot split)."""
+    lanes = parse_lanes(e.get("CHATQ_WORKER_LANES", ""))
+    scheme = read_broker_url(e).partition("://")[0].lower()
+    if lanes != LANES and scheme in ("amqp", "amqps"):
+        raise ConfigError("CHATQ_WORKER_LANES needs the Redis broker (RabbitMQ: both lanes)")
+    return lanes
 
 
 def _sentinel_settings(e: Mapping[str, str], d: Settings) -> dict[str, Any]:

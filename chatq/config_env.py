@@ -8,6 +8,9 @@ import math
 import os
 from collections.abc import Mapping
 
+# The job lanes, most urgent first (chatq/fair.py, chatq/celery_app.py).
+LANES = ("interactive", "batch")
+
 
 class ConfigError(ValueError):
     """A CHATQ_* variable holds a value that cannot be used."""
@@ -143,3 +146,12 @@ def read_file_path(env: Mapping[str, str], name: str) -> str:
     if path and not os.path.isfile(path):
         raise ConfigError(f"{name}: no file at {path!r}")
     return path
+
+
+def parse_lanes(raw: str) -> tuple[str, ...]:
+    """CHATQ_WORKER_LANES: `interactive`, `batch` or both, comma-separated (empty: both)."""
+    lanes = tuple(dict.fromkeys(name.strip() for name in raw.split(",") if name.strip()))
+    wrong = [name for name in lanes if name not in LANES]
+    if wrong:
+        raise ConfigError(f"CHATQ_WORKER_LANES: no lane {wrong[0]!r} (lanes: {', '.join(LANES)})")
+    return tuple(lane for lane in LANES if lane in lanes) or LANES

@@ -18,10 +18,10 @@ from typing import Any
 
 from chatq import keys
 from chatq.config import Settings
+from chatq.config_env import LANES as LANES
 
 log = logging.getLogger(__name__)
 
-LANES = ("interactive", "batch")
 # How long a worker trusts its copy of the tenants' running counts.
 RUNNING_REFRESH_S = 0.2
 

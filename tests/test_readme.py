@@ -33,7 +33,8 @@ WORDS = re.compile(r"\S+")
 
 
 def test_every_chatq_setting_is_in_the_readme_table() -> None:
-    names = set(re.findall(r'"(CHATQ_[A-Z_]+)"', (ROOT / "chatq" / "config.py").read_text()))
+    read = [ROOT / "chatq" / name for name in ("config.py", "config_env.py")]
+    names = {n for path in read for n in re.findall(r'"(CHATQ_[A-Z_]+)"', path.read_text())}
     readme = README.read_text()
     documented = set(re.findall(r"^\| `(CHATQ_[A-Z_]+)` \|", readme, re.MULTILINE))
     assert names, "no settings found in chatq/config.py"

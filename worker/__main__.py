@@ -1,5 +1,5 @@
-"""`python -m worker`: a Celery worker on both job queues, `interactive` first, then the
-webhook deliveries' queue; set by CHATQ_*."""
+"""`python -m worker`: a Celery worker on the job queues of its lanes (CHATQ_WORKER_LANES,
+both by default), `interactive` first, then the webhook deliveries' queue; set by CHATQ_*."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ def main() -> None:
     """Run the worker until it is stopped; exit with the worker's status."""
     from celery.bin.celery import celery
 
-    from chatq.celery_app import consumed_queues
+    from chatq.celery_app import worker_queues
     from worker.tasks import app, settings
 
     # Not app.worker_main: it drops the worker's exit status, so a worker that gave up exited 0.
@@ -27,7 +27,7 @@ def main() -> None:
             "worker",
             f"--pool={settings.worker_pool}",
             f"--concurrency={settings.worker_concurrency}",
-            f"--queues={','.join(consumed_queues(app))}",
+            f"--queues={','.join(worker_queues(app, settings.worker_lanes))}",
             f"--loglevel={settings.log_level}",
             "--without-gossip",
             "--without-mingle",

@@ -100,7 +100,8 @@ def _start_monitor(**_: Any) -> None:
         _relays[-1].start()
     _schedulers.append(webhooks.Scheduler(monitor.ctx))
     _schedulers[-1].start()
-    batches.start(monitor.ctx)
+    if "batch" in settings.worker_lanes:  # lines run where the loop feeding them runs
+        batches.start(monitor.ctx)
     metrics.WORKER_SLOTS.set(settings.worker_concurrency)
     gcpause.install()
     gcpause.freeze_start_up()

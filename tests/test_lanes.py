@@ -1,0 +1,65 @@
+"""CHATQ_WORKER_LANES: a worker runs the jobs of its lanes only, so that batch lines can have
+worker processes of their own, beside those of the interactive lane."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from chatq import config
+from chatq.celery_app import consumed_queues, make_celery, worker_queues
+from tests.conftest import start_stack
+from tests.procs import start_worker
+
+KEYS = "alice:sk-test-alice-0000,bob:sk-test-bob-0000"
+
+
+@pytest.mark.parametrize(
+    "raw,lanes",
+    [
+        ("", ("interactive", "batch")),
+        ("batch", ("batch",)),
+        (" interactive ", ("interactive",)),
+        ("batch,interactive,batch", ("interactive", "batch")),  # lane order, once each
+    ],
+)
+def test_the_lanes_setting_reads_either_lane_or_both(raw: str, lanes: tuple[str, ...]) -> None:
+    assert config.load({"CHATQ_WORKER_LANES": raw}).worker_lanes == lanes
+
+
+def test_an_unknown_lane_or_a_lane_of_its_own_on_rabbitmq_is_refused() -> None:
+    with pytest.raises(config.ConfigError, match="CHATQ_WORKER_LANES: no lane 'bulk'"):
+        config.load({"CHATQ_WORKER_LANES": "interactive,bulk"})
+    rabbit = {"CHATQ_BROKER_URL": "amqp://guest:guest@127.0.0.1:5672//"}
+    with pytest.raises(config.ConfigError, match="needs the Redis broker"):
+        config.load({**rabbit, "CHATQ_WORKER_LANES": "batch"})
+    assert config.load({**rabbit, "CHATQ_WORKER_LANES": "interactive,batch"})
+
+
+def test_a_lane_s_worker_consumes_its_tenants_queues_its_own_and_the_webhooks() -> None:
+    app = make_celery(config.load({"CHATQ_API_KEYS": KEYS}))
+    assert worker_queues(app, ("interactive", "batch")) == consumed_queues(app)
+    assert worker_queues(app, ("batch",)) == ("batch.alice", "batch.bob", "batch", "webhooks")
+    interactive = worker_queues(app, ("interactive",))
+    assert interactive == ("interactive.alice", "interactive.bob", "interactive", "webhooks")
+
+
+def test_each_lane_runs_only_on_the_workers_that_take_it(redis_url: str, fakellm: str) -> None:
+    db_url = redis_url.rsplit("/", 1)[0] + "/6"
+    s = start_stack(db_url, fakellm, workers=0)
+    try:
+        s.redis.flushdb()
+        s.procs.append(start_worker({**s.env, "CHATQ_WORKER_LANES": "interactive"}, ""))
+        batch_job = s.submit("a batch line", priority="batch").json()["id"]
+        done = s.submit("interactive", wait=10).json()
+        assert done["status"] == "completed"
+        time.sleep(1.0)  # time enough for a worker that took it to have run it
+        assert s.get(batch_job).json()["status"] == "queued"
+        s.procs.append(start_worker({**s.env, "CHATQ_WORKER_LANES": "batch"}, ""))
+        assert s.get(batch_job, wait=10).json()["status"] == "completed"
+        worker_logs = [p.log_text() for p in s.procs if p.name == "worker"]
+        assert batch_job not in worker_logs[0] and batch_job in worker_logs[1]
+        assert done["id"] in worker_logs[0] and done["id"] not in worker_logs[1]
+    finally:
+        s.stop()
