@@ -106,6 +106,8 @@ NUMBERS: dict[str, list[tuple[Any, ...]]] = {
         ("interactive_idle", "latency", "p99_ms"),
         ("interactive_during", "latency", "p99_ms"),
         ("max_batch_lane_depth",),
+        ("worker_per_lane", "interactive_during", "latency", "p99_ms"),
+        ("worker_per_lane", "lines_per_s"),
     ],
 }
 

@@ -14,17 +14,28 @@ import requests
 from bench.lab import Lab
 from bench.loadrun import LoadRun, run_load
 from bench.sections.common import JSON, body, open_spec, outcome_summary, target
+from bench.stack import ChatqStack
 from bench.stats import ratio
 from chatq import keys
-from tests.procs import ALICE_KEY
+from tests.procs import ALICE_KEY, start_worker
 
 # Lines wait on the upstream as real ones do (1 s), so that the worker's slots, not its CPU,
 # bound the batch: what the interactive lane must get through.
 LINE_MODEL = "fake:ttft=1"
 SLOTS = 100
 MAX_QUEUED = 80  # lines in flight: 20 slots stay free for the interactive lane
+# The same 100 slots as a pool per lane (CHATQ_WORKER_LANES): 20 interactive, 80 batch.
+INTERACTIVE_SLOTS = SLOTS - MAX_QUEUED
 STACKS = [
-    ("batch", {"CHATQ_WORKER_CONCURRENCY": str(SLOTS), "CHATQ_BATCH_MAX_QUEUED": str(MAX_QUEUED)})
+    ("batch", {"CHATQ_WORKER_CONCURRENCY": str(SLOTS), "CHATQ_BATCH_MAX_QUEUED": str(MAX_QUEUED)}),
+    (
+        "batch-lanes",
+        {
+            "CHATQ_WORKER_CONCURRENCY": str(INTERACTIVE_SLOTS),
+            "CHATQ_WORKER_LANES": "interactive",
+            "CHATQ_BATCH_MAX_QUEUED": str(MAX_QUEUED),
+        },
+    ),
 ]
 
 
@@ -93,15 +104,13 @@ def _wait_ended(url: str, batch_id: str, timeout_s: float) -> JSON:
     raise TimeoutError(f"batch {batch_id} did not end within {timeout_s} s")
 
 
-def _line_times(lab: Lab, batch: JSON, created_at: float) -> JSON:
+def _line_times(stack: ChatqStack, batch: JSON, created_at: float) -> JSON:
     """First and last line's end, from their jobs' records (Redis time, as created_at)."""
     text = (
-        _session()
-        .get(f"{lab.chatq('batch').url}/v1/files/{batch['output_file_id']}/content", timeout=120)
-        .text
+        _session().get(f"{stack.url}/v1/files/{batch['output_file_id']}/content", timeout=120).text
     )
     ids = [json.loads(line)["response"]["request_id"] for line in text.splitlines() if line]
-    client = lab.chatq("batch").client()
+    client = stack.client()
     pipe = client.pipeline(transaction=False)
     for job_id in ids:
         pipe.hget(keys.job(job_id), "completed_at")
@@ -117,13 +126,25 @@ def _line_times(lab: Lab, batch: JSON, created_at: float) -> JSON:
 
 
 def run(lab: Lab) -> dict[str, Any]:
-    """Interactive latency idle, then a batch with the same probe running beside it."""
+    """Interactive latency idle, then with a batch running beside it: on one worker serving
+    both lanes, then on a worker per lane with the same slots."""
+    shared = _measure(lab, lab.chatq("batch", None, 1, **STACKS[0][1]))
+    lab.drop("batch")
+    stack = lab.chatq("batch-lanes", None, 1, **STACKS[1][1])
+    batch_env = {"CHATQ_WORKER_LANES": "batch", "CHATQ_WORKER_CONCURRENCY": str(MAX_QUEUED)}
+    stack.workers.append(start_worker({**stack.env, **batch_env}, stack.redis.url))
+    lanes = _measure(lab, stack)
+    lab.drop("batch-lanes")
+    return {**shared, "worker_per_lane": {**lanes, "interactive_slots": INTERACTIVE_SLOTS}}
+
+
+def _measure(lab: Lab, stack: ChatqStack) -> dict[str, Any]:
+    """The interactive probe idle, then during a batch on `stack`."""
     lines, rate, probe_s = _sizes(lab)
-    stack = lab.chatq("batch", **STACKS[0][1])
     probe = open_spec("chatq", target(stack.url, body("fake", "interactive")), rate, probe_s)
     idle = outcome_summary(run_load(probe))
     batch_id, created_at = _start_batch(stack.url, lines)
-    stop, depths = threading.Event(), []
+    stop, depths = threading.Event(), list[int]()
     watcher = threading.Thread(target=_watch_depth, args=(stack.url, stop, depths), daemon=True)
     watcher.start()
     during_run = LoadRun(probe)
@@ -133,7 +154,7 @@ def run(lab: Lab) -> dict[str, Any]:
         during_run.stop()
     batch = _wait_ended(stack.url, batch_id, timeout_s=lines + 300)
     stop.set()
-    times = _line_times(lab, batch, created_at)
+    times = _line_times(stack, batch, created_at)
     return {
         "lines": lines,
         "line_model": LINE_MODEL,
