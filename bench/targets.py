@@ -142,6 +142,7 @@ def batch(s: JSON) -> list[Row]:
     return [
         _batch_row(b, f"interactive p99 during a {lines}"),
         _batch_row(dig(b, "worker_per_lane"), f"the same, a worker per lane ({lines})"),
+        _batch_row(dig(b, "worker_per_lane_niced"), f"the same, the batch worker niced ({lines})"),
     ]
 
 

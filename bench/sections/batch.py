@@ -127,15 +127,28 @@ def _line_times(stack: ChatqStack, batch: JSON, created_at: float) -> JSON:
 
 def run(lab: Lab) -> dict[str, Any]:
     """Interactive latency idle, then with a batch running beside it: on one worker serving
-    both lanes, then on a worker per lane with the same slots."""
+    both lanes, then on a worker per lane with the same slots, the batch worker at normal CPU
+    priority and then at the lowest (`nice -n 19`: on one host, the OS then serves the
+    interactive worker first)."""
     shared = _measure(lab, lab.chatq("batch", None, 1, **STACKS[0][1]))
     lab.drop("batch")
+    return {
+        **shared,
+        "worker_per_lane": _per_lane(lab, ()),
+        "worker_per_lane_niced": _per_lane(lab, ("nice", "-n", "19")),
+    }
+
+
+def _per_lane(lab: Lab, batch_prefix: tuple[str, ...]) -> dict[str, Any]:
+    """The measure on an interactive worker and a batch worker (run through `batch_prefix`)."""
     stack = lab.chatq("batch-lanes", None, 1, **STACKS[1][1])
     batch_env = {"CHATQ_WORKER_LANES": "batch", "CHATQ_WORKER_CONCURRENCY": str(MAX_QUEUED)}
-    stack.workers.append(start_worker({**stack.env, **batch_env}, stack.redis.url))
-    lanes = _measure(lab, stack)
-    lab.drop("batch-lanes")
-    return {**shared, "worker_per_lane": {**lanes, "interactive_slots": INTERACTIVE_SLOTS}}
+    stack.workers.append(start_worker({**stack.env, **batch_env}, stack.redis.url, batch_prefix))
+    try:
+        measured = _measure(lab, stack)
+    finally:
+        lab.drop("batch-lanes")
+    return {**measured, "interactive_slots": INTERACTIVE_SLOTS, "batch_prefix": list(batch_prefix)}
 
 
 def _measure(lab: Lab, stack: ChatqStack) -> dict[str, Any]:
