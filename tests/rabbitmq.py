@@ -46,6 +46,10 @@ def _server_script() -> str:
     )
 
 
+class NodeExited(Exception):
+    """The node's process ended while it was starting."""
+
+
 class RabbitNode:
     """One rabbitmq-server process on free ports of `host` (loopback by default), its data kept
     across restarts; `prefix` runs it through another program (`ip netns exec NS`: another
@@ -54,16 +58,24 @@ class RabbitNode:
     def __init__(self, host: str = "127.0.0.1", prefix: tuple[str, ...] = ()) -> None:
         self.host, self.prefix = host, prefix
         self.dir = Path(tempfile.mkdtemp(prefix="chatq-rabbitmq-"))
-        self.amqp_port, self.api_port, self.dist_port = free_port(), free_port(), free_port()
-        self.name = f"chatq-test-{self.amqp_port}@localhost"
         self.process: subprocess.Popen[bytes] | None = None
+        self.started_once = False
+        self._choose_ports()
+
+    def _choose_ports(self) -> None:
+        """Three distinct free ports, and the configuration naming them."""
+        ports: set[int] = set()
+        while len(ports) < 3:
+            ports.add(free_port())
+        self.amqp_port, self.api_port, self.dist_port = sorted(ports)
+        self.name = f"chatq-test-{self.amqp_port}@localhost"
         (self.dir / "enabled_plugins").write_text("[rabbitmq_management].\n")
         (self.dir / "env.conf").write_text("")
         (self.dir / "rabbitmq.conf").write_text(
-            f"listeners.tcp.1 = {host}:{self.amqp_port}\n"
-            f"management.tcp.ip = {host}\nmanagement.tcp.port = {self.api_port}\n"
+            f"listeners.tcp.1 = {self.host}:{self.amqp_port}\n"
+            f"management.tcp.ip = {self.host}\nmanagement.tcp.port = {self.api_port}\n"
             # guest may log in from other hosts than the node's own (tests only).
-            + ("" if host == "127.0.0.1" else "loopback_users = none\n")
+            + ("" if self.host == "127.0.0.1" else "loopback_users = none\n")
         )
 
     @property
@@ -98,9 +110,30 @@ class RabbitNode:
         }
 
     def start(self) -> RabbitNode:
-        """Start the node (on its old data, if it ran before); return once its API answers."""
+        """Start the node (on its old data, if it ran before); return once its API answers.
+        A first start whose node exits at once (a port taken since it was chosen) is tried
+        again on other ports, twice at most."""
+        for attempt in range(3):
+            self._launch()
+            try:
+                wait_until(self._ready, 60, f"RabbitMQ node {self.name}", every_s=0.2)
+            except NodeExited:
+                if self.started_once or attempt == 2:
+                    raise AssertionError(
+                        f"RabbitMQ node {self.name} exited; its log ends:\n{self._log_tail()}"
+                    ) from None
+                self._choose_ports()
+                continue
+            self.started_once = True
+            return self
+        raise AssertionError("unreachable")
+
+    def _log_path(self) -> Path:
+        return LOG_DIR / f"rabbitmq-{self.amqp_port}.log"
+
+    def _launch(self) -> None:
         LOG_DIR.mkdir(parents=True, exist_ok=True)
-        log = open(LOG_DIR / f"rabbitmq-{self.amqp_port}.log", "ab")  # noqa: SIM115
+        log = open(self._log_path(), "ab")  # noqa: SIM115
         self.process = subprocess.Popen(
             [*self.prefix, _server_script()],
             cwd=self.dir,
@@ -109,12 +142,16 @@ class RabbitNode:
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
-        wait_until(self._ready, 60, f"RabbitMQ node {self.name}", every_s=0.2)
-        return self
+
+    def _log_tail(self, chars: int = 3000) -> str:
+        try:
+            return self._log_path().read_text(errors="replace")[-chars:]
+        except OSError:
+            return "(no log)"
 
     def _ready(self) -> bool:
         if self.process is None or self.process.poll() is not None:
-            raise AssertionError(f"RabbitMQ node {self.name} exited; see {LOG_DIR}")
+            raise NodeExited(self.name)
         answer = requests.get(f"{self.api}/api/overview", auth=(USER, PASSWORD), timeout=1)
         return answer.ok
 
