@@ -90,8 +90,9 @@ class Stack:
         url = f"{self.url}/v1/jobs/{job_id}{suffix}"
         return self.session(key).get(url, params=params, timeout=70)
 
-    def stop(self) -> None:
-        stop_all(self.procs)
+    def stop(self, grace_s: float = 5.0) -> None:
+        """SIGTERM to every process, SIGKILL to those still running `grace_s` later."""
+        stop_all(self.procs, grace_s)
 
 
 def start_stack(redis_url: str, fakellm: str, workers: int = 1, **env: str) -> Stack:

@@ -284,7 +284,9 @@ def rabbit_stacks(node: RabbitNode) -> Iterator[StackFactory]:
         yield build
     finally:
         for made, server, fake in built:
-            made.stack.stop()
+            # An idle worker on RabbitMQ takes up to ~4.5 s to stop (README, "RabbitMQ as the
+            # broker"); these tests do not look at how it stops.
+            made.stack.stop(grace_s=1.0)
             fake.stop()
             server.stop()
             if node.process is not None:
