@@ -23,8 +23,10 @@ if flight ~= '' then
 end
 
 local t = now()
-redis.call('HSET', K('job', id), unpack(ARGV, 8))
-redis.call('HSET', K('job', id), 'created_at', stamp(t))
+local record = {unpack(ARGV, 8)}
+table.insert(record, 'created_at')  -- Redis's clock, over any the caller gave
+table.insert(record, stamp(t))
+redis.call('HSET', K('job', id), unpack(record))
 
 if mode == 'cached' then
   redis.call('HSET', K('job', id), 'started_at', stamp(t), 'completed_at', stamp(t))

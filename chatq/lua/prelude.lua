@@ -89,10 +89,12 @@ local function append_text(id, piece, quiet)
 end
 
 -- Per-minute counters of the job's shard, for /v1/queue's rates (arrivals, done, busy_s).
+-- The count that starts a minute's key sets its expiry, once: an arrival or an end counted
+-- 1 (busy_s is only ever added right after its job's end is counted, in the same key).
 local function stat(id, field, amount, t)
   local key = S(shard(id), 'stats:' .. math.floor(t / 60))
-  redis.call('HINCRBYFLOAT', key, field, amount)
-  redis.call('EXPIRE', key, 300)
+  local total = tonumber(redis.call('HINCRBYFLOAT', key, field, amount))
+  if amount == 1 and total == 1 then redis.call('EXPIRE', key, 300) end
 end
 
 local function release_flight(id)
@@ -139,8 +141,9 @@ local function close(id, status, t, ttl_s, reason, fields, publish_record)
     stat(id, 'done', 1, t)
     stat(id, 'busy_s', t - tonumber(v[1]), t)
   end
-  redis.call('HSET', key, 'status', status, 'completed_at', stamp(t))
-  if fields and #fields > 0 then redis.call('HSET', key, unpack(fields)) end
+  local written = {'status', status, 'completed_at', stamp(t)}
+  for _, item in ipairs(fields or {}) do table.insert(written, item) end
+  redis.call('HSET', key, unpack(written))
   event(id, 'status', status)
   event(id, 'end', status, reason)
   redis.call('ZREM', S(shard(id), 'leases'), id)
