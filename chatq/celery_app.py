@@ -43,9 +43,13 @@ def consumed_queues(app: Celery) -> tuple[str, ...]:
 def worker_queues(app: Celery, lanes: tuple[str, ...]) -> tuple[str, ...]:
     """The queues a worker running only `lanes` consumes: theirs (a lane's own queue and its
     tenants', `interactive.alpha`), then the others (webhooks; RabbitMQ's one jobs queue)."""
-    return tuple(
-        q for q in consumed_queues(app) if q.split(".")[0] in lanes or q.split(".")[0] not in QUEUES
-    )
+    return tuple(q for q in consumed_queues(app) if _lane_of(q) in (*lanes, None))
+
+
+def _lane_of(queue: str) -> str | None:
+    """The job lane a queue belongs to (`interactive.alpha`: `interactive`), or None."""
+    lane = queue.partition(".")[0]
+    return lane if lane in QUEUES else None
 
 
 def _queue_of(app: Celery, lane: str, owner: str) -> str:

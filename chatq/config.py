@@ -11,6 +11,7 @@ from typing import Any
 
 from chatq.config_env import (
     LANES,
+    is_amqp,
     parse_lanes,
     parse_overrides,
     parse_urls,
@@ -149,13 +150,14 @@ def load(env: Mapping[str, str] | None = None) -> Settings:
     """Build Settings from `env` (default: os.environ)."""
     e = os.environ if env is None else env
     d = Settings()
+    broker_url = read_broker_url(e)
     return Settings(
         redis_url=read_text(e, "CHATQ_REDIS_URL", d.redis_url),
         state_url=e.get("CHATQ_STATE_URL", "").strip(),
         redis_ca_file=read_file_path(e, "CHATQ_REDIS_CA_FILE"),
         redis_require_safe=read_bool(e, "CHATQ_REDIS_REQUIRE_SAFE", d.redis_require_safe),
         **_sentinel_settings(e, d),
-        broker_url=read_broker_url(e),
+        broker_url=broker_url,
         broker_api_url=read_text(e, "CHATQ_BROKER_API_URL", d.broker_api_url),
         bind=read_text(e, "CHATQ_BIND", d.bind),
         web_workers=read_int(e, "CHATQ_WEB_WORKERS", d.web_workers, 1),
@@ -165,7 +167,7 @@ def load(env: Mapping[str, str] | None = None) -> Settings:
         worker_concurrency=read_int(e, "CHATQ_WORKER_CONCURRENCY", d.worker_concurrency, 1),
         worker_metrics_bind=e.get("CHATQ_WORKER_METRICS_BIND", d.worker_metrics_bind).strip(),
         worker_pool=read_choice(e, "CHATQ_WORKER_POOL", d.worker_pool, ("gevent", "threads")),
-        worker_lanes=_worker_lanes(e),
+        worker_lanes=_worker_lanes(e, broker_url),
         api_keys=parse_api_keys(e.get("CHATQ_API_KEYS", "")),
         upstream_urls=parse_urls(e.get("CHATQ_UPSTREAM_URLS", ""), d.upstream_urls),
         upstream_api_key=e.get("CHATQ_UPSTREAM_API_KEY", "").strip(),
@@ -231,12 +233,11 @@ def load(env: Mapping[str, str] | None = None) -> Settings:
     )
 
 
-def _worker_lanes(e: Mapping[str, str]) -> tuple[str, ...]:
+def _worker_lanes(e: Mapping[str, str], broker_url: str) -> tuple[str, ...]:
     """The lanes this worker runs; a lane of its own needs the Redis broker (on RabbitMQ both
     lanes are priorities of one queue, which a consumer cannot split)."""
     lanes = parse_lanes(e.get("CHATQ_WORKER_LANES", ""))
-    scheme = read_broker_url(e).partition("://")[0].lower()
-    if lanes != LANES and scheme in ("amqp", "amqps"):
+    if lanes != LANES and is_amqp(broker_url):
         raise ConfigError("CHATQ_WORKER_LANES needs the Redis broker (RabbitMQ: both lanes)")
     return lanes
 

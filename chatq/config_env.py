@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import math
 import os
+import urllib.parse
 from collections.abc import Mapping
 
 # The job lanes, most urgent first (chatq/fair.py, chatq/celery_app.py).
@@ -124,7 +125,13 @@ def parse_sentinels(raw: str) -> tuple[tuple[str, int], ...]:
     return tuple(found)
 
 
-BROKER_SCHEMES = ("redis", "rediss", "amqp", "amqps")
+AMQP_SCHEMES = ("amqp", "amqps")
+BROKER_SCHEMES = ("redis", "rediss", *AMQP_SCHEMES)
+
+
+def is_amqp(url: str) -> bool:
+    """Whether `url` names RabbitMQ (amqp:// or amqps://)."""
+    return urllib.parse.urlsplit(url).scheme.lower() in AMQP_SCHEMES
 
 
 def read_broker_url(env: Mapping[str, str]) -> str:

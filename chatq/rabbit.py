@@ -24,6 +24,7 @@ from kombu.exceptions import LimitExceeded, OperationalError
 from redis.commands.core import Script
 
 from chatq import keys
+from chatq.config_env import is_amqp as is_amqp
 from chatq.lua_scripts import lua_source
 
 log = logging.getLogger(__name__)
@@ -33,7 +34,6 @@ JOBS_QUEUE = "jobs"
 # sub-queue per level, so the fewer the cheaper.
 LANE_PRIORITY = {"interactive": 1, "batch": 0}
 MAX_PRIORITY = max(LANE_PRIORITY.values())
-SCHEMES = ("amqp", "amqps")
 API_PORTS = {"amqp": ("http", 15672), "amqps": ("https", 15671)}
 API_TIMEOUT_S = 2.0
 POOL_TIMEOUT_S = 2.0
@@ -45,11 +45,6 @@ _RECOVERABLE = (OSError, amqp.exceptions.AMQPError, OperationalError)
 
 class BrokerUnavailable(ConnectionError):
     """RabbitMQ, or its management API, cannot answer now (a 503, as when Redis is away)."""
-
-
-def is_amqp(url: str) -> bool:
-    """Whether `url` names RabbitMQ (amqp:// or amqps://)."""
-    return urllib.parse.urlsplit(url).scheme.lower() in SCHEMES
 
 
 def jobs_queue() -> Queue:
