@@ -23,7 +23,7 @@ from chatq.config_env import LANES as LANES
 log = logging.getLogger(__name__)
 
 # How long a worker trusts its copy of the tenants' running counts.
-RUNNING_REFRESH_S = 0.2
+RUNNING_REFRESH_S = 0.1
 
 
 def queue_name(lane: str, tenant: str) -> str:

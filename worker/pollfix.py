@@ -73,3 +73,9 @@ def _wake_on_ack(slot_freed: threading.Event) -> None:
 
     qos.ack = ack_and_wake  # type: ignore[method-assign]
     qos.reject = reject_and_wake  # type: ignore[method-assign]
+
+
+def end_reads_within(seconds: float) -> None:
+    """Make every BRPOP of this process's Redis transport time out after `seconds` (kombu's
+    default: 1 s), so that the queue cycle, asked before each read, is asked that often."""
+    redis_transport.Transport.brpop_timeout = seconds  # type: ignore[assignment]  # kombu: int

@@ -53,6 +53,14 @@ def _tune_gevent_pool(**_: Any) -> None:
 
 
 @signals.worker_init.connect
+def _reread_capped_tenants(**_: Any) -> None:
+    # A read that leaves out a tenant at its cap must end in time to take that tenant's next
+    # job once one of its jobs ends: its queues come back only at the next read.
+    if fair.plan(settings).capped and not celery_app.is_amqp(app):
+        pollfix.end_reads_within(fair.RUNNING_REFRESH_S)
+
+
+@signals.worker_init.connect
 def _serve_metrics(**_: Any) -> None:
     # Before the worker consumes anything: a worker nobody can scrape must not run unseen.
     # One port per worker process, so that every process is scraped and counted.
