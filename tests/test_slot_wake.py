@@ -1,6 +1,6 @@
-"""A worker whose slots are all busy takes the next waiting job as soon as one frees up, under
-both pools, not at its next broker poll (worker/pollfix.py: under gevent, kombu's poll with no
-read registered is not ended by an ack)."""
+"""A gevent worker whose slots are all busy takes the next waiting job as soon as one frees up,
+not at its next broker poll (worker/pollfix.py: kombu's poll with no read registered is not
+ended by an ack). The threads pool runs Celery's event loop, which an ack already ends."""
 
 from __future__ import annotations
 
@@ -21,10 +21,10 @@ JOBS = 8
 JOB_S = 3 * MAX_POLL_S
 
 
-@pytest.fixture(scope="module", params=["gevent", "threads"])
-def one_slot(request: pytest.FixtureRequest) -> Iterator[Stack]:
-    """A worker of one slot under each pool, on a Redis and a fakellm of its own."""
-    with own_stack(CHATQ_WORKER_POOL=request.param, CHATQ_WORKER_CONCURRENCY="1") as (stack, _):
+@pytest.fixture(scope="module")
+def one_slot() -> Iterator[Stack]:
+    """A gevent worker of one slot, on a Redis and a fakellm of its own."""
+    with own_stack(CHATQ_WORKER_POOL="gevent", CHATQ_WORKER_CONCURRENCY="1") as (stack, _):
         yield stack
 
 
