@@ -12,9 +12,37 @@ def pacing(s: JSON) -> list[Row]:
     p = dig(s, "pacing")
     if not p:
         return [missing("pacing: 429s, completions, throughput, p99", "see issue 14", ISSUE)]
-    paced, unpaced = p["paced"], p["unpaced"]
+    paced, unpaced, again = p["paced"], p["unpaced"], p.get("unpaced_resubmitted")
     rate, off_by = paced["completed_per_s_after_burst"], p["paced_rate_vs_limit_pct"]
     p99_on, p99_off = paced["latency"]["p99_ms"], unpaced["latency"]["p99_ms"]
+    completed_only = Row(
+        "p99 latency of the jobs completed, paced vs unpaced (which fails the jobs that "
+        "would wait longest)",
+        "— (not comparable)",
+        f"{p99_on / 1000:.1f} s vs {p99_off / 1000:.1f} s",
+        None,
+        ISSUE,
+    )
+    return [*_counts(paced, unpaced, rate, off_by), _p99_every_job(paced, again), completed_only]
+
+
+def _p99_every_job(paced: JSON, again: JSON | None) -> Row:
+    """Paced against unpaced stacks whose clients submit a failed job again: every job ends
+    completed both ways, so the latencies compare over the same jobs."""
+    measure = "p99 latency, every job completed, paced vs unpaced with failed jobs resubmitted"
+    if not again:
+        return missing(measure, "lower paced", ISSUE)
+    p99_on, p99_off = paced["latency"]["p99_ms"], again["latency"]["p99_ms"]
+    reached = (
+        f"{p99_on / 1000:.1f} s vs {p99_off / 1000:.1f} s "
+        f"({again['completed']} of {again['jobs']} completed, "
+        f"{again['client_requests'] / again['jobs']:.1f} requests a job)"
+    )
+    every = paced["completed"] == paced["jobs"] and again["completed"] == again["jobs"]
+    return Row(measure, "lower paced", reached, every and p99_on < p99_off, ISSUE)
+
+
+def _counts(paced: JSON, unpaced: JSON, rate: float | None, off_by: float | None) -> list[Row]:
     return [
         Row(
             "upstream 429s, paced (unpaced)",
@@ -37,13 +65,6 @@ def pacing(s: JSON) -> list[Row]:
             "the limit, within 5 %",
             f"{rate} jobs/s for {paced['limit_per_s']:g}/s ({off_by:+.1f} %)",
             off_by is not None and abs(off_by) <= 5,
-            ISSUE,
-        ),
-        Row(
-            "p99 latency of completed jobs, paced vs unpaced",
-            "lower paced",
-            f"{p99_on / 1000:.1f} s vs {p99_off / 1000:.1f} s",
-            p99_on < p99_off,
             ISSUE,
         ),
     ]

@@ -95,7 +95,7 @@ NUMBERS: dict[str, list[tuple[Any, ...]]] = {
     ],
     "pacing": [
         (variant, key)
-        for variant in ("paced", "unpaced", "unpaced_20_attempts")
+        for variant in ("paced", "unpaced", "unpaced_20_attempts", "unpaced_resubmitted")
         for key in ("completed", "upstream_requests", "upstream_429")
     ]
     + [("paced", "latency", "p99_ms"), ("paced", "completed_per_s_after_burst")],
