@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import redis
 
-from bench import soakrows, targets12
+from bench import soakrows, targets12, targets14
 from bench.roundtrips import RoundTripProxy
 from bench.sections import rediscalls
 from bench.sections.registry import SECTIONS
@@ -229,6 +229,35 @@ def test_the_gateway_target_is_judged_against_litellm_of_the_same_run() -> None:
     assert targets12.gateway({"gateway": _gateway(5.0, 12.0, 100, 150)})[0].met is False
     # Neither saturated within the rates run: the comparison cannot be made.
     assert targets12.gateway({"gateway": _gateway(5.0, 12.0, None, None)})[0].met is None
+
+
+def _pacing(paced_p99_s: float, again_p99_s: float, again_completed: int) -> dict[str, Any]:
+    def stack(p99_s: float, completed: int, **more: Any) -> dict[str, Any]:
+        latency = {"p99_ms": p99_s * 1000}
+        counts = {"upstream_429": 0, "upstream_requests": 100, "client_requests": 150}
+        return {"jobs": 100, "completed": completed, "latency": latency, **counts, **more}
+
+    rate = {"completed_per_s_after_burst": 10.0, "limit_per_s": 10}
+    return {
+        "pacing": {
+            "paced": stack(paced_p99_s, 100, **rate),
+            "unpaced": stack(0.3, 80),
+            "unpaced_resubmitted": stack(again_p99_s, again_completed),
+            "paced_rate_vs_limit_pct": 0.0,
+        }
+    }
+
+
+def test_the_pacing_p99_is_judged_over_every_job_completed_both_ways() -> None:
+    def rows(paced_p99_s: float, again_p99_s: float, again_completed: int = 100) -> list[Any]:
+        return targets14.pacing(_pacing(paced_p99_s, again_p99_s, again_completed))[-2:]
+
+    every, completed_only = rows(40.0, 60.0)
+    assert every.met is True
+    assert completed_only.met is None  # 40 s against 0.3 s, over different sets of jobs
+    assert rows(70.0, 60.0)[0].met is False
+    # Resubmitting clients that still lost jobs compare over fewer: not judged met.
+    assert rows(40.0, 60.0, again_completed=99)[0].met is False
 
 
 def _soak(minutes: float, rate: float, passed: bool) -> dict[str, Any]:
