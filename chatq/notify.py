@@ -19,6 +19,9 @@ from chatq.store import PROGRESS
 log = logging.getLogger(__name__)
 
 RECONNECT_DELAY_S = 0.5
+# While Redis stays away the listener retries every RECONNECT_DELAY_S but says so at most this
+# often: one line per outage, not two a second.
+LOST_REPEAT_S = 30.0
 # Every shard's channel, and the `{g}` slot's (batches).
 CHANNELS = [*(keys.notify(shard) for shard in keys.SHARDS), keys.notify_global()]
 
@@ -126,17 +129,29 @@ class Listener:
                 waiter.event.set()
 
     def _run(self) -> None:
+        warned_at = -math.inf
         while not self._stopping.is_set():
             try:
                 self._listen()
             except (redis.RedisError, OSError) as exc:
-                log.warning("notification listener lost Redis: %s", type(exc).__name__)
+                warned_at = self._warn_lost(type(exc).__name__, warned_at)
             except Exception:
                 # Never let the one listener of this process die: waiters would all time out.
                 log.exception("notification listener failed; listening again")
             self.connected.clear()
             self.wake_all()
             self._stopping.wait(RECONNECT_DELAY_S)
+
+    def _warn_lost(self, error: str, warned_at: float) -> float:
+        """Say that Redis was lost: at once if the listener was connected, else (the same
+        outage going on) at most every LOST_REPEAT_S. Answers when it last said so."""
+        if self.connected.is_set():
+            log.warning("notification listener lost Redis: %s", error)
+        elif time.monotonic() - warned_at >= LOST_REPEAT_S:
+            log.warning("notification listener cannot reach Redis: %s", error)
+        else:
+            return warned_at
+        return time.monotonic()
 
     def _listen(self) -> None:
         if is_cluster(self._client):
