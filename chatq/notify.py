@@ -197,7 +197,8 @@ class Listener:
         try:
             self._listen_to(node, channels, sharded=True)
         except Exception as exc:
-            log.warning("notification listener lost a node: %s", type(exc).__name__)
+            # The warning is _run's, at most one per outage: this line repeats at each try.
+            log.debug("notification listener lost a node: %s", type(exc).__name__)
         finally:
             ended.set()
 
