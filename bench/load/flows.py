@@ -95,11 +95,8 @@ async def chatq_resubmit(s: aiohttp.ClientSession, t: Target) -> Outcome:
         backoff_s = min(RESUBMIT_MAX_S, RESUBMIT_FIRST_S * 2**n)
         await asyncio.sleep(backoff_s * (1 - 0.25 * random.random()))
         again = await chatq_longpoll(s, t)
-        again.t0, again.t0_wall, again.requests = (
-            first.t0,
-            first.t0_wall,
-            out.requests + again.requests,
-        )
+        again.t0, again.t0_wall = first.t0, first.t0_wall
+        again.requests += out.requests
         out = again
     return out
 
