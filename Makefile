@@ -86,14 +86,18 @@ up: $(DEMO_STAMP)
 # files (most tests wait on real processes, not on the CPU: on 2 cores, 3 took 4:45, 4 took
 # 4:09, 5 took 4:40 as each adds its own Redis, fakellm and stack); `make test JOBS=0` runs
 # them in one, `JOBS=auto` in one per core.
+# PYTHONDONTWRITEBYTECODE (set on some machines) is dropped for the tests: every test process
+# would rewrite each test module's asserts again, and each of the ~150 web, worker and fakellm
+# processes the suite starts would compile chatq from source again.
 SEED ?= 1
 JOBS ?= 4
+PYTEST := env -u PYTHONDONTWRITEBYTECODE $(PY) -m pytest
 test: deb-packages venv
-	$(PY) -m pytest -q -m "not slow" --random-order-bucket=module --random-order-seed=$(SEED) \
+	$(PYTEST) -q -m "not slow" --random-order-bucket=module --random-order-seed=$(SEED) \
 		-n $(JOBS) --dist loadfile --durations=15
 
 test-slow: deb-packages venv
-	$(PY) -m pytest -q -m slow --durations=15
+	$(PYTEST) -q -m slow --durations=15
 
 LINTED := chatq web worker fakellm scripts tests bench
 lint: venv
