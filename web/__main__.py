@@ -11,6 +11,7 @@ from gunicorn.app.base import BaseApplication
 
 from chatq import config, tokens
 from web import gunicorn_errors
+from web.gworker import IdleClosingGeventWorker
 
 
 def _post_worker_init(worker: Any) -> None:
@@ -51,7 +52,7 @@ class WebServer(BaseApplication):  # type: ignore[misc]
         options: dict[str, Any] = {
             "bind": s.bind,
             "workers": s.web_workers,
-            "worker_class": "gevent",
+            "worker_class": IdleClosingGeventWorker,
             # Parked long-polls count as connections: this caps them per process.
             "worker_connections": s.web_worker_connections,
             "backlog": 4096,
