@@ -134,7 +134,8 @@ class Listener:
             try:
                 self._listen()
             except (redis.RedisError, OSError) as exc:
-                warned_at = self._warn_lost(type(exc).__name__, warned_at)
+                if not self._stopping.is_set():  # not worth a warning while stopping
+                    warned_at = self._warn_lost(type(exc).__name__, warned_at)
             except Exception:
                 # Never let the one listener of this process die: waiters would all time out.
                 log.exception("notification listener failed; listening again")

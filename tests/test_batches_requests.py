@@ -47,6 +47,7 @@ def client(files_dir: Path) -> Iterator[FlaskClient]:
     )
     root.setLevel(level)
     yield app.test_client()
+    app.extensions["chatq"].listener.stop()  # before its Redis goes
     server.stop()
 
 

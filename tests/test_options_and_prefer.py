@@ -33,6 +33,7 @@ def client() -> Iterator[FlaskClient]:
         config.load({"CHATQ_REDIS_URL": server.url, "CHATQ_API_KEYS": f"alice:{ALICE_KEY}"})
     )
     yield app.test_client()
+    app.extensions["chatq"].listener.stop()  # before its Redis goes
     server.stop()
 
 

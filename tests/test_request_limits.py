@@ -75,9 +75,9 @@ def redis_server() -> Iterator[LocalRedis]:
 
 
 @pytest.fixture(scope="module")
-def app(redis_server: LocalRedis) -> Flask:
+def app(redis_server: LocalRedis) -> Iterator[Flask]:
     """The real app on a Redis of its own (no worker: accepted jobs stay queued)."""
-    return create_app(
+    app = create_app(
         config.load(
             {
                 "CHATQ_REDIS_URL": redis_server.url,
@@ -88,6 +88,8 @@ def app(redis_server: LocalRedis) -> Flask:
             }
         )
     )
+    yield app
+    app.extensions["chatq"].listener.stop()  # before its Redis goes
 
 
 @pytest.fixture
