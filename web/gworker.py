@@ -1,5 +1,6 @@
 """The web's gunicorn worker: gunicorn's gevent worker, except that a stopping process closes
-its idle keep-alive connections at once instead of holding them for the whole grace period."""
+its idle keep-alive connections at once instead of holding them for the whole grace period,
+and that it starts faster (chatq/gevent_patch.py)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ from typing import Any
 
 import gevent
 from gunicorn.workers.ggevent import GeventWorker
+
+from chatq import gevent_patch
 
 
 class IdleClosingGeventWorker(GeventWorker):  # type: ignore[misc]
@@ -18,6 +21,11 @@ class IdleClosingGeventWorker(GeventWorker):  # type: ignore[misc]
         """Start with no connection waiting."""
         self.idle: set[gevent.Greenlet] = set()
         super().init_process()
+
+    def patch(self) -> None:
+        """gunicorn's monkey-patching, gevent's plugins looked up once."""
+        with gevent_patch.entry_points_read_once():
+            super().patch()
 
     def timeout_ctx(self) -> _WaitForRequest:
         """What gunicorn's keep-alive loop waits for each next request in."""

@@ -7,9 +7,9 @@ from chatq import config
 
 if config.load().worker_pool == "gevent":
     # Before anything else is imported, so that sockets and locks cooperate.
-    from gevent import monkey
+    from chatq import gevent_patch
 
-    monkey.patch_all()
+    gevent_patch.patch_all()
 
 
 def main() -> None:
