@@ -83,9 +83,9 @@ up: $(DEMO_STAMP)
 
 # Tests run in a random order that a fixed seed makes repeatable; the summary prints the seed.
 # `make test SEED=123` tries another order (or replays a failure's). Four processes share the
-# files (most tests wait on real processes, not on the CPU: on 2 cores, 3 took 4:45, 4 took
-# 4:09, 5 took 4:40 as each adds its own Redis, fakellm and stack); `make test JOBS=0` runs
-# them in one, `JOBS=auto` in one per core.
+# files (most tests wait on real processes, not on the CPU: on 2 cores, 4 took 3:43 and 5 took
+# 3:50, each adding its own Redis, fakellm and stack); `make test JOBS=0` runs them in one,
+# `JOBS=auto` in one per core.
 # PYTHONDONTWRITEBYTECODE (set on some machines) is dropped for the tests: every test process
 # would rewrite each test module's asserts again, and each of the ~150 web, worker and fakellm
 # processes the suite starts would compile chatq from source again.
