@@ -16,8 +16,9 @@ from typing import Any
 
 from chatq.config import Settings
 from chatq.errors import ApiError, failed_job_status
+from chatq.response_input import invalid
 from chatq.response_view import render
-from chatq.responses import invalid, is_response, translate
+from chatq.responses import is_response, translate
 from chatq.validate import chat_request
 
 JSONDict = dict[str, Any]

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from chatq import jobs
 from chatq.job_events import Event
+from chatq.response_input import JSONDict
 from chatq.response_view import (
     INCOMPLETE,
     item_status,
@@ -30,7 +31,7 @@ from chatq.response_view import (
     status_of,
     text_part,
 )
-from chatq.responses import JSONDict, message_id
+from chatq.responses import message_id
 
 FINAL_EVENT = {
     jobs.COMPLETED: "response.completed",

@@ -10,7 +10,8 @@ import json
 from typing import Any
 
 from chatq import jobs
-from chatq.responses import JSONDict, asked, message_id, response_id
+from chatq.response_input import JSONDict
+from chatq.responses import asked, message_id, response_id
 
 INCOMPLETE = "incomplete"
 INCOMPLETE_REASONS = {"length": "max_output_tokens", "content_filter": "content_filter"}

@@ -2,8 +2,9 @@
 
 A response IS a chat job. `translate` turns a `POST /v1/responses` body into the chat request
 the job sends upstream, plus the record fields that render it back as a Response object
-(chatq/response_view.py). Anything the text subset cannot honour is a 400 naming the
-parameter, never dropped. No Flask here: the batch side imports it too.
+(chatq/response_view.py); `input` becomes messages in chatq/response_input.py. Anything the
+text subset cannot honour is a 400 naming the parameter, never dropped. No Flask here: the
+batch side imports it too.
 """
 
 from __future__ import annotations
@@ -14,18 +15,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from chatq.config import Settings
-from chatq.errors import ApiError
+from chatq.response_input import JSONDict, input_messages, invalid, unsupported
 
 API = "responses"  # the record field `api` of a response's job
-JSONDict = dict[str, Any]
 
 _ID = re.compile(r"(job|resp)_([A-Za-z0-9_-]{16,64})\Z")
 MAX_METADATA_KEYS = 16
 MAX_METADATA_KEY_CHARS = 64
 MAX_METADATA_VALUE_CHARS = 512
 MIN_OUTPUT_TOKENS = 16  # OpenAI's published minimum of max_output_tokens
-INPUT_ROLES = ("user", "assistant", "system", "developer")  # tuples: a dict is no member
-TEXT_PARTS = ("input_text", "output_text")
 # Parameters that change nothing in a text-only response when they hold these values.
 NO_OP_VALUES: dict[str, tuple[Any, ...]] = {
     "tools": ([],),
@@ -74,20 +72,6 @@ def job_id_of(any_id: str) -> str | None:
     return f"job_{match.group(2)}" if match else None
 
 
-def invalid(message: str, param: str, code: str = "invalid_request") -> ApiError:
-    """A 400 naming `param`."""
-    return ApiError(400, code, message, param=param)
-
-
-def unsupported(param: str, why: str = "") -> ApiError:
-    """A 400 for a parameter the text subset does not honour."""
-    return invalid(
-        f"`{param}` is not supported by chatq's Responses API (text only){why}.",
-        param,
-        "unsupported_parameter",
-    )
-
-
 @dataclass(frozen=True)
 class Translated:
     """A Responses request as a chat job: what to send upstream, and how it was asked."""
@@ -125,52 +109,6 @@ def _check_params(body: JSONDict) -> None:
         if name in NO_OP_VALUES and value not in NO_OP_VALUES[name]:
             allowed = " or ".join(json.dumps(v) for v in NO_OP_VALUES[name])
             raise unsupported(name, f"; it takes only {allowed}")
-
-
-def _text_of(part: Any, param: str) -> str:
-    if not isinstance(part, dict):
-        raise invalid(f"`{param}` must be a content part object.", param)
-    kind = part.get("type")
-    if kind not in TEXT_PARTS:
-        raise unsupported(param, f": a `{str(kind)[:40]}` part; only text parts are")
-    text = part.get("text")
-    if not isinstance(text, str):
-        raise invalid(f"`{param}.text` must be a string.", f"{param}.text")
-    return text
-
-
-def _content(content: Any, param: str) -> str | list[JSONDict]:
-    if isinstance(content, str):
-        return content
-    if not isinstance(content, list) or not content:
-        raise invalid(f"`{param}` must be a string or a non-empty list of text parts.", param)
-    texts = [_text_of(part, f"{param}[{j}]") for j, part in enumerate(content)]
-    return texts[0] if len(texts) == 1 else [{"type": "text", "text": t} for t in texts]
-
-
-def _message(item: Any, param: str) -> JSONDict:
-    if not isinstance(item, dict):
-        raise invalid(f"`{param}` must be a message object.", param)
-    kind = item.get("type", "message")
-    if kind != "message":
-        raise unsupported(param, f": a `{str(kind)[:40]}` item; only message items are")
-    role = item.get("role")
-    if role not in INPUT_ROLES:
-        raise invalid(f"`{param}.role` must be one of {', '.join(INPUT_ROLES)}.", f"{param}.role")
-    if "content" not in item:
-        raise invalid(f"`{param}.content` is required.", f"{param}.content", "missing_field")
-    return {"role": role, "content": _content(item["content"], f"{param}.content")}
-
-
-def input_messages(value: Any) -> list[JSONDict]:
-    """`input` (a string, or a list of message items with text content) as chat messages."""
-    if value is None:
-        raise invalid("`input` is required.", "input", "missing_field")
-    if isinstance(value, str):
-        return [{"role": "user", "content": value}]
-    if not isinstance(value, list) or not value:
-        raise invalid("`input` must be a string or a non-empty list of message items.", "input")
-    return [_message(item, f"input[{i}]") for i, item in enumerate(value)]
 
 
 def _metadata(value: Any) -> dict[str, str] | None:

@@ -13,16 +13,9 @@ from flask import request as flask_request
 from chatq import jobs
 from chatq.erase import erase
 from chatq.errors import ApiError
+from chatq.response_input import invalid, unsupported
 from chatq.response_view import render
-from chatq.responses import (
-    conversation,
-    invalid,
-    is_stored,
-    job_id_of,
-    response_id,
-    translate,
-    unsupported,
-)
+from chatq.responses import conversation, is_stored, job_id_of, response_id, translate
 from chatq.tokens import Policy
 from chatq.validate import chat_request, fit_context
 from web import params

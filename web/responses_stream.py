@@ -14,7 +14,8 @@ from collections.abc import Iterator
 from chatq.erase import erase
 from chatq.errors import ApiError
 from chatq.response_events import FINAL_EVENT, EventMaker
-from chatq.responses import JSONDict, response_id
+from chatq.response_input import JSONDict
+from chatq.responses import response_id
 from web.context import Services
 from web.events import STREAM_ENDING_ERRORS, follow
 from web.waiting import load_owned
