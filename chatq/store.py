@@ -1,4 +1,5 @@
-"""The job store: every rule of a job's life, one Lua script each (chatq/lua/), typed here.
+"""The job store: every rule of a job's life, one Lua script each (chatq/lua/), called here
+with named arguments; what each answers is typed in chatq/store_results.py.
 
 Each call is one atomic step in Redis: it checks the job's state, writes, appends the event,
 sets expiry and publishes the notification. Times come from Redis's clock, never a host's.
@@ -10,8 +11,6 @@ from __future__ import annotations
 
 import json
 import logging
-from dataclasses import dataclass
-from enum import StrEnum
 from typing import Any
 
 import redis
@@ -19,6 +18,16 @@ import redis
 from chatq import jobs, keys
 from chatq.lua_scripts import is_cluster, register
 from chatq.replicas import NO_WAIT, ReplicasBehind, Replication, run_and_wait
+from chatq.store_results import (
+    Cancel,
+    Claim,
+    Created,
+    CreateKind,
+    LeaseState,
+    Piece,
+    SweepOutcome,
+    Swept,
+)
 
 log = logging.getLogger(__name__)
 # A notification "+ <id> <id> ...": these jobs have more text (one per flush, not per job).
@@ -28,83 +37,6 @@ WORKER_LOST = {
     "code": "worker_lost",
     "message": "the job's worker was lost too many times; it was not retried again",
 }
-
-
-class CreateKind(StrEnum):
-    """How a create went."""
-
-    CREATED = "created"  # written (queued, or completed from the cache)
-    EXISTS = "exists"  # a job with that id exists: nothing written
-    FOLLOWER = "follower"  # written, following an identical job in flight
-    CACHED = "cached"  # an identical job finished meanwhile: nothing written
-
-
-@dataclass(frozen=True)
-class Created:
-    """The answer of `create`: for FOLLOWER the leader's id, for CACHED the cached result;
-    `created_at` is Redis's time of writing."""
-
-    kind: CreateKind
-    value: str = ""
-    created_at: str = ""
-
-
-@dataclass(frozen=True)
-class Claim:
-    """The answer of `claim`: the job's request and owner, or the status that prevented it."""
-
-    claimed: bool
-    status: str = ""
-    request: str = ""
-    owner: str = ""
-    created_at: float = 0.0
-
-
-@dataclass(frozen=True)
-class Cancel:
-    """The answer of `cancel`: the job's status now ('missing' when there is none) and the
-    followers it detached, to be enqueued anew."""
-
-    status: str
-    detached: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
-class Piece:
-    """Text of one job's attempt, written after its first `offset_bytes` bytes."""
-
-    job_id: str
-    run_id: str
-    offset_bytes: int
-    text: str
-
-
-class LeaseState(StrEnum):
-    """What a heartbeat learns of one run."""
-
-    HELD = "held"
-    CANCELLED = "cancelled"
-    LOST = "lost"
-
-
-class SweepOutcome(StrEnum):
-    """What the sweeper did with a job whose lease ran out."""
-
-    GONE = "gone"  # it had ended
-    QUEUED = "queued"  # still waiting: send it again only if the broker lost its message
-    SUSPECT = "suspect"  # running, its lease ran out: taken over if still so a lease later
-    REQUEUED = "requeued"  # its worker was lost: queued again, to be sent now
-    FAILED = "failed"  # its worker was lost too many times
-
-
-@dataclass(frozen=True)
-class Swept:
-    """One job the sweeper acted on."""
-
-    job_id: str
-    outcome: SweepOutcome
-    priority: str
-    owner: str = ""
 
 
 def _flat(fields: dict[str, str]) -> list[str]:

@@ -15,7 +15,8 @@ import redis
 import requests
 
 from chatq import broker, config, fair, jobs, keys
-from chatq.store import Store, SweepOutcome
+from chatq.store import Store
+from chatq.store_results import SweepOutcome
 from scripts.localredis import LocalRedis, free_port
 from tests.conftest import Stack
 from tests.procs import (

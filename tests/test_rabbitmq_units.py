@@ -13,7 +13,8 @@ import redis
 from chatq import jobs, keys, rabbit
 from chatq.celery_app import broker_url, consumed_queues, make_celery
 from chatq.config import ConfigError, Settings, load
-from chatq.store import Store, SweepOutcome
+from chatq.store import Store
+from chatq.store_results import SweepOutcome
 from scripts.localredis import LocalRedis
 from tests.procs import ALICE_KEY
 

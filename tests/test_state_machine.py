@@ -36,7 +36,8 @@ from hypothesis.stateful import (
 from redis.cluster import RedisCluster
 
 from chatq import jobs, keys
-from chatq.store import LeaseState, Store, SweepOutcome
+from chatq.store import Store
+from chatq.store_results import LeaseState, SweepOutcome
 
 DB = 14  # a database of its own: the machine flushes it before every example
 LEASE_S = 30.0

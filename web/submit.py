@@ -11,7 +11,7 @@ from typing import Any
 
 from chatq import cache, celery_app, jobs, keys
 from chatq.errors import ApiError
-from chatq.store import Created, CreateKind
+from chatq.store_results import Created, CreateKind
 from web import metrics
 from web.context import Services
 from web.webhooks_routing import record_fields

@@ -17,7 +17,7 @@ from itertools import islice
 
 from chatq import batch_lines, batches, celery_app, jobs, keys, queue_stats
 from chatq.batch_lines import ERROR, Line, LineError
-from chatq.store import CreateKind
+from chatq.store_results import CreateKind
 from worker import limits
 from worker.batch_turn import LINES_FED, Turn, lines_from, skip_bits
 

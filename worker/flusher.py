@@ -14,7 +14,8 @@ import logging
 import threading
 
 from chatq.redis_conn import is_backend_error
-from chatq.store import Piece, Store
+from chatq.store import Store
+from chatq.store_results import Piece
 from worker.persist import persist
 from worker.running import LOST, Handle
 

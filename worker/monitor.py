@@ -11,7 +11,7 @@ import time
 
 from chatq import broker, celery_app, gcpause, keys
 from chatq.redis_conn import BACKEND_ERRORS, is_backend_error
-from chatq.store import LeaseState, SweepOutcome
+from chatq.store_results import LeaseState, SweepOutcome
 from worker import running
 from worker.context import WorkerContext
 
