@@ -157,12 +157,13 @@ def test_a_rabbitmq_restart_under_load_loses_no_accepted_job(
     assert r.calls() == len(ids)
     wait_until(lambda: r.messages() == 0, 30, "the jobs queue empty")
     assert r.queue_figures()["queues"]["interactive"]["depth"] == 0
-    # The outage was felt: sends failed in the web, and the sweeper sent those jobs later.
+    # The outage was felt: sends failed in the web, and the sweeper sent those jobs later
+    # (not always every one: a send whose confirm was lost may still have arrived).
     web, worker = r.stack.procs[-1], r.stack.procs[0]
     assert r.password not in r.logs()  # the lost connections were logged, masked
     unsent = web.log_text().count("could not send the message")
     resent = worker.log_text().count("sent again (message lost)")
-    assert unsent >= 1 and resent >= unsent, (unsent, resent)
+    assert unsent >= 1 and resent >= 1, (unsent, resent)
     print(
         f"RabbitMQ restart: {len(ids)} accepted, {during - before} answered while it was "
         f"away, {unsent} sends failed, {resent} sent again by the sweeper; all completed, "
