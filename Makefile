@@ -85,7 +85,9 @@ up: $(DEMO_STAMP)
 # `make test SEED=123` tries another order (or replays a failure's). Four processes share the
 # files (most tests wait on real processes, not on the CPU: on 2 cores, 4 took 3:43 and 5 took
 # 3:50, each adding its own Redis, fakellm and stack); `make test JOBS=0` runs them in one,
-# `JOBS=auto` in one per core.
+# `JOBS=auto` in one per core. Files are handed out in the random order, the ones marked
+# `long` first (xdist's own reordering, by test count, started the one-test fuzz file last:
+# the run then ended with it alone on one process).
 # PYTHONDONTWRITEBYTECODE (set on some machines) is dropped for the tests: every test process
 # would rewrite each test module's asserts again, and each of the ~150 web, worker and fakellm
 # processes the suite starts would compile chatq from source again.
@@ -94,7 +96,7 @@ JOBS ?= 4
 PYTEST := env -u PYTHONDONTWRITEBYTECODE $(PY) -m pytest
 test: deb-packages venv
 	$(PYTEST) -q -m "not slow" --random-order-bucket=module --random-order-seed=$(SEED) \
-		-n $(JOBS) --dist loadfile --durations=15
+		-n $(JOBS) --dist loadfile --no-loadscope-reorder --durations=15
 
 test-slow: deb-packages venv
 	$(PYTEST) -q -m slow --durations=15

@@ -112,6 +112,13 @@ def stack(redis_url: str, fakellm: str) -> Iterator[Stack]:
     s.stop()
 
 
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Files marked `long` first, each group keeping the random order: a parallel run then
+    does not end with one long file running alone."""
+    items.sort(key=lambda item: item.get_closest_marker("long") is None)
+
+
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """Fail the session if a test key appears in a log of a process it started."""
     if hasattr(session.config, "workerinput"):

@@ -35,6 +35,8 @@ from tests.batchkit import (
 from tests.conftest import Stack
 from tests.procs import ALICE_KEY, start_web
 
+pytestmark = pytest.mark.long
+
 MAX_QUEUED = 4
 SLOTS = 4
 

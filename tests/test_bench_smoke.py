@@ -24,6 +24,8 @@ from bench.sections.registry import SECTIONS
 from bench.targets import dig
 from scripts.localredis import LocalRedis
 
+pytestmark = pytest.mark.long
+
 ROOT = Path(__file__).resolve().parents[1]
 
 # For each section, paths that must hold a number after a quick run.

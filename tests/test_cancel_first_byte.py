@@ -16,6 +16,8 @@ from tests.batchkit import own_stack
 from tests.conftest import Stack
 from tests.procs import wait_until
 
+pytestmark = pytest.mark.long
+
 POOLS = ["gevent", "threads"]
 # Far longer than any wait below: a call that is not cut stays open all through the test.
 LONG_FIRST_BYTE_S = "600"

@@ -22,6 +22,8 @@ from tests.batchkit import content, request_line, run_batch, wait_ended
 from tests.conftest import Stack, start_stack
 from tests.procs import sse_events, start_fakellm, start_worker
 
+pytestmark = pytest.mark.long
+
 
 @pytest.fixture(scope="module")
 def on_cluster(redis_cluster: str) -> Iterator[tuple[Stack, str]]:

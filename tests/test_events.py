@@ -11,6 +11,8 @@ import requests
 
 from tests.conftest import BOB_KEY, Stack
 
+pytestmark = pytest.mark.long
+
 STREAMED = "fake:tps=100,tokens=500"
 
 

@@ -36,6 +36,8 @@ from referencing.jsonschema import DRAFT202012
 from tests.conftest import Stack
 from tests.procs import ALICE_KEY, BOB_KEY, UPSTREAM_KEY
 
+pytestmark = pytest.mark.long
+
 
 @dataclass(frozen=True)
 class Finding:

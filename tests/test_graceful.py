@@ -16,6 +16,8 @@ from chatq import keys
 from tests.conftest import Stack, start_stack
 from tests.procs import ALICE_KEY, start_web, wait_until
 
+pytestmark = pytest.mark.long
+
 DB = 7
 GRACE_S = 4
 

@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import time
 
+import pytest
+
 from chatq import keys
 from tests.conftest import BOB_KEY, Stack
 from tests.procs import wait_until
+
+pytestmark = pytest.mark.long
 
 SLOW = "fake:ttft=0.2,tps=20,tokens=200"
 

@@ -28,6 +28,8 @@ from tests.procs import ALICE_KEY, wait_until
 from tests.webhook_receiver import Receiver
 from web.openapi import document
 
+pytestmark = pytest.mark.long
+
 NAMES = (
     "tpm1",
     "tpm2",

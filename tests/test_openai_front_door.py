@@ -13,6 +13,8 @@ from tests import openai_schemas
 from tests.conftest import Stack
 from tests.procs import ALICE_KEY
 
+pytestmark = pytest.mark.long
+
 
 def _client(stack: Stack, key: str = ALICE_KEY) -> openai.OpenAI:
     return openai.OpenAI(base_url=f"{stack.url}/v1", api_key=key, max_retries=0, timeout=60)

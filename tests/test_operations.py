@@ -16,6 +16,8 @@ from tests.conftest import Stack, start_stack
 from tests.procs import start_web, start_worker, wait_until
 from web.admission import DEPTH_MAX_AGE_S
 
+pytestmark = pytest.mark.long
+
 
 def _db(redis_url: str, db: int) -> str:
     return redis_url.rsplit("/", 1)[0] + f"/{db}"

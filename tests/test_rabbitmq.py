@@ -26,6 +26,8 @@ from tests.procs import wait_until
 from tests.rabbitmq import RabbitNode, RabbitStack, StackFactory, rabbit_stacks
 from tests.webhook_receiver import Receiver, verify
 
+pytestmark = pytest.mark.long
+
 # Holds a worker's slot until cancelled: it streams (a cancel cuts a stream at once, not a call
 # still waiting for its first byte), a token a second for ten minutes.
 BLOCKER = "fake:tps=1,tokens=600"

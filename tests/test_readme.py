@@ -23,6 +23,8 @@ import pytest
 from tests.conftest import Stack
 from tests.procs import ALICE_KEY
 
+pytestmark = pytest.mark.long
+
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
 RUN = ("sh", "python")

@@ -15,6 +15,8 @@ from scripts.localredis import LocalRedis
 from tests.conftest import Stack, start_stack
 from tests.procs import base_env, leases_count, start_web, start_worker, wait_until
 
+pytestmark = pytest.mark.long
+
 
 def _db(redis_url: str, db: int) -> str:
     return redis_url.rsplit("/", 1)[0] + f"/{db}"

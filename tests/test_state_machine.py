@@ -39,6 +39,8 @@ from chatq import jobs, keys
 from chatq.store import Store
 from chatq.store_results import LeaseState, SweepOutcome
 
+pytestmark = pytest.mark.long
+
 DB = 14  # a database of its own: the machine flushes it before every example
 LEASE_S = 30.0
 MAX_TAKEOVERS = 1

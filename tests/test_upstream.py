@@ -16,6 +16,8 @@ from scripts.localredis import free_port
 from tests.conftest import BOB_KEY, Stack, start_stack
 from tests.procs import start_fakellm
 
+pytestmark = pytest.mark.long
+
 SHORT = {
     "CHATQ_JOB_TIMEOUT": "6",
     "CHATQ_UPSTREAM_FIRST_BYTE_TIMEOUT": "1",

@@ -24,6 +24,8 @@ from scripts.localredis import LocalRedis
 from tests.conftest import Stack, start_stack
 from tests.procs import Proc, start_fakellm, start_worker, wait_until
 
+pytestmark = pytest.mark.long
+
 StackFactory = Callable[..., tuple[Stack, str]]
 
 

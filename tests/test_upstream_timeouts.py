@@ -13,6 +13,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from scripts.localredis import LocalRedis
 from tests.conftest import Stack, start_stack
 
+pytestmark = pytest.mark.long
+
 ENV = {
     "CHATQ_UPSTREAM_FIRST_BYTE_TIMEOUT": "1",
     "CHATQ_UPSTREAM_READ_TIMEOUT": "1",
