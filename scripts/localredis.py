@@ -125,6 +125,11 @@ class LocalRedis:
             time.sleep(0.05)
         return self
 
+    def signal(self, sig: int) -> None:
+        """Send `sig` (SIGSTOP, SIGCONT...) to the server, if it runs."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(sig)
+
     def stop(self, kill: bool = False) -> None:
         """Stop the server we started (SIGKILL with `kill`)."""
         if self.process is None or self.process.poll() is not None:

@@ -3,13 +3,18 @@ and three Sentinels that promote a replica within about two seconds of the prima
 
 from __future__ import annotations
 
+import itertools
 import os
 import subprocess
 import tempfile
+import threading
 import time
+from dataclasses import dataclass
 from typing import Any
 
 import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 from scripts.localcluster import LOOPBACK, Spot
 from scripts.localredis import LocalRedis, _die_with_parent, free_port, redis_server_binary
@@ -133,6 +138,12 @@ class LocalSentinel:
                 return int(host_port[1])
         return None
 
+    def named_primary(self) -> LocalRedis:
+        """The server the Sentinels name primary now."""
+        port = self.primary_port()
+        assert port is not None, "no Sentinel names a primary"
+        return self.server_at(port)
+
     def server_at(self, port: int) -> LocalRedis:
         """The server listening on `port`."""
         return next(s for s in self.servers if s.port == port)
@@ -150,16 +161,19 @@ class LocalSentinel:
             time.sleep(0.05)
         return victim, time.monotonic() - killed
 
-    def wait_for_replica(self, timeout_s: float = 30.0) -> float:
-        """Seconds until the primary the Sentinels name has a replica in sync (after a
-        failover, the Sentinels must first point the other replicas to it)."""
-        started = time.monotonic()
-        while time.monotonic() - started < timeout_s:
-            port = self.primary_port()
-            if port is not None and _in_sync_replicas(self.server_at(port)) > 0:
-                return time.monotonic() - started
-            time.sleep(0.05)
-        raise RuntimeError(f"no replica followed the primary within {timeout_s} s")
+    def sample(self) -> Sample:
+        """Who is primary now: as the Sentinels name it, and as the servers answer."""
+        named = self.primary_port()
+        roles = {server.port: _replication(server) for server in self.servers}
+        primaries = frozenset(p for p, info in roles.items() if info.get("role") == "master")
+        online = sum(1 for k, v in roles.get(named or 0, {}).items() if _online_replica(k, v))
+        return Sample(time.monotonic(), named, primaries, online)
+
+    def watch(self, every_s: float = 0.05) -> Watch:
+        """A started Watch of this Redis's primaries."""
+        watch = Watch(self, every_s)
+        watch.start()
+        return watch
 
     def stop(self) -> None:
         """Stop every process started here."""
@@ -169,18 +183,76 @@ class LocalSentinel:
             server.stop(kill=True)
 
 
-def _in_sync_replicas(server: LocalRedis) -> int:
-    """How many replicas `server` has online (0 if it does not answer)."""
+@dataclass(frozen=True)
+class Sample:
+    """Who was primary at `at` (time.monotonic()): the port the Sentinels named, the ports of
+    the servers answering as primaries, and how many replicas the named one had online."""
+
+    at: float
+    named: int | None
+    primaries: frozenset[int]
+    replicas: int
+
+    def writable(self, replicas: int) -> bool:
+        """One primary, the one the Sentinels name, with at least `replicas` replicas."""
+        return (
+            self.named is not None
+            and self.primaries == {self.named}
+            and (self.replicas >= replicas)
+        )
+
+
+class Watch(threading.Thread):
+    """Samples of who is primary, every `every_s` until stopped: one failover may be followed
+    by a second (a Sentinel that misses the new primary's first answers within its
+    down-after time takes it for down), with two primaries until the Sentinels agree."""
+
+    def __init__(self, watched: LocalSentinel, every_s: float) -> None:
+        super().__init__(daemon=True)
+        self.watched, self.every_s = watched, every_s
+        self.samples: list[Sample] = []
+        self.stopping = threading.Event()
+
+    def run(self) -> None:
+        while not self.stopping.wait(self.every_s):
+            self.samples.append(self.watched.sample())
+
+    def stop(self) -> None:
+        """Stop sampling."""
+        self.stopping.set()
+        self.join(5)
+
+    def writable_since(self, replicas: int) -> float | None:
+        """Since when (time.monotonic()) every sample has been writable with `replicas`, the
+        named primary unchanged; None if the last one is not."""
+        since = None
+        for sample in reversed(list(self.samples)):
+            if not sample.writable(replicas) or sample.named != self.samples[-1].named:
+                break
+            since = sample.at
+        return since
+
+    def promotions(self) -> int:
+        """How many times the Sentinels named another primary."""
+        named = [s.named for s in self.samples if s.named is not None]
+        return sum(1 for before, after in itertools.pairwise(named) if before != after)
+
+
+def _replication(server: LocalRedis) -> dict[str, Any]:
+    """`server`'s INFO replication ({} if it does not answer)."""
     try:
-        info: dict[str, Any] = _client(server.host, server.port).info("replication")
+        return dict(_client(server.host, server.port).info("replication"))
     except redis.RedisError:
-        return 0
-    return sum(1 for k, v in info.items() if k.startswith("slave") and _online(v))
+        return {}
 
 
-def _online(replica: Any) -> bool:
-    return isinstance(replica, dict) and replica.get("state") == "online"
+def _online_replica(key: str, value: Any) -> bool:
+    return key.startswith("slave") and isinstance(value, dict) and value.get("state") == "online"
 
 
 def _client(host: str, port: int) -> redis.Redis:
-    return redis.Redis(host, port, decode_responses=True, socket_timeout=1.0)
+    # No retries: redis-py's default tries a refused connection again for seconds, and every
+    # caller here polls.
+    return redis.Redis(
+        host, port, decode_responses=True, socket_timeout=1.0, retry=Retry(NoBackoff(), 0)
+    )
