@@ -7,19 +7,17 @@ validation and error shapes must not need Redis (a request that touched it would
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from flask import Flask
 from flask.testing import FlaskClient
 from werkzeug.test import TestResponse
 
 from chatq.config import Settings
 from scripts.localredis import free_port
+from tests.inproc import in_process
 from web import params
-from web.app import create_app
 
 KEY = "sk-inprocess-3c6f0a9e"
 AUTH = {"Authorization": f"Bearer {KEY}"}
@@ -28,25 +26,20 @@ JOB = "job_" + "a" * 32
 OK_MESSAGES = [{"role": "user", "content": "x"}]
 
 
-def _app(redis_url: str) -> Flask:
-    root = logging.getLogger()
-    level = root.level
-    app = create_app(
-        Settings(
-            redis_url=redis_url,
-            api_keys=(("alice", KEY),),
-            default_model="fake",
-            max_body_bytes=MAX_BODY_BYTES,
-        )
+def _settings(redis_url: str) -> Settings:
+    return Settings(
+        redis_url=redis_url,
+        api_keys=(("alice", KEY),),
+        default_model="fake",
+        max_body_bytes=MAX_BODY_BYTES,
     )
-    root.setLevel(level)  # create_app sets up logging for a server process, not for pytest
-    return app
 
 
 @pytest.fixture(scope="module")
 def client() -> Iterator[FlaskClient]:
     """A client of an app whose Redis cannot be reached."""
-    yield _app(f"redis://127.0.0.1:{free_port()}/0").test_client()
+    with in_process(_settings(f"redis://127.0.0.1:{free_port()}/0")) as app:
+        yield app.test_client()
 
 
 def _error(r: TestResponse, status: int, code: str) -> dict[str, Any]:
@@ -248,11 +241,12 @@ def test_a_malformed_job_id_is_404_without_asking_redis(
 
 
 def test_an_unknown_job_is_404(redis_url: str) -> None:
-    client = _app(redis_url).test_client()
-    for suffix in ("", "/result", "/events"):
-        r = client.get(f"/v1/jobs/{JOB}{suffix}", headers=AUTH)
-        assert _error(r, 404, "job_not_found")["param"] == "id"
-    _error(client.post(f"/v1/jobs/{JOB}/cancel", headers=AUTH), 404, "job_not_found")
+    with in_process(_settings(redis_url)) as app:
+        client = app.test_client()
+        for suffix in ("", "/result", "/events"):
+            r = client.get(f"/v1/jobs/{JOB}{suffix}", headers=AUTH)
+            assert _error(r, 404, "job_not_found")["param"] == "id"
+        _error(client.post(f"/v1/jobs/{JOB}/cancel", headers=AUTH), 404, "job_not_found")
 
 
 def test_an_unknown_path_is_404(client: FlaskClient) -> None:

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import io
-import logging
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,7 +15,7 @@ from werkzeug.test import TestResponse
 from chatq.config import Settings
 from scripts.localredis import LocalRedis
 from tests.batchkit import CHAT, jsonl, request_line
-from web.app import create_app
+from tests.inproc import in_process
 
 KEY = "sk-inprocess-batches-5e1d"
 AUTH = {"Authorization": f"Bearer {KEY}"}
@@ -32,22 +31,17 @@ def files_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def client(files_dir: Path) -> Iterator[FlaskClient]:
     server = LocalRedis().start()
-    root = logging.getLogger()
-    level = root.level
-    app = create_app(
-        Settings(
-            redis_url=server.url,
-            api_keys=(("alice", KEY),),
-            default_model="fake",
-            max_body_bytes=1024,
-            files_dir=str(files_dir),
-            files_max_bytes=MAX_FILE_BYTES,
-            files_max_lines=MAX_LINES,
-        )
+    settings = Settings(
+        redis_url=server.url,
+        api_keys=(("alice", KEY),),
+        default_model="fake",
+        max_body_bytes=1024,
+        files_dir=str(files_dir),
+        files_max_bytes=MAX_FILE_BYTES,
+        files_max_lines=MAX_LINES,
     )
-    root.setLevel(level)
-    yield app.test_client()
-    app.extensions["chatq"].listener.stop()  # before its Redis goes
+    with in_process(settings) as app:
+        yield app.test_client()
     server.stop()
 
 

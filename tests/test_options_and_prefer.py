@@ -13,8 +13,8 @@ from flask.testing import FlaskClient
 from chatq import config
 from scripts.localredis import LocalRedis
 from tests.conftest import Stack
+from tests.inproc import in_process
 from tests.procs import ALICE_KEY
-from web.app import create_app
 
 ROUTES = {
     "/v1/jobs": {"OPTIONS", "POST"},
@@ -29,11 +29,9 @@ ROUTES = {
 @pytest.fixture(scope="module")
 def client() -> Iterator[FlaskClient]:
     server = LocalRedis().start()
-    app = create_app(
-        config.load({"CHATQ_REDIS_URL": server.url, "CHATQ_API_KEYS": f"alice:{ALICE_KEY}"})
-    )
-    yield app.test_client()
-    app.extensions["chatq"].listener.stop()  # before its Redis goes
+    settings = config.load({"CHATQ_REDIS_URL": server.url, "CHATQ_API_KEYS": f"alice:{ALICE_KEY}"})
+    with in_process(settings) as app:
+        yield app.test_client()
     server.stop()
 
 

@@ -19,8 +19,8 @@ from referencing.jsonschema import DRAFT202012
 from chatq import config, fair, keys, queue_stats
 from scripts.localredis import LocalRedis
 from tests.conftest import Stack
+from tests.inproc import in_process
 from tests.procs import ALICE_KEY
-from web.app import create_app
 
 MAX_N, MAX_OUTPUT_TOKENS = 4, 100
 PATHS = ["/v1/jobs", "/v1/chat/completions"]
@@ -77,19 +77,17 @@ def redis_server() -> Iterator[LocalRedis]:
 @pytest.fixture(scope="module")
 def app(redis_server: LocalRedis) -> Iterator[Flask]:
     """The real app on a Redis of its own (no worker: accepted jobs stay queued)."""
-    app = create_app(
-        config.load(
-            {
-                "CHATQ_REDIS_URL": redis_server.url,
-                "CHATQ_API_KEYS": f"alice:{ALICE_KEY}",
-                "CHATQ_DEFAULT_MODEL": "fake",
-                "CHATQ_MAX_N": str(MAX_N),
-                "CHATQ_MAX_OUTPUT_TOKENS": str(MAX_OUTPUT_TOKENS),
-            }
-        )
+    settings = config.load(
+        {
+            "CHATQ_REDIS_URL": redis_server.url,
+            "CHATQ_API_KEYS": f"alice:{ALICE_KEY}",
+            "CHATQ_DEFAULT_MODEL": "fake",
+            "CHATQ_MAX_N": str(MAX_N),
+            "CHATQ_MAX_OUTPUT_TOKENS": str(MAX_OUTPUT_TOKENS),
+        }
     )
-    yield app
-    app.extensions["chatq"].listener.stop()  # before its Redis goes
+    with in_process(settings) as app:
+        yield app
 
 
 @pytest.fixture
@@ -155,20 +153,20 @@ def test_a_request_naming_no_output_limit_is_sent_with_the_cap(
 
 
 def test_without_caps_only_openais_ranges_apply(redis_server: LocalRedis) -> None:
-    uncapped = create_app(
-        config.load(
-            {
-                "CHATQ_REDIS_URL": redis_server.url,
-                "CHATQ_API_KEYS": f"alice:{ALICE_KEY}",
-                "CHATQ_MAX_N": "0",
-                "CHATQ_MAX_OUTPUT_TOKENS": "0",
-            }
-        )
-    ).test_client()
-    r = uncapped.post("/v1/jobs", json=_body(n=128, max_tokens=10**9), headers=HEADERS)
-    assert r.status_code == 202, r.get_data(as_text=True)
-    assert r.get_json()["id"]
-    assert uncapped.post("/v1/jobs", json=_body(n=129), headers=HEADERS).status_code == 400
+    settings = config.load(
+        {
+            "CHATQ_REDIS_URL": redis_server.url,
+            "CHATQ_API_KEYS": f"alice:{ALICE_KEY}",
+            "CHATQ_MAX_N": "0",
+            "CHATQ_MAX_OUTPUT_TOKENS": "0",
+        }
+    )
+    with in_process(settings) as app:
+        uncapped = app.test_client()
+        r = uncapped.post("/v1/jobs", json=_body(n=128, max_tokens=10**9), headers=HEADERS)
+        assert r.status_code == 202, r.get_data(as_text=True)
+        assert r.get_json()["id"]
+        assert uncapped.post("/v1/jobs", json=_body(n=129), headers=HEADERS).status_code == 400
 
 
 # --- the document states the same bounds ------------------------------------------------------

@@ -15,8 +15,8 @@ from flask.testing import FlaskClient
 from chatq import config, keys
 from scripts.localredis import LocalRedis
 from tests import openai_schemas
+from tests.inproc import in_process
 from tests.procs import ALICE_KEY, BOB_KEY
-from web.app import create_app
 
 ALICE = {"Authorization": f"Bearer {ALICE_KEY}"}
 BOB = {"Authorization": f"Bearer {BOB_KEY}"}
@@ -33,18 +33,16 @@ def redis_server() -> Iterator[LocalRedis]:
 @pytest.fixture(scope="module")
 def app(redis_server: LocalRedis) -> Iterator[Flask]:
     """The real app on a Redis of its own (no worker: accepted responses stay queued)."""
-    app = create_app(
-        config.load(
-            {
-                "CHATQ_REDIS_URL": redis_server.url,
-                "CHATQ_API_KEYS": f"alice:{ALICE_KEY},bob:{BOB_KEY}",
-                "CHATQ_DEFAULT_MODEL": "fake",
-                "CHATQ_MAX_OUTPUT_TOKENS": str(MAX_OUTPUT_TOKENS),
-            }
-        )
+    settings = config.load(
+        {
+            "CHATQ_REDIS_URL": redis_server.url,
+            "CHATQ_API_KEYS": f"alice:{ALICE_KEY},bob:{BOB_KEY}",
+            "CHATQ_DEFAULT_MODEL": "fake",
+            "CHATQ_MAX_OUTPUT_TOKENS": str(MAX_OUTPUT_TOKENS),
+        }
     )
-    yield app
-    app.extensions["chatq"].listener.stop()  # before its Redis goes
+    with in_process(settings) as app:
+        yield app
 
 
 @pytest.fixture
@@ -384,34 +382,36 @@ def test_priority_is_the_jobs_own(app: Flask, client: FlaskClient) -> None:
 def test_truncation_auto_drops_the_oldest_turns_and_disabled_refuses(
     redis_server: LocalRedis,
 ) -> None:
-    small = create_app(
-        config.load(
-            {
-                "CHATQ_REDIS_URL": redis_server.url,
-                "CHATQ_API_KEYS": f"alice:{ALICE_KEY}",
-                "CHATQ_MAX_CONTEXT_TOKENS": "120",
-            }
-        )
-    ).test_client()
-    turns = [
-        {"role": "user" if i % 2 == 0 else "assistant", "content": f"turn {i} " * 12}
-        for i in range(9)
-    ]
-    body = {
-        "model": "fake",
-        "input": turns,
-        "instructions": "Keep me.",
-        "background": True,
-        "max_output_tokens": 16,
-    }
-    refused = small.post("/v1/responses", json={**body, "truncation": "disabled"}, headers=ALICE)
-    assert (refused.status_code, refused.get_json()["error"]["code"]) == (
-        422,
-        "context_length_exceeded",
+    settings = config.load(
+        {
+            "CHATQ_REDIS_URL": redis_server.url,
+            "CHATQ_API_KEYS": f"alice:{ALICE_KEY}",
+            "CHATQ_MAX_CONTEXT_TOKENS": "120",
+        }
     )
-    fitted = small.post("/v1/responses", json={**body, "truncation": "auto"}, headers=ALICE)
-    assert fitted.status_code == 200, fitted.get_data(as_text=True)
-    assert fitted.get_json()["truncation"] == "auto"
-    sent = json.loads(_record(small.application, fitted.get_json()["id"])["request"])
-    assert sent["messages"][0] == {"role": "system", "content": "Keep me."}
-    assert sent["messages"][-1] == turns[-1] and len(sent["messages"]) < len(turns) + 1
+    with in_process(settings) as small_app:
+        small = small_app.test_client()
+        turns = [
+            {"role": "user" if i % 2 == 0 else "assistant", "content": f"turn {i} " * 12}
+            for i in range(9)
+        ]
+        body = {
+            "model": "fake",
+            "input": turns,
+            "instructions": "Keep me.",
+            "background": True,
+            "max_output_tokens": 16,
+        }
+        refused = small.post(
+            "/v1/responses", json={**body, "truncation": "disabled"}, headers=ALICE
+        )
+        assert (refused.status_code, refused.get_json()["error"]["code"]) == (
+            422,
+            "context_length_exceeded",
+        )
+        fitted = small.post("/v1/responses", json={**body, "truncation": "auto"}, headers=ALICE)
+        assert fitted.status_code == 200, fitted.get_data(as_text=True)
+        assert fitted.get_json()["truncation"] == "auto"
+        sent = json.loads(_record(small.application, fitted.get_json()["id"])["request"])
+        assert sent["messages"][0] == {"role": "system", "content": "Keep me."}
+        assert sent["messages"][-1] == turns[-1] and len(sent["messages"]) < len(turns) + 1
