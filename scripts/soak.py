@@ -25,150 +25,25 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
 import math
-import os
 import sys
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import psutil
 import redis
 
-from bench import gcpauses, meta
+from bench import meta
 from chatq import keys
 from scripts.localredis import LocalRedis, free_port
-from scripts.soak_load import Interval, Load, drive, ms, percentile
+from scripts.soak_load import Load, drive
+from scripts.soak_samples import Stack, redis_memory, sampler
 from scripts.soak_verdicts import MiB, gc_longest, rates, verdicts
 from tests.procs import Proc, base_env, start_fakellm, start_web, wait_until
 
 ROOT = Path(__file__).resolve().parents[1]
 PRESETS = {"gc": {"minutes": 10.0, "rate": 50.0}}  # issue 12: GC pauses, 10 min at 50 jobs/s
-
-
-# --- the measurements --------------------------------------------------------------------
-
-
-@dataclass
-class Stack:
-    """The processes under test and their helpers."""
-
-    server: LocalRedis
-    fakellm: Proc
-    web: Proc
-    workers: list[Proc]
-    url: str
-    worker_metrics: list[str] = field(default_factory=list)
-
-    def gc_buckets(self) -> dict[str, Any]:
-        """Each process's GC pause buckets now: the web's (all its processes), each worker's."""
-        return {
-            "web": gcpauses.read(self.url + "/metrics"),
-            "workers": [gcpauses.read(url) for url in self.worker_metrics],
-        }
-
-    def cpu_pids(self) -> dict[str, list[int]]:
-        """The processes whose CPU time is recorded, by role."""
-        assert self.server.process is not None
-        web = [self.web.pid]  # the gunicorn master, and its workers below
-        with contextlib.suppress(psutil.NoSuchProcess):
-            web += [c.pid for c in psutil.Process(self.web.pid).children()]
-        return {
-            "web": web,
-            "workers": [w.pid for w in self.workers],
-            "redis": [self.server.process.pid],
-            "fakellm": [self.fakellm.pid],
-            "load_generator": [os.getpid()],
-        }
-
-
-def _rss(pid: int) -> tuple[int, int]:
-    """(RSS of the process, largest RSS of its children or itself): a gunicorn master and
-    its serving worker, or a worker alone."""
-    try:
-        proc = psutil.Process(pid)
-        own = proc.memory_info().rss
-        children = [c.memory_info().rss for c in proc.children(recursive=True)]
-    except psutil.NoSuchProcess:
-        return 0, 0
-    return own, max([own, *children])
-
-
-def _cpu_s(pids: list[int]) -> float:
-    """User + system CPU seconds of these processes (not of their children)."""
-    total = 0.0
-    for pid in pids:
-        with contextlib.suppress(psutil.NoSuchProcess):
-            times = psutil.Process(pid).cpu_times()
-            total += times.user + times.system
-    return total
-
-
-def _redis_memory(client: redis.Redis) -> dict[str, int]:
-    info = client.info("memory")
-    return {
-        "used_memory": int(info["used_memory"]),
-        "used_memory_rss": int(info["used_memory_rss"]),
-        "keys": int(client.dbsize()),
-    }
-
-
-def _sample(
-    t0: float, stack: Stack, client: redis.Redis, load: Load, interval: Interval
-) -> dict[str, Any]:
-    web_master, web_serving = _rss(stack.web.pid)
-    return {
-        "t_s": round(time.monotonic() - t0, 1),
-        "web_rss": web_serving,
-        "web_master_rss": web_master,
-        "worker_rss": [_rss(w.pid)[1] for w in stack.workers],
-        "redis": _redis_memory(client),
-        "cpu_s": {role: round(_cpu_s(pids), 2) for role, pids in stack.cpu_pids().items()},
-        "submitted": load.submitted,
-        "completed": load.completed,
-        "in_flight": load.in_flight,
-        "skipped": load.skipped,
-        "errors": sum(load.errors.values()),
-        "finished_in_interval": len(interval.e2e_s),
-        "submit_p50_ms": ms(percentile(interval.submit_s, 0.50)),
-        "submit_p99_ms": ms(percentile(interval.submit_s, 0.99)),
-        "e2e_p50_s": percentile(interval.e2e_s, 0.50),
-        "e2e_p99_s": percentile(interval.e2e_s, 0.99),
-        "wake_p50_ms": ms(percentile(interval.wake_s, 0.50)),
-        "wake_p99_ms": ms(percentile(interval.wake_s, 0.99)),
-    }
-
-
-async def _sampler(
-    t0: float,
-    every_s: float,
-    stack: Stack,
-    client: redis.Redis,
-    load: Load,
-    samples: list[dict[str, Any]],
-    stop: asyncio.Event,
-) -> None:
-    while not stop.is_set():
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(stop.wait(), every_s)
-        sample = await asyncio.to_thread(_sample, t0, stack, client, load, load.take())
-        samples.append(sample)
-        _progress(sample)
-
-
-def _progress(s: dict[str, Any]) -> None:
-    print(
-        f"[{s['t_s']:7.1f}s] submitted {s['submitted']:7d} completed {s['completed']:7d} "
-        f"waiting {s['in_flight']:5d} errors {s['errors']:4d} | web {s['web_rss'] / MiB:6.1f} "
-        f"MiB workers {'/'.join(f'{r / MiB:.1f}' for r in s['worker_rss'])} MiB redis "
-        f"{s['redis']['used_memory'] / MiB:6.1f} MiB | submit p99 {s['submit_p99_ms']} ms "
-        f"e2e p99 {s['e2e_p99_s'] and round(s['e2e_p99_s'], 2)} s "
-        f"wake p99 {s['wake_p99_ms']} ms",
-        flush=True,
-    )
 
 
 # --- the run -----------------------------------------------------------------------------
@@ -261,7 +136,7 @@ async def _measure(args: argparse.Namespace, stack: Stack) -> dict[str, Any]:
     drain: list[dict[str, Any]] = []
     load = Load()
     await asyncio.sleep(2)
-    baseline = _redis_memory(client)
+    baseline = redis_memory(client)
     print(
         f"soak: {args.rate:g} jobs/s for {args.minutes:g} min, jobs of {job_s:g} s "
         f"(~{args.waiters} waiters), {len(stack.workers)} workers; Redis baseline "
@@ -269,15 +144,15 @@ async def _measure(args: argparse.Namespace, stack: Stack) -> dict[str, Any]:
         flush=True,
     )
     stop, t0 = asyncio.Event(), time.monotonic()
-    sampler = asyncio.create_task(
-        _sampler(t0, args.sample_seconds, stack, client, load, samples, stop)
+    sampling = asyncio.create_task(
+        sampler(t0, args.sample_seconds, stack, client, load, samples, stop)
     )
     model = f"fake:ttft={job_s:g},tokens=20"
     gc_before = await asyncio.to_thread(stack.gc_buckets)
     await drive(stack.url, args.rate, load_s, model, max(2 * args.waiters, 100), load)
     gc_after = await asyncio.to_thread(stack.gc_buckets)
     stop.set()
-    await sampler
+    await sampling
     print(f"load done; waiting {args.ttl + 30} s for the job TTL to pass", flush=True)
     drained = await _drain(client, args.ttl + 30, t0, drain)
     summary = verdicts(samples, load_s, load_s * args.warmup_fraction, baseline, drained, load)
@@ -300,10 +175,10 @@ async def _drain(
     client: redis.Redis, seconds: float, t0: float, drain: list[dict[str, Any]]
 ) -> dict[str, int]:
     end = time.monotonic() + seconds
-    memory = _redis_memory(client)
+    memory = redis_memory(client)
     while time.monotonic() < end:
         await asyncio.sleep(min(5.0, max(0.0, end - time.monotonic())))
-        memory = await asyncio.to_thread(_redis_memory, client)
+        memory = await asyncio.to_thread(redis_memory, client)
         drain.append({"t_s": round(time.monotonic() - t0, 1), **memory})
     return memory
 
