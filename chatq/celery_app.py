@@ -11,7 +11,7 @@ import redis
 from celery import Celery
 from kombu import Exchange, Queue
 
-from chatq import fair, rabbit, redis_conn
+from chatq import fair, kombu_clients, rabbit, redis_conn
 from chatq.config import Settings
 from chatq.redis_conn import sentinel_options, tls_options
 
@@ -91,6 +91,7 @@ def make_celery(settings: Settings, max_connections: int = 200) -> Celery:
         app.conf.update(_rabbitmq_conf(url))
     else:
         app.conf.update(_redis_conf(settings, url, max_connections))
+        kombu_clients.install()
     if sentinels:
         app.conf.broker_transport_options.update(_sentinel_options(settings))
     return app

@@ -6,7 +6,7 @@ import logging
 import math
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -57,6 +57,23 @@ class Listener:
         self.draining = False
         # While draining, requests that hold on through it answer by then (monotonic).
         self.hold_until = math.inf
+        # Messages of the global channel that are no job's: topic -> (on a message with
+        # the rest of it, on (re)subscribing or losing Redis with whether it now listens).
+        self._topics: dict[str, tuple[Callable[[str], None], Callable[[bool], None]]] = {}
+
+    def watch(
+        self, topic: str, on_message: Callable[[str], None], on_reset: Callable[[bool], None]
+    ) -> None:
+        """Call `on_message` with the rest of each `topic` message; `on_reset` now and each
+        time messages may have been missed, with whether this listener hears them now
+        (starting it: answers kept before it has subscribed could miss a change)."""
+        self._topics[topic] = (on_message, on_reset)
+        on_reset(False)
+        self.start()
+
+    def _reset_topics(self, listening: bool) -> None:
+        for _, on_reset in list(self._topics.values()):
+            on_reset(listening)
 
     def start(self) -> None:
         """Start the listening thread once (a greenlet under gevent)."""
@@ -140,6 +157,7 @@ class Listener:
                 # Never let the one listener of this process die: waiters would all time out.
                 log.exception("notification listener failed; listening again")
             self.connected.clear()
+            self._reset_topics(False)
             self.wake_all()
             self._stopping.wait(RECONNECT_DELAY_S)
 
@@ -207,12 +225,17 @@ class Listener:
         if message.get("type") in ("subscribe", "ssubscribe"):
             # (Re)subscribed: changes made while we were not listening were not heard.
             self.connected.set()
+            if message.get("channel") == keys.notify_global():
+                self._reset_topics(True)
             self.wake_all()
             return
         data = message.get("data")
         if message.get("type") not in ("message", "smessage") or not isinstance(data, str):
             return
         job_id, _, rest = data.partition(" ")
+        if job_id in self._topics:
+            self._topics[job_id][0](rest)
+            return
         if job_id == PROGRESS:  # "+ <id> <id> ...": more text for these jobs
             for each in rest.split():
                 self.wake(each, jobs.IN_PROGRESS)

@@ -12,6 +12,7 @@ from typing import Any
 import redis
 
 from chatq import keys
+from chatq.webhook_owners import KnownOwners, announce_change
 from chatq.webhooks import EVENT_TYPES, new_secret, secret_hint
 from chatq.webhooks_config import WebhookConfig
 
@@ -93,9 +94,16 @@ def new_endpoint_id() -> str:
 class Endpoints:
     """Every endpoint: the configured ones and those in Redis."""
 
-    def __init__(self, client: redis.Redis, configured: tuple[WebhookConfig, ...]) -> None:
+    def __init__(
+        self,
+        client: redis.Redis,
+        configured: tuple[WebhookConfig, ...],
+        owners: KnownOwners | None = None,
+    ) -> None:
         self.redis = client
         self.configured = {c.endpoint_id: _from_config(c) for c in configured}
+        # A web's answers of has_any, kept right by its notification listener.
+        self.owners = owners
 
     def _disabled(self, endpoint: Endpoint, reasons: dict[str, str]) -> Endpoint:
         raw = reasons.get(endpoint.id)
@@ -134,10 +142,17 @@ class Endpoints:
         return [self._disabled(e, reasons) for e in mine]
 
     def has_any(self, owner: str) -> bool:
-        """Whether the key name has an endpoint at all (one Redis call at most)."""
+        """Whether the key name has an endpoint at all (one Redis call at most, none when
+        this process knows the answer)."""
         if any(e.owner == owner for e in self.configured.values()):
             return True
-        return bool(self.redis.scard(keys.webhooks_of(owner)))
+        if self.owners is None:
+            return bool(self.redis.scard(keys.webhooks_of(owner)))
+        known, generation = self.owners.get(owner)
+        if known is None:
+            known = bool(self.redis.scard(keys.webhooks_of(owner)))
+            self.owners.put(owner, known, generation)
+        return known
 
     def create(self, owner: str, url: str, name: str, event_types: tuple[str, ...]) -> Endpoint:
         """A new endpoint of `owner` with a fresh secret."""
@@ -147,6 +162,7 @@ class Endpoints:
         )
         self._write(endpoint)
         self.redis.sadd(keys.webhooks_of(owner), endpoint.id)
+        announce_change(self.redis, owner)
         return endpoint
 
     def _write(self, e: Endpoint) -> None:
@@ -183,6 +199,7 @@ class Endpoints:
         pipe.srem(keys.webhooks_of(endpoint.owner), endpoint.id)
         pipe.hdel(keys.webhooks_disabled(), endpoint.id)
         pipe.execute()
+        announce_change(self.redis, endpoint.owner)
 
     def enable(self, endpoint: Endpoint) -> None:
         """Deliver to a disabled endpoint again."""

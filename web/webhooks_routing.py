@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from flask import current_app, has_request_context, request
 
 from chatq.errors import ApiError
+from chatq.webhook_owners import TOPIC, KnownOwners
 from chatq.webhooks_log import Deliveries
 from chatq.webhooks_store import Endpoints
 from web.context import Services
@@ -30,8 +31,10 @@ def webhook_services(svc: Services) -> WebhookServices:
     found = current_app.extensions.get("chatq_webhooks")
     if found is None:
         s = svc.settings
+        owners = KnownOwners()
+        svc.listener.watch(TOPIC, owners.changed, owners.reset)
         found = WebhookServices(
-            Endpoints(svc.redis, s.webhooks),
+            Endpoints(svc.redis, s.webhooks, owners),
             Deliveries(svc.redis, s.webhook_log_ttl_s, 2 * s.webhook_timeout_s + HOLD_MARGIN_S),
         )
         current_app.extensions["chatq_webhooks"] = found
