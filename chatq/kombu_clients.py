@@ -17,15 +17,11 @@ from typing import Any
 from kombu.transport import redis as redis_transport
 
 _CACHE = "_chatq_client"
-_installed = False
 
 
 def install() -> None:
-    """Make every kombu Redis channel of this process reuse its client."""
-    global _installed
-    if not _installed:
-        redis_transport.Channel.conn_or_acquire = _conn_or_acquire  # type: ignore[method-assign, assignment]
-        _installed = True
+    """Make every kombu Redis channel of this process reuse its client (again: no change)."""
+    redis_transport.Channel.conn_or_acquire = _conn_or_acquire  # type: ignore[method-assign, assignment]
 
 
 @contextmanager

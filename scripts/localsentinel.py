@@ -150,12 +150,10 @@ class LocalSentinel:
 
     def kill_primary(self, timeout_s: float = 30.0) -> tuple[LocalRedis, float]:
         """SIGKILL the primary; return it, and the seconds until a replica is promoted."""
-        old = self.primary_port()
-        assert old is not None
-        victim = self.server_at(old)
+        victim = self.named_primary()
         victim.stop(kill=True)
         killed = time.monotonic()
-        while self.primary_port() in (old, None):
+        while self.primary_port() in (victim.port, None):
             if time.monotonic() - killed > timeout_s:
                 raise RuntimeError(f"no replica was promoted within {timeout_s} s")
             time.sleep(0.05)
