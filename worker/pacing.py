@@ -52,7 +52,7 @@ class Pacer:
             return True
         tokens = charged_tokens(request, count_prompt_tokens(request), self.output_budget)
         try:
-            turn = self.pacing.take(endpoint_id(url), tokens, handle.remaining_s, self._pop(url))
+            turn = self.pacing.take(endpoint_id(url), tokens, handle.remaining_s, self._last(url))
         except STATE_ERRORS:
             return True  # pacing is advice: without Redis, the upstream's 429s still tell
         if not turn.known:
@@ -83,9 +83,12 @@ class Pacer:
         except STATE_ERRORS:
             log.warning("could not share a 429 of %s: Redis is unreachable", endpoint_label(url))
 
-    def _pop(self, url: str) -> Seen | None:
+    def _last(self, url: str) -> Seen | None:
+        # Sent with every call, not once: concurrent calls reach Redis in any order, and the
+        # one that carries it may come after one that finds no limits known yet. Sent again,
+        # it changes nothing (the levels only go down to what the answer allows).
         with self._lock:
-            found = self._seen.pop(url, None)
+            found = self._seen.get(url)
         if found is None:
             return None
         seen, sent_at = found
