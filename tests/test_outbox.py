@@ -17,6 +17,7 @@ from scripts.localredis import LocalRedis
 from tests.procs import outbox_length
 
 LEASE_S = 30.0
+CLAIM_IDLE_S = 1.0
 
 
 @pytest.fixture(params=["single", "cluster"])
@@ -72,13 +73,14 @@ def test_an_entry_a_reader_took_and_never_acknowledged_goes_to_another(store: St
     job_id = _job(store, "taken", True)
     store.claim(job_id=job_id, run_id="r", lease_s=LEASE_S)
     store.finish(job_id=job_id, run_id="r", status=jobs.COMPLETED, fields={"result": "{}"})
-    dying = Outbox(store.redis, "dies-before-ack", claim_idle_s=0.2)
+    # Long enough that the survivor's first look comes before it on a loaded machine.
+    dying = Outbox(store.redis, "dies-before-ack", claim_idle_s=CLAIM_IDLE_S)
     assert [e.job_id for e in dying.read(block_s=0.1)] == [job_id]
-    survivor = Outbox(store.redis, "survivor", claim_idle_s=0.2)
+    survivor = Outbox(store.redis, "survivor", claim_idle_s=CLAIM_IDLE_S)
     assert survivor.read(block_s=0.1) == []  # not yet: its reader may still be at it
-    time.sleep(0.3)
+    time.sleep(CLAIM_IDLE_S + 0.1)
     taken_over = survivor.read(block_s=0.1)
     assert [e.job_id for e in taken_over] == [job_id]
     survivor.ack(taken_over)
-    time.sleep(0.3)
+    time.sleep(CLAIM_IDLE_S + 0.1)
     assert survivor.read(block_s=0.1) == [] and outbox_length(store.redis) == 0
