@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import tempfile
 import threading
@@ -153,3 +154,4 @@ class Lab:
         for proc, _ in self._fakellms.values():
             proc.stop()
         self._pool.shutdown()
+        shutil.rmtree(self.tmp, ignore_errors=True)

@@ -14,7 +14,6 @@ import gc
 import json
 import os
 import sysconfig
-import tempfile
 import tracemalloc
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -22,7 +21,7 @@ from typing import Any
 
 from chatq import config
 from web import gunicorn_errors
-from web.__main__ import WebServer
+from web.__main__ import WebServer, own_metrics_dir
 
 ROOT = Path(__file__).resolve().parents[1]
 TOP_SITES = 12
@@ -100,7 +99,7 @@ class TracedWeb(WebServer):
 
 def main() -> None:
     """Serve until stopped, as `python -m web` does (less the token encodings' preload)."""
-    metrics_dir = tempfile.mkdtemp(prefix="chatq-metrics-")
+    metrics_dir = own_metrics_dir()
     os.environ["PROMETHEUS_MULTIPROC_DIR"] = metrics_dir
     os.environ["CHATQ_METRICS_DIR"] = metrics_dir
     gunicorn_errors.install()

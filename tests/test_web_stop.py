@@ -7,8 +7,13 @@ from __future__ import annotations
 import signal
 import socket
 import subprocess
+import tempfile
+from pathlib import Path
 
-from tests.procs import base_env, start_web
+import psutil
+import requests
+
+from tests.procs import Proc, base_env, start_web
 
 GRACE_S = 60
 
@@ -40,3 +45,26 @@ def test_sigterm_closes_an_idle_keep_alive_connection_and_the_web_exits(
     finally:
         web.stop()
     assert "graceful timeout" not in web.log_text()
+
+
+def _metrics_dir_of(web: Proc) -> Path:
+    """The metrics folder the web made for itself: the one holding its worker's files."""
+    workers = {child.pid for child in psutil.Process(web.pid).children()}
+    for folder in Path(tempfile.gettempdir()).glob("chatq-metrics-*"):
+        if any(int(f.stem.rsplit("_", 1)[-1]) in workers for f in folder.glob("*_*.db")):
+            return folder
+    raise AssertionError("no metrics folder holds the web worker's files")
+
+
+def test_a_web_removes_the_metrics_folder_it_made_when_it_stops(
+    redis_url: str, fakellm: str
+) -> None:
+    web, url = start_web(base_env(redis_url, fakellm))
+    try:
+        assert requests.get(f"{url}/healthz", timeout=10).status_code == 200
+        folder = _metrics_dir_of(web)
+        web.signal(signal.SIGTERM)
+        assert web.process is not None and web.process.wait(GRACE_S / 4) == 0
+    finally:
+        web.stop()
+    assert not folder.exists()

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import signal
 import tempfile
 from typing import Any
@@ -76,10 +78,23 @@ class WebServer(BaseApplication):  # type: ignore[misc]
         return create_app()
 
 
+def own_metrics_dir() -> str:
+    """A temporary folder for the metrics files, removed when this (master) process exits."""
+    path, master_pid = tempfile.mkdtemp(prefix="chatq-metrics-"), os.getpid()
+
+    def remove() -> None:
+        # gunicorn's workers leave through sys.exit too: only the master removes it.
+        if os.getpid() == master_pid:
+            shutil.rmtree(path, ignore_errors=True)
+
+    atexit.register(remove)
+    return path
+
+
 def main() -> None:
     """Run the web server until it is stopped."""
     settings = config.load()
-    metrics_dir = settings.metrics_dir or tempfile.mkdtemp(prefix="chatq-metrics-")
+    metrics_dir = settings.metrics_dir or own_metrics_dir()
     # prometheus_client reads this in every gunicorn worker: one set of files per process,
     # summed at scrape time.
     os.environ["PROMETHEUS_MULTIPROC_DIR"] = metrics_dir
