@@ -7,12 +7,10 @@ import re
 import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
-from typing import Any
 
+from chatq import config_groups
 from chatq.config_env import (
     LANES,
-    is_amqp,
-    parse_lanes,
     parse_overrides,
     parse_urls,
     read_bool,
@@ -27,9 +25,8 @@ from chatq.config_env import ConfigError as ConfigError  # what callers catch
 from chatq.config_env import bare_key_name as bare_key_name
 from chatq.config_env import parse_api_keys as parse_api_keys
 from chatq.config_env import parse_sentinels as parse_sentinels
-from chatq.fair_config import parse_counts
-from chatq.limits_config import NO_LIMITS, KeyLimits, parse_key_limits
-from chatq.webhooks_config import WebhookConfig, parse_webhooks
+from chatq.limits_config import NO_LIMITS, KeyLimits
+from chatq.webhooks_config import WebhookConfig
 
 
 @dataclass(frozen=True)
@@ -156,7 +153,7 @@ def load(env: Mapping[str, str] | None = None) -> Settings:
         state_url=e.get("CHATQ_STATE_URL", "").strip(),
         redis_ca_file=read_file_path(e, "CHATQ_REDIS_CA_FILE"),
         redis_require_safe=read_bool(e, "CHATQ_REDIS_REQUIRE_SAFE", d.redis_require_safe),
-        **_sentinel_settings(e, d),
+        **config_groups.sentinel_settings(e, d),
         broker_url=broker_url,
         broker_api_url=read_text(e, "CHATQ_BROKER_API_URL", d.broker_api_url),
         bind=read_text(e, "CHATQ_BIND", d.bind),
@@ -167,7 +164,7 @@ def load(env: Mapping[str, str] | None = None) -> Settings:
         worker_concurrency=read_int(e, "CHATQ_WORKER_CONCURRENCY", d.worker_concurrency, 1),
         worker_metrics_bind=e.get("CHATQ_WORKER_METRICS_BIND", d.worker_metrics_bind).strip(),
         worker_pool=read_choice(e, "CHATQ_WORKER_POOL", d.worker_pool, ("gevent", "threads")),
-        worker_lanes=_worker_lanes(e, broker_url),
+        worker_lanes=config_groups.worker_lanes(e, broker_url),
         api_keys=parse_api_keys(e.get("CHATQ_API_KEYS", "")),
         upstream_urls=parse_urls(e.get("CHATQ_UPSTREAM_URLS", ""), d.upstream_urls),
         upstream_api_key=e.get("CHATQ_UPSTREAM_API_KEY", "").strip(),
@@ -221,105 +218,13 @@ def load(env: Mapping[str, str] | None = None) -> Settings:
         max_followers=read_int(e, "CHATQ_MAX_FOLLOWERS", d.max_followers),
         max_n=read_int(e, "CHATQ_MAX_N", d.max_n),
         max_output_tokens=read_int(e, "CHATQ_MAX_OUTPUT_TOKENS", d.max_output_tokens),
-        **_webhook_settings(e, d),
+        **config_groups.webhook_settings(e, d),
         files_dir=read_text(e, "CHATQ_FILES_DIR", d.files_dir),
         files_max_bytes=read_int(e, "CHATQ_FILES_MAX_BYTES", d.files_max_bytes, 1),
         files_max_lines=read_int(e, "CHATQ_FILES_MAX_LINES", d.files_max_lines, 1),
         files_ttl_s=read_int(e, "CHATQ_FILES_TTL", d.files_ttl_s, 1),
         batch_max_queued=read_int(e, "CHATQ_BATCH_MAX_QUEUED", d.batch_max_queued, 1),
         batch_window_s=read_float(e, "CHATQ_BATCH_WINDOW", d.batch_window_s, 0.1),
-        **_limit_settings(e, d),
-        **_fair_settings(e),
+        **config_groups.limit_settings(e, d),
+        **config_groups.fair_settings(e),
     )
-
-
-def _worker_lanes(e: Mapping[str, str], broker_url: str) -> tuple[str, ...]:
-    """The lanes this worker runs; a lane of its own needs the Redis broker (on RabbitMQ both
-    lanes are priorities of one queue, which a consumer cannot split)."""
-    lanes = parse_lanes(e.get("CHATQ_WORKER_LANES", ""))
-    if lanes != LANES and is_amqp(broker_url):
-        raise ConfigError("CHATQ_WORKER_LANES needs the Redis broker (RabbitMQ: both lanes)")
-    return lanes
-
-
-def _sentinel_settings(e: Mapping[str, str], d: Settings) -> dict[str, Any]:
-    """The Redis behind Sentinel (CHATQ_REDIS_SENTINELS …) and the replicas a write waits for."""
-    return {
-        "redis_sentinels": parse_sentinels(e.get("CHATQ_REDIS_SENTINELS", "")),
-        "redis_master_name": read_text(e, "CHATQ_REDIS_MASTER_NAME", d.redis_master_name),
-        "redis_sentinel_password": e.get("CHATQ_REDIS_SENTINEL_PASSWORD", "").strip(),
-        "redis_min_replicas": read_int(e, "CHATQ_REDIS_MIN_REPLICAS", d.redis_min_replicas),
-        "redis_wait_timeout_ms": _wait_timeout_ms(e, d.redis_wait_timeout_ms),
-    }
-
-
-# WAIT blocks the connection: it must end well before a Redis reply times out (5 s).
-MAX_WAIT_TIMEOUT_MS = 4000
-
-
-def _wait_timeout_ms(e: Mapping[str, str], default: int) -> int:
-    value = read_int(e, "CHATQ_REDIS_WAIT_TIMEOUT_MS", default, 1)
-    if value > MAX_WAIT_TIMEOUT_MS:
-        raise ConfigError(f"CHATQ_REDIS_WAIT_TIMEOUT_MS must be at most {MAX_WAIT_TIMEOUT_MS}")
-    return value
-
-
-def _fair_settings(e: Mapping[str, str]) -> dict[str, Any]:
-    """Fair dispatch across tenants: on or off, weights and running caps per key name."""
-    names = {name for name, _ in parse_api_keys(e.get("CHATQ_API_KEYS", ""))}
-    weights = e.get("CHATQ_TENANT_WEIGHTS", "")
-    overrides = e.get("CHATQ_TENANT_MAX_RUNNING_OVERRIDES", "")
-    try:
-        return {
-            "fair_dispatch": read_bool(e, "CHATQ_FAIR_DISPATCH", True),
-            "tenant_weights": parse_counts("CHATQ_TENANT_WEIGHTS", weights, ":", ",", names, 1),
-            "tenant_max_running": read_int(e, "CHATQ_TENANT_MAX_RUNNING", 0),
-            "tenant_max_running_overrides": parse_counts(
-                "CHATQ_TENANT_MAX_RUNNING_OVERRIDES", overrides, "=", None, names, 0
-            ),
-        }
-    except ValueError as exc:  # its message names the variable
-        raise ConfigError(str(exc)) from None
-
-
-def _webhooks(raw: str, owners: set[str]) -> tuple[WebhookConfig, ...]:
-    try:
-        return parse_webhooks(raw, owners)
-    except ValueError as exc:  # its message names the entry, never its secret
-        raise ConfigError(f"CHATQ_WEBHOOKS: {exc}") from None
-
-
-def _webhook_settings(e: Mapping[str, str], d: Settings) -> dict[str, Any]:
-    """The CHATQ_WEBHOOK* settings (endpoints from configuration, delivery knobs)."""
-    owners = {name for name, _ in parse_api_keys(e.get("CHATQ_API_KEYS", ""))}
-    return {
-        "webhooks": _webhooks(e.get("CHATQ_WEBHOOKS", ""), owners),
-        "webhook_allow_private": read_bool(
-            e, "CHATQ_WEBHOOK_ALLOW_PRIVATE", d.webhook_allow_private
-        ),
-        "webhook_timeout_s": read_float(e, "CHATQ_WEBHOOK_TIMEOUT", d.webhook_timeout_s, 0.1),
-        "webhook_retry_scale": read_float(e, "CHATQ_WEBHOOK_RETRY_SCALE", d.webhook_retry_scale),
-        "webhook_log_ttl_s": read_int(e, "CHATQ_WEBHOOK_LOG_TTL", d.webhook_log_ttl_s, 86400),
-    }
-
-
-def _limit_settings(e: Mapping[str, str], d: Settings) -> dict[str, Any]:
-    """The per-key limits and budgets (CHATQ_KEY_*), and the output a request reserves."""
-    default = KeyLimits(
-        requests_per_minute=read_int(e, "CHATQ_KEY_RPM", 0),
-        tokens_per_minute=read_int(e, "CHATQ_KEY_TPM", 0),
-        tokens_per_day=read_int(e, "CHATQ_KEY_TOKENS_PER_DAY", 0),
-        tokens_per_month=read_int(e, "CHATQ_KEY_TOKENS_PER_MONTH", 0),
-    )
-    names = {name for name, _ in parse_api_keys(e.get("CHATQ_API_KEYS", ""))}
-    try:
-        overrides = parse_key_limits(e.get("CHATQ_KEY_LIMITS", ""), default, names)
-    except ValueError as exc:
-        raise ConfigError(f"CHATQ_KEY_LIMITS: {exc}") from None
-    return {
-        "key_limits": default,
-        "key_limit_overrides": overrides,
-        "default_output_budget": read_int(
-            e, "CHATQ_DEFAULT_OUTPUT_BUDGET", d.default_output_budget, 1
-        ),
-    }
