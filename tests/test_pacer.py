@@ -10,10 +10,10 @@ import redis
 
 from chatq import keys
 from chatq.config import Settings
+from worker.attempts import Attempt
 from worker.endpoints import endpoint_id
 from worker.pacing import Pacer
 from worker.running import Handle
-from worker.upstream import Attempt
 
 REQUEST = {"model": "fake", "messages": [{"role": "user", "content": "hi"}]}
 # 10 requests a refill of 6 s, 9 of them left.

@@ -16,10 +16,11 @@ from chatq.errors import failed_job_status
 from chatq.logs import Redactor
 from chatq.store import Store
 from scripts.localredis import free_port
+from worker.attempts import Attempt, retry_after_s, timed_out
 from worker.flusher import DeltaWriter
 from worker.runner import BACKOFF_CAP_S, _backoff_s
 from worker.running import Handle
-from worker.upstream import Attempt, Timeouts, _retry_after_s, attempt, timed_out
+from worker.upstream import Timeouts, attempt
 
 # (error code, status the upstream answered or 0) -> status the client gets.
 FAILED_JOB_STATUS = [
@@ -93,7 +94,7 @@ def test_backoff_draws_differ_between_jobs() -> None:
 def test_retry_after_ms_is_read_first(headers: dict[str, str], seconds: float | None) -> None:
     response = requests.Response()
     response.headers.update(headers)
-    assert _retry_after_s(response) == seconds
+    assert retry_after_s(response) == seconds
 
 
 @pytest.mark.parametrize(

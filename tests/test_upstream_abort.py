@@ -20,9 +20,10 @@ from chatq.config import Settings
 from chatq.logs import Redactor
 from chatq.store import Store
 from scripts.localredis import free_port
+from worker.attempts import Attempt
 from worker.flusher import DeltaWriter
 from worker.running import Handle
-from worker.upstream import Attempt, Timeouts, attempt, make_session
+from worker.upstream import Timeouts, attempt, make_session
 
 # Far longer than the test waits: a call that is not cut outlives the test.
 FIRST_BYTE_S = 600.0

@@ -21,9 +21,9 @@ from chatq.pacing import Pacing, Seen
 from chatq.redis_conn import BACKEND_ERRORS
 from chatq.tokens import charged_tokens, count_prompt_tokens
 from worker import metrics
+from worker.attempts import Attempt
 from worker.endpoints import endpoint_id, endpoint_label
 from worker.running import Handle
-from worker.upstream import Attempt
 
 log = logging.getLogger(__name__)
 STATE_ERRORS: tuple[type[Exception], ...] = (redis.RedisError, *BACKEND_ERRORS)

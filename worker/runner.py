@@ -13,11 +13,12 @@ from chatq import jobs
 from chatq.config import Settings
 from chatq.errors import INTERNAL_ERROR, UPSTREAM_TIMEOUT, failed_job_status
 from worker import metrics, running
+from worker.attempts import Attempt
 from worker.context import WorkerContext
 from worker.endpoints import endpoint_label
 from worker.persist import persist
 from worker.running import Handle
-from worker.upstream import Attempt, Timeouts, attempt
+from worker.upstream import Timeouts, attempt
 
 log = logging.getLogger(__name__)
 BACKOFF_CAP_S = 20.0
