@@ -11,6 +11,7 @@ from web import (
     openapi_batches,
     openapi_limits,
     openapi_service,
+    openapi_webhook_schemas,
     openapi_webhooks,
 )
 from web.openapi_parts import (
@@ -255,7 +256,7 @@ def document(settings: Settings | None = None) -> dict[str, Any]:
             "schemas": {
                 **schemas(settings),
                 **response_schemas(settings),
-                **openapi_webhooks.schemas(),
+                **openapi_webhook_schemas.schemas(),
                 **openapi_batch_schemas.schemas(),
                 **openapi_limits.schemas(),
             },

@@ -1,13 +1,14 @@
-"""The webhook part of the OpenAPI document: /v1/webhooks, its objects, the events chatq
-POSTs to endpoints (OpenAPI 3.1's `webhooks`), and the `Chatq-Webhook` header on submits."""
+"""The webhook part of the OpenAPI document: /v1/webhooks, the events chatq POSTs to
+endpoints (OpenAPI 3.1's `webhooks`), and the `Chatq-Webhook` header on submits; their
+objects are in web/openapi_webhook_schemas.py."""
 
 from __future__ import annotations
 
 import copy
 from typing import Any
 
-from chatq.webhooks import EVENT_TYPES
 from chatq.webhooks_log import MAX_LOG_PAGE
+from web.openapi_schemas import ref
 
 Schema = dict[str, Any]
 
@@ -33,12 +34,8 @@ HEADER_PARAMETER: Schema = {
 }
 
 
-def _ref(name: str) -> Schema:
-    return {"$ref": f"#/components/schemas/{name}"}
-
-
 def _json(name: str, description: str) -> Schema:
-    return {"description": description, "content": {"application/json": {"schema": _ref(name)}}}
+    return {"description": description, "content": {"application/json": {"schema": ref(name)}}}
 
 
 def _errors(*statuses: str) -> dict[str, Schema]:
@@ -69,7 +66,7 @@ def _op(
     if body:
         op["requestBody"] = {
             "required": body != "RotateSecretRequest",
-            "content": {"application/json": {"schema": _ref(body)}},
+            "content": {"application/json": {"schema": ref(body)}},
         }
     op["responses"] = {"200": ok, **_errors(*errors)}
     return op
@@ -167,125 +164,6 @@ def paths() -> dict[str, Schema]:
     }
 
 
-def _object(required: list[str], **properties: Schema) -> Schema:
-    return {
-        "type": "object",
-        "required": required,
-        "properties": properties,
-        "additionalProperties": False,
-    }
-
-
-_STR: Schema = {"type": "string"}
-_INT: Schema = {"type": "integer"}
-_TYPES: Schema = {"type": "array", "items": {"type": "string", "enum": list(EVENT_TYPES)}}
-
-
-def _endpoint_schema(with_secret: bool) -> Schema:
-    fields: dict[str, Schema] = {
-        "id": _STR,
-        "object": {"const": "webhook_endpoint"},
-        "url": _STR,
-        "name": _STR,
-        "event_types": _TYPES,
-        "source": {"enum": ["api", "config"]},
-        "status": {"enum": ["enabled", "disabled"]},
-        "disabled_reason": {"type": ["string", "null"]},
-        "signing_secret_hint": {"type": ["string", "null"]},
-        "created_at": _INT,
-        "updated_at": _INT,
-    }
-    if with_secret:
-        fields["signing_secret"] = {"type": "string", "pattern": "^whsec_"}
-    return _object(list(fields), **fields)
-
-
-def _delivery_schema() -> Schema:
-    attempt = _object(
-        ["attempted_at", "outcome", "status_code", "duration_s"],
-        attempted_at={"type": "number"},
-        duration_s={"type": "number"},
-        status_code={"type": ["integer", "null"]},
-        outcome={
-            "enum": [
-                "delivered",
-                "http_error",
-                "redirect",
-                "gone",
-                "timeout",
-                "connection_error",
-                "refused",
-                "endpoint_deleted",
-                "endpoint_disabled",
-            ]
-        },
-    )
-    fields: dict[str, Schema] = {
-        "id": _STR,
-        "object": {"const": "webhook.delivery"},
-        "endpoint_id": _STR,
-        "event": _ref("WebhookEvent"),
-        "status": {"enum": ["pending", "delivered", "failed"]},
-        "attempts": {"type": "array", "items": attempt},
-        "next_attempt_at": {"type": ["number", "null"]},
-        "created_at": {"type": "number"},
-        "replay_of": {"type": ["string", "null"]},
-    }
-    return _object(list(fields), **fields)
-
-
-def _list(item: str) -> Schema:
-    return _object(
-        ["object", "data", "has_more"],
-        object={"const": "list"},
-        data={"type": "array", "items": _ref(item)},
-        has_more={"type": "boolean"},
-    )
-
-
-def schemas() -> dict[str, Schema]:
-    """The webhook component schemas."""
-    event = _object(
-        ["id", "object", "type", "created_at", "data"],
-        id=_STR,
-        object={"const": "event"},
-        type={"enum": list(EVENT_TYPES)},
-        created_at=_INT,
-        data=_object(["id"], id=_STR),
-    )
-    event["description"] = (
-        "What a webhook POSTs: thin, fetch the job or response by "
-        "`data.id`. Signed per Standard Webhooks: `webhook-id` (= `id`), "
-        "`webhook-timestamp`, `webhook-signature` (`v1,<base64 HMAC-SHA256 "
-        "of id.timestamp.body>`, one per active secret)."
-    )
-    # An http(s) URL with a host and no credentials or #fragment (what the server accepts).
-    url = {
-        "type": "string",
-        "maxLength": 2048,
-        "pattern": r"^https?://[A-Za-z0-9.-]+(:[1-9][0-9]{0,3})?(/[^#\s]*)?$",
-    }
-    request = _object(["url"], url=url, name=_STR, event_types={**_TYPES, "minItems": 1})
-    return {
-        "WebhookEvent": event,
-        "WebhookEndpointRequest": request,
-        "RotateSecretRequest": _object(
-            [], keep_old_secret_active_for_24_hours={"type": "boolean", "default": False}
-        ),
-        "WebhookEndpoint": _endpoint_schema(False),
-        "WebhookEndpointWithSecret": _endpoint_schema(True),
-        "WebhookEndpointList": _list("WebhookEndpoint"),
-        "WebhookEndpointDeleted": _object(
-            ["id", "object", "deleted"],
-            id=_STR,
-            object={"const": "webhook_endpoint.deleted"},
-            deleted={"const": True},
-        ),
-        "WebhookDelivery": _delivery_schema(),
-        "WebhookDeliveryList": _list("WebhookDelivery"),
-    }
-
-
 def events() -> dict[str, Schema]:
     """OpenAPI 3.1 `webhooks`: the POST an endpoint receives when a job or response ends."""
     return {
@@ -295,7 +173,7 @@ def events() -> dict[str, Schema]:
                 "summary": "A job or response ended",
                 "requestBody": {
                     "required": True,
-                    "content": {"application/json": {"schema": _ref("WebhookEvent")}},
+                    "content": {"application/json": {"schema": ref("WebhookEvent")}},
                 },
                 "responses": {
                     "200": {

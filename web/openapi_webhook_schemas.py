@@ -1,0 +1,126 @@
+"""The webhook objects of the OpenAPI document: endpoints, deliveries and the event an
+endpoint receives (web/openapi_webhooks.py has their operations)."""
+
+from __future__ import annotations
+
+from chatq.webhooks import EVENT_TYPES
+from web.openapi_schemas import Schema, ref
+
+
+def _object(required: list[str], **properties: Schema) -> Schema:
+    return {
+        "type": "object",
+        "required": required,
+        "properties": properties,
+        "additionalProperties": False,
+    }
+
+
+_STR: Schema = {"type": "string"}
+_INT: Schema = {"type": "integer"}
+_TYPES: Schema = {"type": "array", "items": {"type": "string", "enum": list(EVENT_TYPES)}}
+
+
+def _endpoint_schema(with_secret: bool) -> Schema:
+    fields: dict[str, Schema] = {
+        "id": _STR,
+        "object": {"const": "webhook_endpoint"},
+        "url": _STR,
+        "name": _STR,
+        "event_types": _TYPES,
+        "source": {"enum": ["api", "config"]},
+        "status": {"enum": ["enabled", "disabled"]},
+        "disabled_reason": {"type": ["string", "null"]},
+        "signing_secret_hint": {"type": ["string", "null"]},
+        "created_at": _INT,
+        "updated_at": _INT,
+    }
+    if with_secret:
+        fields["signing_secret"] = {"type": "string", "pattern": "^whsec_"}
+    return _object(list(fields), **fields)
+
+
+def _delivery_schema() -> Schema:
+    attempt = _object(
+        ["attempted_at", "outcome", "status_code", "duration_s"],
+        attempted_at={"type": "number"},
+        duration_s={"type": "number"},
+        status_code={"type": ["integer", "null"]},
+        outcome={
+            "enum": [
+                "delivered",
+                "http_error",
+                "redirect",
+                "gone",
+                "timeout",
+                "connection_error",
+                "refused",
+                "endpoint_deleted",
+                "endpoint_disabled",
+            ]
+        },
+    )
+    fields: dict[str, Schema] = {
+        "id": _STR,
+        "object": {"const": "webhook.delivery"},
+        "endpoint_id": _STR,
+        "event": ref("WebhookEvent"),
+        "status": {"enum": ["pending", "delivered", "failed"]},
+        "attempts": {"type": "array", "items": attempt},
+        "next_attempt_at": {"type": ["number", "null"]},
+        "created_at": {"type": "number"},
+        "replay_of": {"type": ["string", "null"]},
+    }
+    return _object(list(fields), **fields)
+
+
+def _list(item: str) -> Schema:
+    return _object(
+        ["object", "data", "has_more"],
+        object={"const": "list"},
+        data={"type": "array", "items": ref(item)},
+        has_more={"type": "boolean"},
+    )
+
+
+def schemas() -> dict[str, Schema]:
+    """The webhook component schemas."""
+    event = _object(
+        ["id", "object", "type", "created_at", "data"],
+        id=_STR,
+        object={"const": "event"},
+        type={"enum": list(EVENT_TYPES)},
+        created_at=_INT,
+        data=_object(["id"], id=_STR),
+    )
+    event["description"] = (
+        "What a webhook POSTs: thin, fetch the job or response by "
+        "`data.id`. Signed per Standard Webhooks: `webhook-id` (= `id`), "
+        "`webhook-timestamp`, `webhook-signature` (`v1,<base64 HMAC-SHA256 "
+        "of id.timestamp.body>`, one per active secret)."
+    )
+    # An http(s) URL with a host and no credentials or #fragment (what the server accepts).
+    url = {
+        "type": "string",
+        "maxLength": 2048,
+        "pattern": r"^https?://[A-Za-z0-9.-]+(:[1-9][0-9]{0,3})?(/[^#\s]*)?$",
+    }
+    request = _object(["url"], url=url, name=_STR, event_types={**_TYPES, "minItems": 1})
+    return {
+        "WebhookEvent": event,
+        "WebhookEndpointRequest": request,
+        "RotateSecretRequest": _object(
+            [], keep_old_secret_active_for_24_hours={"type": "boolean", "default": False}
+        ),
+        "WebhookEndpoint": _endpoint_schema(False),
+        "WebhookEndpointWithSecret": _endpoint_schema(True),
+        "WebhookEndpointList": _list("WebhookEndpoint"),
+        "WebhookEndpointDeleted": _object(
+            ["id", "object", "deleted"],
+            id=_STR,
+            object={"const": "webhook_endpoint.deleted"},
+            deleted={"const": True},
+        ),
+        "WebhookDelivery": _delivery_schema(),
+        "WebhookDeliveryList": _list("WebhookDelivery"),
+    }
