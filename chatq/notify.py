@@ -232,13 +232,14 @@ class Listener:
         data = message.get("data")
         if message.get("type") not in ("message", "smessage") or not isinstance(data, str):
             return
-        job_id, _, rest = data.partition(" ")
-        if job_id in self._topics:
-            self._topics[job_id][0](rest)
+        # "<id> <status> <snapshot>", "+ <id> <id> ..." (more text), or "<topic> <message>".
+        head, _, rest = data.partition(" ")
+        if head in self._topics:
+            self._topics[head][0](rest)
             return
-        if job_id == PROGRESS:  # "+ <id> <id> ...": more text for these jobs
+        if head == PROGRESS:
             for each in rest.split():
                 self.wake(each, jobs.IN_PROGRESS)
             return
         status, _, snapshot = rest.partition(" ")
-        self.wake(job_id, status, snapshot)
+        self.wake(head, status, snapshot)
