@@ -13,7 +13,7 @@
 -- take ('missing' when there is none).
 local id, run, lease_s = ARGV[1], ARGV[2], tonumber(ARGV[3])
 local v = redis.call('HMGET', K('job', id), 'status', 'run', 'request', 'owner', 'created_at',
-                     'priority')
+                     'priority', 'attempts', 'started_at')
 if not v[1] then return {'missing'} end
 local again = v[1] == IN_PROGRESS and v[2] == run
 if v[1] ~= QUEUED and not again then return {v[1]} end
@@ -39,12 +39,21 @@ if not again then
     redis.call('SADD', K('running', owner), id)
     redis.call('ZREM', K('parked', lane), id)
   end
-  redis.call('HSET', K('job', id), 'run', run, 'run_attempt', 1)
-  redis.call('HINCRBY', K('job', id), 'attempts', 1)
+  -- The job itself in one write (set_status's, less a read: started_at is known).
+  local attempts = tonumber(v[7]) or 0
+  local started_at = (not v[8] or v[8] == '') and stamp(t) or v[8]
+  redis.call('HSET', K('job', id), 'run', run, 'run_attempt', 1, 'attempts', attempts + 1,
+             'status', IN_PROGRESS, 'started_at', started_at)
   redis.call('ZADD', S(shard(id), 'leases'), t + lease_s, id)
-  for _, j in ipairs(group(id)) do
-    reset_text(j)
-    set_status(j, IN_PROGRESS, t)
+  -- Only an earlier run can have left text (a job taken over is claimed again).
+  for i, j in ipairs(group(id)) do
+    if attempts > 0 then reset_text(j) end
+    if i == 1 then
+      event(j, 'status', IN_PROGRESS)
+      notify(j, IN_PROGRESS)
+    else
+      set_status(j, IN_PROGRESS, t)
+    end
   end
 end
 return {'claimed', v[3], v[4], v[5]}

@@ -123,20 +123,23 @@ local function snapshot(id)
 end
 
 -- A job leaves its tenant's running jobs and parked ones (chatq/lua/claim.lua); on one
--- Redis only, as the claim keeps them.
-local function not_running(id)
+-- Redis only, as the claim keeps them. `owner` and `lane`: the job's, when already read.
+local function not_running(id, owner, lane)
   if SHARDED then return end
-  local v = redis.call('HMGET', K('job', id), 'owner', 'priority')
-  redis.call('SREM', K('running', v[1] or ''), id)
-  redis.call('ZREM', K('parked', v[2] or ''), id)
+  if owner == nil then
+    local v = redis.call('HMGET', K('job', id), 'owner', 'priority')
+    owner, lane = v[1], v[2]
+  end
+  redis.call('SREM', K('running', owner or ''), id)
+  redis.call('ZREM', K('parked', lane or ''), id)
 end
 
 -- Ends one job for good. `fields` are extra field/value pairs; `publish_record` puts the
 -- record on the notification (followers' waiters read theirs back instead).
 local function close(id, status, t, ttl_s, reason, fields, publish_record)
   local key = K('job', id)
-  not_running(id)
-  local v = redis.call('HMGET', key, 'started_at', 'leader')
+  local v = redis.call('HMGET', key, 'started_at', 'leader', 'owner', 'priority', 'announce')
+  not_running(id, v[3], v[4])
   if v[1] and v[1] ~= '' and not (v[2] and v[2] ~= '') then
     stat(id, 'done', 1, t)
     stat(id, 'busy_s', t - tonumber(v[1]), t)
@@ -152,15 +155,17 @@ local function close(id, status, t, ttl_s, reason, fields, publish_record)
   if publish_record then message = message .. ' ' .. snapshot(id) end
   publish(S(shard(id), 'notify'), message)
   -- Whoever must hear of this end for sure (a webhook, a batch) reads it from the outbox.
-  if redis.call('HGET', key, 'announce') == '1' then
+  if v[5] == '1' then
     redis.call('XADD', S(shard(id), 'outbox'), 'MAXLEN', '~', 100000, '*', 'id', id,
                'status', status)
   end
 end
 
--- Ends a leader and its followers alike.
-local function close_group(id, status, t, ttl_s, reason, fields)
-  for i, j in ipairs(group(id)) do close(j, status, t, ttl_s, reason, fields, i == 1) end
+-- Ends a leader and its followers alike (`members`: the group, when already read).
+local function close_group(id, status, t, ttl_s, reason, fields, members)
+  for i, j in ipairs(members or group(id)) do
+    close(j, status, t, ttl_s, reason, fields, i == 1)
+  end
   redis.call('DEL', K('followers', id))
   release_flight(id)
 end
