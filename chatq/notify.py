@@ -60,20 +60,29 @@ class Listener:
         # Messages of the global channel that are no job's: topic -> (on a message with
         # the rest of it, on (re)subscribing or losing Redis with whether it now listens).
         self._topics: dict[str, tuple[Callable[[str], None], Callable[[bool], None]]] = {}
+        # Whether the global channel is subscribed now; changed, and told to the topics,
+        # under _topics_lock, so that a topic watched meanwhile is told the same.
+        self._hearing_global = False
+        self._topics_lock = threading.Lock()
 
     def watch(
         self, topic: str, on_message: Callable[[str], None], on_reset: Callable[[bool], None]
     ) -> None:
         """Call `on_message` with the rest of each `topic` message; `on_reset` now and each
         time messages may have been missed, with whether this listener hears them now
-        (starting it: answers kept before it has subscribed could miss a change)."""
-        self._topics[topic] = (on_message, on_reset)
-        on_reset(False)
+        (False until it has subscribed: answers kept before could miss a change)."""
+        with self._topics_lock:
+            self._topics[topic] = (on_message, on_reset)
+            # Already subscribed (the listener started before this topic was watched): no
+            # subscription message is coming to say so.
+            on_reset(self._hearing_global)
         self.start()
 
     def _reset_topics(self, listening: bool) -> None:
-        for _, on_reset in list(self._topics.values()):
-            on_reset(listening)
+        with self._topics_lock:
+            self._hearing_global = listening
+            for _, on_reset in list(self._topics.values()):
+                on_reset(listening)
 
     def start(self) -> None:
         """Start the listening thread once (a greenlet under gevent)."""

@@ -13,6 +13,7 @@ from contextlib import contextmanager
 import pytest
 import redis
 
+from chatq import keys
 from chatq.notify import RECONNECT_DELAY_S, Listener
 from scripts.localredis import LocalRedis
 from tests.procs import wait_until
@@ -25,7 +26,8 @@ def _subscribed(
     """A listener subscribed to a Redis of its own, and its own warnings so far (listeners
     that earlier tests of this process left behind may log too: not theirs)."""
     server = LocalRedis().start()
-    listener = Listener(redis.Redis.from_url(server.url, socket_connect_timeout=0.5))
+    client = redis.Redis.from_url(server.url, socket_connect_timeout=0.5, decode_responses=True)
+    listener = Listener(client)
     earlier = {thread.ident for thread in threading.enumerate()}
 
     def lines() -> list[str]:
@@ -63,3 +65,19 @@ def test_a_stopped_listener_says_nothing_of_its_redis_going(
         server.stop()
         time.sleep(4 * RECONNECT_DELAY_S)
         assert lines() == []
+
+
+def test_a_topic_watched_after_the_listener_subscribed_is_heard_at_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    with _subscribed(caplog) as (server, listener, _):
+        states: list[bool] = []
+        heard: list[str] = []
+        # A web's routes are set up after its listener started (the webhook answers' cache):
+        # no subscription message is coming to tell the topic it is heard.
+        listener.watch("~topic", heard.append, states.append)
+        assert states == [True]
+        redis.Redis.from_url(server.url).publish(keys.notify_global(), "~topic news")
+        wait_until(lambda: heard == ["news"], 5, "the topic's message")
+        server.stop()
+        wait_until(lambda: states[-1] is False, 5, "the loss told to the topic")
