@@ -1,6 +1,7 @@
 """The web's gunicorn worker: gunicorn's gevent worker, except that a stopping process closes
 its idle keep-alive connections at once instead of holding them for the whole grace period,
-and that it starts faster (chatq/gevent_patch.py)."""
+that it starts faster (chatq/gevent_patch.py), and that a response's headers and first body
+bytes leave in one send (web/onesend.py)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import gevent
 from gunicorn.workers.ggevent import GeventWorker
 
 from chatq import gevent_patch
+from web import onesend
 
 
 class IdleClosingGeventWorker(GeventWorker):  # type: ignore[misc]
@@ -18,8 +20,9 @@ class IdleClosingGeventWorker(GeventWorker):  # type: ignore[misc]
     a new connection, to a process that is not stopping); requests in progress run on."""
 
     def init_process(self) -> None:
-        """Start with no connection waiting."""
+        """Start with no connection waiting; responses in one send each (web/onesend.py)."""
         self.idle: set[gevent.Greenlet] = set()
+        onesend.install()
         super().init_process()
 
     def patch(self) -> None:
