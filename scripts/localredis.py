@@ -68,6 +68,10 @@ def _die_with_parent() -> None:
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
 
+class PortTaken(RuntimeError):
+    """redis-server could not bind its port (or its cluster bus port)."""
+
+
 class LocalRedis:
     """A redis-server process on a free loopback port, its data in a temporary folder."""
 
@@ -83,6 +87,8 @@ class LocalRedis:
         """`host` is the address it binds; `prefix` runs it through another program (such as
         `ip netns exec NS`, on another host)."""
         self.port = port or free_port()
+        # Ports chosen here may be taken by another process before the server binds them.
+        self._ports_are_ours = port is None
         self.host = host
         self.prefix = prefix
         # A server that dies with us leaves no folder behind either.
@@ -98,7 +104,28 @@ class LocalRedis:
         return f"redis://{self.host}:{self.port}/0"
 
     def start(self, timeout_s: float = 10.0) -> LocalRedis:
-        """Start the server and wait until it answers."""
+        """Start the server and wait until it answers. A first start on ports chosen here
+        that another process took meanwhile is tried again on others, twice at most."""
+        for attempt in range(3):
+            try:
+                self._start_once(timeout_s)
+            except PortTaken:
+                if not self._ports_are_ours or attempt == 2:
+                    raise
+                self._choose_ports()
+                continue
+            self._ports_are_ours = False  # a restart keeps its address
+            return self
+        raise AssertionError("unreachable")
+
+    def _choose_ports(self) -> None:
+        self.port = free_port()
+        args = list(self.extra_args)
+        if "--cluster-port" in args:  # the cluster bus's, chosen with the port
+            args[args.index("--cluster-port") + 1] = str(free_port())
+        self.extra_args = tuple(args)
+
+    def _start_once(self, timeout_s: float) -> None:
         args = [
             *self.prefix,
             redis_server_binary(),
@@ -131,9 +158,11 @@ class LocalRedis:
         deadline = time.monotonic() + timeout_s
         while not answers(self.url):
             if self.process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"redis-server did not start:\n{self._log_tail()}")
+                tail = self._log_tail()
+                if "Address already in use" in tail:
+                    raise PortTaken(tail)
+                raise RuntimeError(f"redis-server did not start:\n{tail}")
             time.sleep(0.05)
-        return self
 
     def _log_tail(self, chars: int = 2000) -> str:
         try:

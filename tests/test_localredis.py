@@ -1,0 +1,48 @@
+"""scripts/localredis.py: a throwaway server whose chosen ports another process took before it
+bound them starts on others (a parallel test run makes that race common)."""
+
+from __future__ import annotations
+
+import socket
+
+import pytest
+
+from scripts.localredis import LocalRedis, PortTaken, answers
+
+
+def _taken(port: int) -> socket.socket:
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", port))
+    sock.listen()
+    return sock
+
+
+def test_a_port_taken_since_it_was_chosen_is_chosen_again() -> None:
+    server = LocalRedis()
+    with _taken(server.port):
+        taken = server.port
+        server.start()
+        try:
+            assert server.port != taken and answers(server.url)
+        finally:
+            server.stop()
+
+
+def test_a_cluster_bus_port_taken_since_it_was_chosen_is_chosen_again() -> None:
+    with _taken(0) as sock:
+        bus = str(sock.getsockname()[1])
+        server = LocalRedis(extra_args=("--cluster-enabled", "yes", "--cluster-port", bus))
+        server.start()
+        try:
+            assert server.extra_args[-1] != bus and answers(server.url)
+        finally:
+            server.stop()
+
+
+def test_a_port_given_by_the_caller_is_not_changed() -> None:
+    server = LocalRedis()
+    with _taken(server.port):
+        given = LocalRedis(port=server.port)
+        with pytest.raises(PortTaken):
+            given.start()
