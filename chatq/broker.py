@@ -18,13 +18,9 @@ from chatq.celery_app import QUEUES, broker_url
 from chatq.config import Settings
 from chatq.lua_scripts import is_cluster, lua_source
 
-# kombu's Redis transport keeps a queue's messages of priority p in `name\x06\x16p`, and the
-# messages workers have reserved but not acknowledged in the hash `unacked`, their delivery
-# times in the sorted set `unacked_index`.
+# kombu's Redis transport keeps a queue's messages of priority p in `name\x06\x16p`.
 PRIORITY_SEP = "\x06\x16"
 PRIORITY_STEPS = (0, 3, 6, 9)
-UNACKED = "unacked"
-UNACKED_INDEX = "unacked_index"
 
 
 def queue_keys(queue: str, prefix: str = "") -> list[str]:
@@ -36,9 +32,9 @@ def queue_keys(queue: str, prefix: str = "") -> list[str]:
 class Broker(Protocol):
     """The broker as the sweeper, the admission check and the queue figures see it."""
 
-    def missing(self, job_ids: list[str], held_s: float) -> list[str]:
-        """The ids among `job_ids` (queued jobs) whose message the broker does not hold, or
-        has held reserved by a worker, unclaimed, for more than `held_s`."""
+    def missing(self, job_ids: list[str]) -> list[str]:
+        """The ids among `job_ids` (queued jobs whose lease ran out) whose message the
+        broker does not hold for a worker to take."""
 
     def depths(self) -> dict[str, int]:
         """Messages waiting in each lane, not those a worker has reserved."""
@@ -75,12 +71,12 @@ class RedisBroker:
     def _lists(self, lane: str) -> list[str]:
         return [key for queue in self.lanes[lane] for key in queue_keys(queue)]
 
-    def missing(self, job_ids: list[str], held_s: float) -> list[str]:
-        """Neither in a lane's lists nor reserved in the last `held_s` (lua/missing.lua)."""
+    def missing(self, job_ids: list[str]) -> list[str]:
+        """In none of a lane's lists (lua/missing.lua)."""
         if not job_ids:
             return []
         lists = [key for lane in QUEUES for key in self._lists(lane)]
-        found = self._missing(keys=[*lists, UNACKED, UNACKED_INDEX], args=[held_s, *job_ids])
+        found = self._missing(keys=lists, args=job_ids)
         return [str(i) for i in found]
 
     def depths(self) -> dict[str, int]:
@@ -129,9 +125,9 @@ class RabbitBroker:
         self.api = rabbit.management_api(broker_url(settings), settings.broker_api_url)
         self.session = requests.Session()
 
-    def missing(self, job_ids: list[str], held_s: float) -> list[str]:
+    def missing(self, job_ids: list[str]) -> list[str]:
         """The queued jobs whose current message RabbitMQ never confirmed (it gives back a
-        lost worker's messages by itself, so `held_s` plays no part)."""
+        lost worker's messages by itself)."""
         return self.marks.missing(job_ids) if job_ids else []
 
     def depths(self) -> dict[str, int]:

@@ -146,8 +146,11 @@ def _redis_conf(settings: Settings, url: str, max_connections: int) -> dict[str,
         # Without it kombu connects to a rediss:// broker with CERT_NONE: any certificate.
         "broker_use_ssl": tls_options(url, settings.redis_ca_file) or False,
         "broker_transport_options": {
-            # Our own lease recovers lost jobs in seconds; this only has to outlast a job.
-            "visibility_timeout": int(settings.job_timeout_s + 2 * settings.lease_s + 60),
+            # No record in Redis of each message a worker reserves, nor its removal at the ack
+            # (8 commands and 2 round trips a job): our own lease and the sweeper's search
+            # for missing messages recover a lost worker's jobs in seconds, where kombu gave
+            # them back only after a visibility timeout longer than a job.
+            "ack_emulation": False,
             # `interactive` always drained first; within a lane, tenants take turns.
             "queue_order_strategy": _queue_order(settings),
             # kombu's default of 10 starves a pool of 100 slots acking at once.

@@ -1,11 +1,11 @@
 """One redis-py client per kombu channel and pool, not one per message.
 
 kombu's Redis channel builds a new `redis.Redis` around its connection pool each time it
-sends, records an unacked message or acks one (`Channel.conn_or_acquire`), and each build
-fills about 170 response callbacks: measured in process, 8 % of the web's CPU per submitted
-job, and twice per job in the worker. A client holds no connection of its own (its pool
-does), so one per channel serves every greenlet; a channel whose pool is replaced gets a new
-one.
+sends (`Channel.conn_or_acquire`; with ack emulation, which chatq turns off, also each time
+it records an unacked message or acks one), and each build fills about 170 response
+callbacks: measured in process, 8 % of the web's CPU per submitted job. A client holds no
+connection of its own (its pool does), so one per channel serves every greenlet; a channel
+whose pool is replaced gets a new one.
 """
 
 from __future__ import annotations

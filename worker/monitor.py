@@ -98,7 +98,7 @@ class Monitor:
             lease_s=s.lease_s, resend_s=s.queue_resend_s, max_takeovers=s.max_takeovers
         )
         waiting = [job.job_id for job in swept if job.outcome is SweepOutcome.QUEUED]
-        lost = set(self.broker.missing(waiting, held_s=s.lease_s))
+        lost = set(self.broker.missing(waiting))
         for job in swept:
             if job.outcome is SweepOutcome.REQUEUED or job.job_id in lost:
                 celery_app.enqueue(

@@ -2,8 +2,8 @@
 of the delivery task, and the scheduler that sends the deliveries that are due.
 
 The schedule lives in Redis (chatq/webhooks_log.py), never in Celery ETAs: with the Redis
-broker a message with an ETA waits unacknowledged in one worker's memory and comes back after
-the visibility timeout, so hours-long ETAs would be neither durable nor once only.
+broker a message with an ETA waits in one worker's memory and is lost with it (chatq turns
+kombu's ack emulation off), so hours-long ETAs would not be durable.
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """Bare Celery with chatq's own Celery settings (`chatq.celery_app.make_celery`): the trivial
 task, on the `interactive` queue, late-acked, prefetch 1. Isolates the cost of the settings
 from the cost of chatq's code. Configured by ALT_REDIS_URL, ALT_POOL_SIZE and, to vary them,
-ALT_PREFETCH (worker_prefetch_multiplier) and ALT_POLL_CAP (0: without chatq's cap).
+ALT_PREFETCH (worker_prefetch_multiplier), ALT_POLL_CAP (0: without chatq's cap) and
+ALT_ACK_EMULATION (1: kombu records each reserved message in Redis, as chatq does not).
 
 Under gevent the worker is tuned as `python -m worker` tunes itself (worker/tasks.py): each
 broker poll capped at 0.1 s (worker/pollfix.py) and task greenlets freed without the cycle
@@ -29,6 +30,8 @@ settings = Settings(redis_url=tasks.REDIS_URL, worker_concurrency=SLOTS)
 app = make_celery(settings, max_connections=2 * SLOTS + 20)
 if os.environ.get("ALT_PREFETCH"):  # the one setting the ablation varies
     app.conf.worker_prefetch_multiplier = int(os.environ["ALT_PREFETCH"])
+if os.environ.get("ALT_ACK_EMULATION") == "1":  # the ablation counts reserved messages in Redis
+    app.conf.broker_transport_options["ack_emulation"] = True
 
 
 @signals.worker_init.connect
