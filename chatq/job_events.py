@@ -1,4 +1,4 @@
-"""A job's event stream as API.md shows it: one typed entry per XRANGE row."""
+"""A job's event stream as API.md shows it: typed entries from XRANGE rows."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ from typing import Any
 
 @dataclass(frozen=True)
 class Event:
-    """One entry of a job's event stream; `id` is the stream id, the cursor."""
+    """One event of a job's stream; `id` is its stream id, the cursor ('' when the event
+    shares the entry that follows it)."""
 
     id: str
     type: str
@@ -26,7 +27,14 @@ class Event:
         return {"type": self.type}
 
 
-def parse_event(row: Any) -> Event:
-    """An Event from one XRANGE row."""
-    stream_id, data = row
-    return Event(str(stream_id), data.get("t", ""), data.get("v", ""), data.get("f", ""))
+def parse_events(rows: Any) -> list[Event]:
+    """The Events of XRANGE rows. A job's end is one row that also holds its last status
+    (`with_status`, chatq/lua/prelude.lua): it reads as that status event, then the end; the
+    status event has no cursor of its own (`id` empty), as the two are one entry."""
+    events = []
+    for stream_id, data in rows:
+        event = Event(str(stream_id), data.get("t", ""), data.get("v", ""), data.get("f", ""))
+        if event.type == "end" and data.get("with_status") == "1":
+            events.append(Event("", "status", event.value, ""))
+        events.append(event)
+    return events

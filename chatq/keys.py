@@ -66,7 +66,8 @@ def events(job_id: str) -> str:
 
 
 def followers(job_id: str) -> str:
-    """Set: ids of the jobs that share this (leader) job's upstream call; deleted when it ends."""
+    """Set: ids of the jobs that share this (leader) job's upstream call (the leader's field
+    `followed` is '1' once one joined); deleted when it ends."""
     return _of_job("followers", job_id)
 
 
@@ -108,8 +109,8 @@ def cache(cache_key: str) -> str:
 
 
 def stats(shard_char: str, unix_minute: int) -> str:
-    """Hash: arrivals, done and busy_s of the shard's jobs in that minute; expires after
-    300 s."""
+    """Hash: arrivals, done and busy_s of the shard's jobs in that minute (on one Redis,
+    every job's, in the first shard's key); expires after 300 s."""
     return _sharded(shard_char, f"stats:{unix_minute}")
 
 
@@ -130,14 +131,16 @@ def upstream_failures(endpoint_id: str) -> str:
 
 
 def tenant_running(tenant: str) -> str:
-    """Set: ids of the tenant's (key name's) jobs a worker has claimed and not ended; kept by
-    the claim, finish, cancel and sweep scripts (single Redis only); no expiry."""
+    """Set: ids of the tenant's (key name's) jobs a worker has claimed and not ended, for a
+    tenant with a running cap only (the job's field `counted` is then '1'); kept by the
+    claim, finish, cancel and sweep scripts (single Redis only); no expiry."""
     return f"{GLOBAL}running:{tenant}"
 
 
 def parked(lane: str) -> str:
     """Sorted set: job id -> Redis time, the lane's queued jobs a claim found over their
-    tenant's running cap: their message was taken, the sweeper sends it again; no expiry."""
+    tenant's running cap (the job's field `parked` is then '1'): their message was taken, the
+    sweeper sends it again; no expiry."""
     return f"{GLOBAL}parked:{lane}"
 
 

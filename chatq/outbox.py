@@ -3,8 +3,9 @@
 A job whose record has `announce` 1 is added to its shard's outbox stream by the same atomic
 step that ends it. Readers share them through one consumer group: each entry goes to one
 reader, stays pending until acknowledged, and is taken over by another reader once its
-reader has been silent for `claim_idle_s` (a worker that died mid-way). Delivery is at least
-once: a handler must be idempotent.
+reader has been silent for `claim_idle_s` (a worker that died mid-way). Each reader looks for
+such entries every quarter of that, not at every read: one look is a command per shard (64).
+Delivery is at least once: a handler must be idempotent.
 """
 
 from __future__ import annotations
@@ -52,6 +53,8 @@ class Outbox:
         self.redis = client
         self.consumer = consumer
         self.claim_idle_ms = int(claim_idle_s * 1000)
+        self.look_every_s = claim_idle_s / 4
+        self._looked_at = float("-inf")  # time.monotonic() of the last look for stale entries
         self.cluster = is_cluster(client)
         self._grouped = False
 
@@ -67,16 +70,15 @@ class Outbox:
         self._grouped = True
 
     def read(self, count: int = 100, block_s: float = 1.0) -> list[Ended]:
-        """Entries for this reader: first those a silent reader left, then new ones."""
+        """Entries for this reader: first those a silent reader left (when it is time to
+        look), then new ones."""
         self._group()
-        pipe = self.redis.pipeline(transaction=False)
-        for shard in keys.SHARDS:
-            pipe.xautoclaim(
-                keys.outbox(shard), GROUP, self.consumer, self.claim_idle_ms, count=count
-            )
-        stale = [entry for claimed in pipe.execute() for entry in _entries(claimed[1])]
-        if stale:
-            return stale
+        if time.monotonic() - self._looked_at >= self.look_every_s:
+            stale = self._stale(count)
+            # A full page may leave more: look again at the next read.
+            self._looked_at = float("-inf") if stale else time.monotonic()
+            if stale:
+                return stale
         if not self.cluster:  # one blocking read over every shard's stream
             return _streams(
                 self.redis.xreadgroup(
@@ -97,6 +99,15 @@ class Outbox:
         if not found:
             time.sleep(block_s)
         return found
+
+    def _stale(self, count: int) -> list[Ended]:
+        """Entries pending with a reader silent for `claim_idle_s`, now this reader's."""
+        pipe = self.redis.pipeline(transaction=False)
+        for shard in keys.SHARDS:
+            pipe.xautoclaim(
+                keys.outbox(shard), GROUP, self.consumer, self.claim_idle_ms, count=count
+            )
+        return [entry for claimed in pipe.execute() for entry in _entries(claimed[1])]
 
     def ack(self, entries: list[Ended]) -> None:
         """These are handled: no reader gets them again."""

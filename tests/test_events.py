@@ -50,7 +50,10 @@ def test_a_streamed_answer_arrives_over_many_pages(stack: Stack) -> None:
     assert len([e for e in events if e["type"] == "delta"]) < 250
     assert events[0] == {"type": "status", "status": "queued"}
     assert {"type": "status", "status": "in_progress"} in events
-    assert events[-1] == {"type": "end", "status": "completed", "finish_reason": "stop"}
+    assert events[-2:] == [
+        {"type": "status", "status": "completed"},
+        {"type": "end", "status": "completed", "finish_reason": "stop"},
+    ]
     job = stack.get(job_id).json()
     assert _text_after_last_reset(events) == job["output_text"]
     assert len(job["output_text"].split()) == 500
@@ -158,8 +161,13 @@ def test_sse_sends_keepalive_comments(stack: Stack) -> None:
 
 def test_sse_on_a_finished_job_replays_and_closes(stack: Stack) -> None:
     job_id = stack.submit("replay me", wait=10).json()["id"]
-    events = [e for _, e in _sse(stack, job_id)]
+    stream = _sse(stack, job_id)
+    events = [e for _, e in stream]
     assert _text_after_last_reset(events) == "replay me" and events[-1]["type"] == "end"
+    # The last status and the end are one entry: a client cut off between them (its last id
+    # is the one before the status) gets both again, never the status without the end.
+    assert events[-2] == {"type": "status", "status": "completed"}
+    assert [e for _, e in _sse(stack, job_id, last_event_id=stream[-2][0])] == events[-2:]
 
 
 def test_events_need_a_key(stack: Stack) -> None:

@@ -304,8 +304,15 @@ def _submit_loop(url: str, key: str, tag: str, count: int, every_s: float) -> li
 def test_a_worker_and_a_web_killed_during_a_flood_lose_nothing_and_run_nothing_twice() -> None:
     server = LocalRedis().start()
     fake, fake_url = start_fakellm()
+    # A cap above the 40 slots: alice's running jobs are counted (and must all be uncounted
+    # at the end), none is parked.
     env = base_env(
-        server.url, fake_url, CHATQ_WORKER_CONCURRENCY="20", CHATQ_LEASE="2", CHATQ_QUEUE_RESEND="2"
+        server.url,
+        fake_url,
+        CHATQ_WORKER_CONCURRENCY="20",
+        CHATQ_LEASE="2",
+        CHATQ_QUEUE_RESEND="2",
+        CHATQ_TENANT_MAX_RUNNING="100",
     )
     procs = [start_worker(env, server.url) for _ in range(2)]
     webs = [start_web(env) for _ in range(2)]

@@ -84,3 +84,18 @@ def test_an_entry_a_reader_took_and_never_acknowledged_goes_to_another(store: St
     survivor.ack(taken_over)
     time.sleep(CLAIM_IDLE_S + 0.1)
     assert survivor.read(block_s=0.1) == [] and outbox_length(store.redis) == 0
+
+
+def test_an_idle_reader_looks_for_a_silent_reader_s_entries_once_per_quarter_idle_time() -> None:
+    server = LocalRedis().start()
+    client = redis.Redis.from_url(server.url, decode_responses=True)
+    try:
+        reader = Outbox(client, "idle", claim_idle_s=60.0)
+        for _ in range(5):
+            assert reader.read(block_s=0.05) == []
+        stats = client.info("commandstats").get("cmdstat_xautoclaim", {})
+        # One look (a command per shard's stream), not one per read: 64 commands, not 320.
+        assert stats.get("calls") == len(keys.SHARDS)
+    finally:
+        client.close()
+        server.stop()

@@ -108,13 +108,16 @@ def follow(
 
 
 def sse_events(svc: Services, job_id: str, cursor: str) -> Iterator[str]:
-    """The job's events as SSE, one `id:` (the cursor) per event, until it ends."""
+    """The job's events as SSE, each with its `id:` (the cursor) when it has one, until it
+    ends (an end's status event has none: a client resuming after it gets it again, and the
+    end)."""
     yield f"retry: 1000\n: chatq job {job_id} since {cursor} at {time.time():.3f}\n\n"
     try:
         for events in follow(svc, job_id, cursor):
             if not events:
                 yield ": keepalive\n\n"
             for event in events:
-                yield f"id: {event.id}\ndata: {json.dumps(event.public())}\n\n"
+                cursor_line = f"id: {event.id}\n" if event.id else ""
+                yield f"{cursor_line}data: {json.dumps(event.public())}\n\n"
     except STREAM_ENDING_ERRORS:
         return

@@ -127,7 +127,8 @@ def _reading_paths() -> dict[str, Schema]:
     sse = {
         "type": "string",
         "description": "Server-Sent Events until the job ends: each has "
-        "`id:` (its cursor) and `data:` one Event object.",
+        "`id:` (its cursor) and `data:` one Event object; the last `status` event has no "
+        "`id:` (it shares the `end` event's cursor, right after it).",
     }
     events = operation(
         "getJobEvents",

@@ -12,7 +12,7 @@ from typing import TypeVar
 
 from chatq import jobs, keys
 from chatq.errors import job_not_found
-from chatq.job_events import Event, parse_event
+from chatq.job_events import Event, parse_events
 from chatq.notify import Waiter
 from web import metrics
 from web.context import Services
@@ -138,7 +138,7 @@ def read_events(svc: Services, job_id: str, cursor: str) -> tuple[list[Event], s
     rows, status = pipe.execute()
     if status is None:
         raise job_not_found()
-    return [parse_event(row) for row in rows], status
+    return parse_events(rows), status
 
 
 def wait_events(

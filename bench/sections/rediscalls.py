@@ -123,6 +123,7 @@ def run(lab: Lab) -> JSON:
         "idle_per_s": {
             "commands": round(sum(idle[0].values()) / idle[2], 1),
             "round_trips": round(idle[1].round_trips / idle[2], 1),
+            "by_command": {name: round(n / idle[2], 1) for name, n in sorted(idle[0].items()) if n},
         },
         "per_job": _per_job(busy, idle, summary["jobs"] - summary["errors"]),
     }

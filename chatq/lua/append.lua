@@ -9,18 +9,20 @@
 local answer, by_shard = {}, {}
 for i = 1, #ARGV, 4 do
   local id, run, offset, piece = ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 2]), ARGV[i + 3]
-  local ok = 0
-  if owned(id, run) then
+  local ok, members = 0, {}
+  local ours, followed = owned(id, run)
+  if ours then
+    members = group(id, followed)
     local length = redis.call('STRLEN', K('text', id))
     if length == offset + #piece then
       ok = 1
     elseif length == offset then
-      for _, j in ipairs(group(id)) do append_text(j, piece, true) end
+      for _, j in ipairs(members) do append_text(j, piece, true) end
       ok = 1
     end
   end
   if ok == 1 then
-    for _, j in ipairs(group(id)) do
+    for _, j in ipairs(members) do
       local sh = shard(j)
       by_shard[sh] = (by_shard[sh] or '+') .. ' ' .. j
     end

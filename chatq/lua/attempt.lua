@@ -4,9 +4,10 @@
 -- ARGV: job id, run id, n (the run's attempt number: 2, 3, ...).
 -- Answers 1, or 0 when the run no longer holds the job. Repeating it changes nothing.
 local id, run, n = ARGV[1], ARGV[2], tonumber(ARGV[3])
-if not owned(id, run) then return 0 end
+local ours, followed = owned(id, run)
+if not ours then return 0 end
 if tonumber(redis.call('HGET', K('job', id), 'run_attempt') or '0') >= n then return 1 end
 redis.call('HSET', K('job', id), 'run_attempt', n)
 redis.call('HINCRBY', K('job', id), 'attempts', 1)
-for _, j in ipairs(group(id)) do reset_text(j) end
+for _, j in ipairs(group(id, followed)) do reset_text(j) end
 return 1

@@ -4,8 +4,9 @@
 --
 -- A tenant (the job's owner) may have at most its cap of jobs running: over it, the job stays
 -- queued and is parked (the worker drops its message; the sweeper sends it again once its
--- lease of lease_s runs out). The running set is kept on one Redis only: on a Cluster it
--- would be in another slot, and no cap is passed.
+-- lease of lease_s runs out). Only a capped tenant's jobs are counted in its running set
+-- (the job's field `counted` says so); the running and parked sets are kept on one Redis
+-- only: on a Cluster they would be in another slot, and no cap is passed.
 --
 -- ARGV: job id, run id, lease_s, the owners' cap (0: none), then owner/cap pairs that
 --       override it.
@@ -13,7 +14,7 @@
 -- take ('missing' when there is none).
 local id, run, lease_s = ARGV[1], ARGV[2], tonumber(ARGV[3])
 local v = redis.call('HMGET', K('job', id), 'status', 'run', 'request', 'owner', 'created_at',
-                     'priority', 'attempts', 'started_at')
+                     'priority', 'attempts', 'started_at', 'parked', 'followed')
 if not v[1] then return {'missing'} end
 local again = v[1] == IN_PROGRESS and v[2] == run
 if v[1] ~= QUEUED and not again then return {v[1]} end
@@ -28,25 +29,35 @@ end
 if not again then
   local t = now()
   local owner, lane = v[4] or '', v[6] or ''
+  local attempts = tonumber(v[7]) or 0
+  local started_at = (not v[8] or v[8] == '') and stamp(t) or v[8]
+  -- The job itself in one write (set_status's, less a read: started_at is known).
+  local written = {'run', run, 'run_attempt', 1, 'attempts', attempts + 1,
+                   'status', IN_PROGRESS, 'started_at', started_at}
   if not SHARDED then
     local cap = cap_of(owner)
     if cap > 0 and redis.call('SCARD', K('running', owner)) >= cap then
       redis.call('ZADD', K('parked', lane), t, id)
       redis.call('ZADD', S(shard(id), 'leases'), t + lease_s, id)
+      redis.call('HSET', K('job', id), 'parked', '1')
       redis.call('HDEL', K('job', id), 'broker_sent')  -- RabbitMQ: its message is gone
       return {'capped'}
     end
-    redis.call('SADD', K('running', owner), id)
-    redis.call('ZREM', K('parked', lane), id)
+    if cap > 0 then
+      redis.call('SADD', K('running', owner), id)
+      table.insert(written, 'counted')
+      table.insert(written, '1')
+    end
+    if v[9] == '1' then
+      redis.call('ZREM', K('parked', lane), id)
+      table.insert(written, 'parked')
+      table.insert(written, '0')
+    end
   end
-  -- The job itself in one write (set_status's, less a read: started_at is known).
-  local attempts = tonumber(v[7]) or 0
-  local started_at = (not v[8] or v[8] == '') and stamp(t) or v[8]
-  redis.call('HSET', K('job', id), 'run', run, 'run_attempt', 1, 'attempts', attempts + 1,
-             'status', IN_PROGRESS, 'started_at', started_at)
+  redis.call('HSET', K('job', id), unpack(written))
   redis.call('ZADD', S(shard(id), 'leases'), t + lease_s, id)
   -- Only an earlier run can have left text (a job taken over is claimed again).
-  for i, j in ipairs(group(id)) do
+  for i, j in ipairs(group(id, v[10])) do
     if attempts > 0 then reset_text(j) end
     if i == 1 then
       event(j, 'status', IN_PROGRESS)

@@ -31,9 +31,8 @@ redis.call('HSET', K('job', id), unpack(record))
 if mode == 'cached' then
   redis.call('HSET', K('job', id), 'started_at', stamp(t), 'completed_at', stamp(t))
   if text ~= '' then redis.call('SET', K('text', id), text) end
-  event(id, 'status', COMPLETED)
   event(id, 'delta', text)
-  event(id, 'end', COMPLETED, redis.call('HGET', K('job', id), 'finish_reason'))
+  end_event(id, COMPLETED, redis.call('HGET', K('job', id), 'finish_reason'))
   expire_all(id, ttl_s)
   -- Whoever must hear of a job's end (a webhook, a batch) hears of a cache hit's too.
   if redis.call('HGET', K('job', id), 'announce') == '1' then
@@ -53,6 +52,7 @@ if flight ~= '' then
   if live and redis.call('SCARD', K('followers', leader)) < max_followers then
     redis.call('HSET', K('job', id), 'leader', leader)
     redis.call('SADD', K('followers', leader), id)
+    redis.call('HSET', K('job', leader), 'followed', '1')
     if status == IN_PROGRESS then set_status(id, IN_PROGRESS, t) end
     local so_far = redis.call('GET', K('text', leader))
     if so_far and so_far ~= '' then append_text(id, so_far) end

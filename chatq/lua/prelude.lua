@@ -49,14 +49,17 @@ local function notify(id, status)
   publish(S(shard(id), 'notify'), id .. ' ' .. status)
 end
 
--- Whether `run` holds the job now.
+-- Whether `run` holds the job now; and the job's field `followed` (see group).
 local function owned(id, run)
-  local v = redis.call('HMGET', K('job', id), 'status', 'run')
-  return v[1] == IN_PROGRESS and v[2] == run
+  local v = redis.call('HMGET', K('job', id), 'status', 'run', 'followed')
+  return v[1] == IN_PROGRESS and v[2] == run, v[3]
 end
 
--- The job and the followers that share its upstream call.
-local function group(id)
+-- The job and the followers that share its upstream call. `followed`: the job's field of
+-- that name when already read ('1' once a follower has joined it, create.lua), so that a job
+-- nobody followed costs no read of its followers; nil: not read.
+local function group(id, followed)
+  if followed ~= nil and followed ~= '1' then return {id} end
   local ids = redis.call('SMEMBERS', K('followers', id))
   table.insert(ids, 1, id)
   return ids
@@ -88,17 +91,21 @@ local function append_text(id, piece, quiet)
   if not quiet then notify(id, IN_PROGRESS) end
 end
 
--- Per-minute counters of the job's shard, for /v1/queue's rates (arrivals, done, busy_s).
+-- Per-minute counters for /v1/queue's rates (arrivals, done, busy_s): on a Cluster, of the
+-- job's shard (a script reaches its own slot only); on one Redis, all in the first shard's
+-- key, so that a minute's expiry is set twice, not twice per shard.
 -- The count that starts a minute's key sets its expiry, once: an arrival or an end counted
 -- 1 (busy_s is only ever added right after its job's end is counted, in the same key).
 local function stat(id, field, amount, t)
-  local key = S(shard(id), 'stats:' .. math.floor(t / 60))
+  local sh = SHARDED and shard(id) or string.sub(SHARDS, 1, 1)
+  local key = S(sh, 'stats:' .. math.floor(t / 60))
   local total = tonumber(redis.call('HINCRBYFLOAT', key, field, amount))
   if amount == 1 and total == 1 then redis.call('EXPIRE', key, 300) end
 end
 
-local function release_flight(id)
-  local flight = redis.call('HGET', K('job', id), 'flight')
+-- `flight`: the job's field of that name, when already read.
+local function release_flight(id, flight)
+  if flight == nil then flight = redis.call('HGET', K('job', id), 'flight') end
   if flight and flight ~= '' and redis.call('GET', flight_key('inflight', flight)) == id then
     redis.call('DEL', flight_key('inflight', flight))
   end
@@ -122,24 +129,31 @@ local function snapshot(id)
   return cjson.encode(record)
 end
 
--- A job leaves its tenant's running jobs and parked ones (chatq/lua/claim.lua); on one
--- Redis only, as the claim keeps them. `owner` and `lane`: the job's, when already read.
-local function not_running(id, owner, lane)
+-- A job leaves its tenant's running jobs and its lane's parked ones, if the claim put it
+-- there (its fields `counted` and `parked` are '1', chatq/lua/claim.lua); on one Redis only,
+-- as the claim keeps them. `v`: the job's owner, priority, counted and parked, when already
+-- read.
+local function not_running(id, v)
   if SHARDED then return end
-  if owner == nil then
-    local v = redis.call('HMGET', K('job', id), 'owner', 'priority')
-    owner, lane = v[1], v[2]
-  end
-  redis.call('SREM', K('running', owner or ''), id)
-  redis.call('ZREM', K('parked', lane or ''), id)
+  v = v or redis.call('HMGET', K('job', id), 'owner', 'priority', 'counted', 'parked')
+  if v[3] == '1' then redis.call('SREM', K('running', v[1] or ''), id) end
+  if v[4] == '1' then redis.call('ZREM', K('parked', v[2] or ''), id) end
+end
+
+-- The job's last status and its end, in one entry: readers show both events (an `end` entry
+-- with `with_status`, chatq/job_events.py).
+local function end_event(id, status, reason)
+  redis.call('XADD', K('events', id), '*', 't', 'end', 'v', status, 'f', reason or '',
+             'with_status', '1')
 end
 
 -- Ends one job for good. `fields` are extra field/value pairs; `publish_record` puts the
 -- record on the notification (followers' waiters read theirs back instead).
 local function close(id, status, t, ttl_s, reason, fields, publish_record)
   local key = K('job', id)
-  local v = redis.call('HMGET', key, 'started_at', 'leader', 'owner', 'priority', 'announce')
-  not_running(id, v[3], v[4])
+  local v = redis.call('HMGET', key, 'started_at', 'leader', 'owner', 'priority', 'announce',
+                       'counted', 'parked')
+  not_running(id, {v[3], v[4], v[6], v[7]})
   if v[1] and v[1] ~= '' and not (v[2] and v[2] ~= '') then
     stat(id, 'done', 1, t)
     stat(id, 'busy_s', t - tonumber(v[1]), t)
@@ -147,8 +161,7 @@ local function close(id, status, t, ttl_s, reason, fields, publish_record)
   local written = {'status', status, 'completed_at', stamp(t)}
   for _, item in ipairs(fields or {}) do table.insert(written, item) end
   redis.call('HSET', key, unpack(written))
-  event(id, 'status', status)
-  event(id, 'end', status, reason)
+  end_event(id, status, reason)
   redis.call('ZREM', S(shard(id), 'leases'), id)
   expire_all(id, ttl_s)
   local message = id .. ' ' .. status
@@ -161,11 +174,13 @@ local function close(id, status, t, ttl_s, reason, fields, publish_record)
   end
 end
 
--- Ends a leader and its followers alike (`members`: the group, when already read).
-local function close_group(id, status, t, ttl_s, reason, fields, members)
-  for i, j in ipairs(members or group(id)) do
+-- Ends a leader and its followers alike (`members`: the group, and `flight`: the leader's
+-- field, when already read).
+local function close_group(id, status, t, ttl_s, reason, fields, members, flight)
+  members = members or group(id)
+  for i, j in ipairs(members) do
     close(j, status, t, ttl_s, reason, fields, i == 1)
   end
-  redis.call('DEL', K('followers', id))
-  release_flight(id)
+  if #members > 1 then redis.call('DEL', K('followers', id)) end
+  release_flight(id, flight)
 end
