@@ -57,7 +57,7 @@ if not again then
   redis.call('HSET', K('job', id), unpack(written))
   redis.call('ZADD', S(shard(id), 'leases'), t + lease_s, id)
   -- Only an earlier run can have left text (a job taken over is claimed again).
-  for i, j in ipairs(group(id, v[10])) do
+  for i, j in ipairs(group(id, v[10] == '1')) do
     if attempts > 0 then reset_text(j) end
     if i == 1 then
       event(j, 'status', IN_PROGRESS)

@@ -8,11 +8,13 @@
 -- through answers 1 again and changes nothing.
 local id, run, status, reason = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local tail, ttl_s = ARGV[5], tonumber(ARGV[6])
-local v = redis.call('HMGET', K('job', id), 'status', 'ended_by', 'cache_key', 'cache_ttl', 'run',
-                     'followed', 'flight')
-if v[1] == status and v[2] == run then return 1 end
-if not (v[1] == IN_PROGRESS and v[5] == run) then return 0 end
-local members = group(id, v[6])
+-- One read of the whole record: the checks below, the end's, and the notification's copy.
+local job = fields_of(id)
+if not job then return 0 end
+if job.status == status and job.ended_by == run then return 1 end
+if not (job.status == IN_PROGRESS and job.run == run) then return 0 end
+local cache_key, cache_ttl = job.cache_key, job.cache_ttl
+local members = group(id, job.followed == '1')
 if tail ~= '' then
   -- Quiet: the end's notification, right after, carries the whole text.
   for _, j in ipairs(members) do append_text(j, tail, true) end
@@ -20,9 +22,9 @@ end
 local fields = {unpack(ARGV, 7)}
 table.insert(fields, 'ended_by')
 table.insert(fields, run)
-close_group(id, status, now(), ttl_s, reason, fields, members, v[7])
-if status == COMPLETED and v[3] and v[3] ~= '' and digest_shard(v[3]) == shard(id) then
+close_group(id, status, now(), ttl_s, reason, fields, members, job)
+if status == COMPLETED and cache_key and cache_key ~= '' and digest_shard(cache_key) == shard(id) then
   local result = redis.call('HGET', K('job', id), 'result')
-  redis.call('SET', flight_key('cache', v[3]), result, 'EX', v[4])
+  redis.call('SET', flight_key('cache', cache_key), result, 'EX', cache_ttl)
 end
 return 1

@@ -49,17 +49,32 @@ local function notify(id, status)
   publish(S(shard(id), 'notify'), id .. ' ' .. status)
 end
 
--- Whether `run` holds the job now; and the job's field `followed` (see group).
+-- Whether `run` holds the job now; and whether it has been followed (see group).
 local function owned(id, run)
   local v = redis.call('HMGET', K('job', id), 'status', 'run', 'followed')
-  return v[1] == IN_PROGRESS and v[2] == run, v[3]
+  return v[1] == IN_PROGRESS and v[2] == run, v[3] == '1'
 end
 
--- The job and the followers that share its upstream call. `followed`: the job's field of
--- that name when already read ('1' once a follower has joined it, create.lua), so that a job
--- nobody followed costs no read of its followers; nil: not read.
+-- The job's fields by name (nil: no such field); with no `names`, all of them, or nil when
+-- there is no job.
+local function fields_of(id, names)
+  local job = {}
+  if names then
+    local v = redis.call('HMGET', K('job', id), unpack(names))
+    for i, name in ipairs(names) do job[name] = v[i] or nil end
+    return job
+  end
+  local flat = redis.call('HGETALL', K('job', id))
+  if #flat == 0 then return nil end
+  for i = 1, #flat, 2 do job[flat[i]] = flat[i + 1] end
+  return job
+end
+
+-- The job and the followers that share its upstream call. `followed`: whether a follower
+-- has ever joined it (its field `followed` is '1', create.lua), when already read, so that a
+-- job nobody followed costs no read of its followers; nil: not read.
 local function group(id, followed)
-  if followed ~= nil and followed ~= '1' then return {id} end
+  if followed == false then return {id} end
   local ids = redis.call('SMEMBERS', K('followers', id))
   table.insert(ids, 1, id)
   return ids
@@ -117,27 +132,23 @@ local function expire_all(id, ttl_s)
   end
 end
 
--- The final record (less the request, with the text) rides on a leader's last
--- notification, so that a woken waiter answers without reading it back.
-local function snapshot(id)
-  local flat = redis.call('HGETALL', K('job', id))
-  local record = {}
-  for i = 1, #flat, 2 do
-    if flat[i] ~= 'request' then record[flat[i]] = flat[i + 1] end
-  end
-  record['output_text'] = redis.call('GET', K('text', id)) or ''
-  return cjson.encode(record)
+-- The final record (`job`, all its fields as they are now; less the request, with the text)
+-- rides on a leader's last notification, so that a woken waiter answers without reading it
+-- back.
+local function snapshot(id, job)
+  job['request'] = nil
+  job['output_text'] = redis.call('GET', K('text', id)) or ''
+  return cjson.encode(job)
 end
 
 -- A job leaves its tenant's running jobs and its lane's parked ones, if the claim put it
 -- there (its fields `counted` and `parked` are '1', chatq/lua/claim.lua); on one Redis only,
--- as the claim keeps them. `v`: the job's owner, priority, counted and parked, when already
--- read.
-local function not_running(id, v)
+-- as the claim keeps them. `job`: its fields, when already read.
+local function not_running(id, job)
   if SHARDED then return end
-  v = v or redis.call('HMGET', K('job', id), 'owner', 'priority', 'counted', 'parked')
-  if v[3] == '1' then redis.call('SREM', K('running', v[1] or ''), id) end
-  if v[4] == '1' then redis.call('ZREM', K('parked', v[2] or ''), id) end
+  job = job or fields_of(id, {'owner', 'priority', 'counted', 'parked'})
+  if job.counted == '1' then redis.call('SREM', K('running', job.owner or ''), id) end
+  if job.parked == '1' then redis.call('ZREM', K('parked', job.priority or ''), id) end
 end
 
 -- The job's last status and its end, in one entry: readers show both events (an `end` entry
@@ -147,40 +158,46 @@ local function end_event(id, status, reason)
              'with_status', '1')
 end
 
+-- What close reads of a job that does not carry its record on the notification.
+local CLOSE_FIELDS = {'started_at', 'leader', 'owner', 'priority', 'announce', 'counted',
+                      'parked'}
+
 -- Ends one job for good. `fields` are extra field/value pairs; `publish_record` puts the
--- record on the notification (followers' waiters read theirs back instead).
-local function close(id, status, t, ttl_s, reason, fields, publish_record)
-  local key = K('job', id)
-  local v = redis.call('HMGET', key, 'started_at', 'leader', 'owner', 'priority', 'announce',
-                       'counted', 'parked')
-  not_running(id, {v[3], v[4], v[6], v[7]})
-  if v[1] and v[1] ~= '' and not (v[2] and v[2] ~= '') then
+-- record on the notification (followers' waiters read theirs back instead). `job`: all its
+-- fields, when already read.
+local function close(id, status, t, ttl_s, reason, fields, publish_record, job)
+  job = job or fields_of(id, (not publish_record) and CLOSE_FIELDS or nil)
+  not_running(id, job)
+  if job.started_at and job.started_at ~= '' and not (job.leader and job.leader ~= '') then
     stat(id, 'done', 1, t)
-    stat(id, 'busy_s', t - tonumber(v[1]), t)
+    stat(id, 'busy_s', t - tonumber(job.started_at), t)
   end
   local written = {'status', status, 'completed_at', stamp(t)}
   for _, item in ipairs(fields or {}) do table.insert(written, item) end
-  redis.call('HSET', key, unpack(written))
+  redis.call('HSET', K('job', id), unpack(written))
   end_event(id, status, reason)
   redis.call('ZREM', S(shard(id), 'leases'), id)
   expire_all(id, ttl_s)
   local message = id .. ' ' .. status
-  if publish_record then message = message .. ' ' .. snapshot(id) end
+  if publish_record then
+    for i = 1, #written, 2 do job[written[i]] = written[i + 1] end
+    message = message .. ' ' .. snapshot(id, job)
+  end
   publish(S(shard(id), 'notify'), message)
   -- Whoever must hear of this end for sure (a webhook, a batch) reads it from the outbox.
-  if v[5] == '1' then
+  if job.announce == '1' then
     redis.call('XADD', S(shard(id), 'outbox'), 'MAXLEN', '~', 100000, '*', 'id', id,
                'status', status)
   end
 end
 
--- Ends a leader and its followers alike (`members`: the group, and `flight`: the leader's
--- field, when already read).
-local function close_group(id, status, t, ttl_s, reason, fields, members, flight)
+-- Ends a leader and its followers alike (`members`: the group, and `job`: all the leader's
+-- fields, when already read).
+local function close_group(id, status, t, ttl_s, reason, fields, members, job)
   members = members or group(id)
   for i, j in ipairs(members) do
-    close(j, status, t, ttl_s, reason, fields, i == 1)
+    close(j, status, t, ttl_s, reason, fields, i == 1, i == 1 and job or nil)
   end
   if #members > 1 then redis.call('DEL', K('followers', id)) end
-  release_flight(id, flight)
+  if job then release_flight(id, job.flight or '') else release_flight(id) end
 end
