@@ -18,15 +18,12 @@ from chatq.celery_app import QUEUES, broker_url
 from chatq.config import Settings
 from chatq.lua_scripts import is_cluster, lua_source
 
-# kombu's Redis transport keeps a queue's messages of priority p in `name\x06\x16p`.
-PRIORITY_SEP = "\x06\x16"
-PRIORITY_STEPS = (0, 3, 6, 9)
-
 
 def queue_keys(queue: str, prefix: str = "") -> list[str]:
-    """Every Redis list that holds messages of `queue`, priority sub-lists included."""
-    names = [queue] + [f"{queue}{PRIORITY_SEP}{p}" for p in PRIORITY_STEPS if p]
-    return [prefix + name for name in names]
+    """The Redis lists that hold messages of `queue`: the one named after it. (kombu keeps a
+    message sent with a priority p > 0 in a list of its own, the queue's name, a separator and
+    p; chatq sends none with a priority on Redis, where each lane is a queue of its own.)"""
+    return [prefix + queue]
 
 
 class Broker(Protocol):
@@ -80,8 +77,7 @@ class RedisBroker:
         return [str(i) for i in found]
 
     def depths(self) -> dict[str, int]:
-        """LLEN of every list of each lane, priority sub-lists included, and the lane's
-        parked jobs (in the job store)."""
+        """LLEN of every list of each lane and the lane's parked jobs (in the job store)."""
         pipe = self.redis.pipeline(transaction=False)
         for lane in QUEUES:
             for key in self._lists(lane):

@@ -64,6 +64,8 @@ def test_a_broker_on_another_redis_is_read_there_and_the_records_stay_in_the_sta
         wait_until(lambda: s.get(blocker).json()["output_text"], 20, "the blocker streaming")
         ids = [s.submit(f"waiting {i}").json()["id"] for i in range(3)]
         assert _lists(broker_redis) == 3 and _lists(s.redis) == 0
+        # In the list named after the queue: chatq sends no priority on Redis.
+        assert broker_redis.llen("interactive.alice") == 3
         assert broker_redis.exists(keys.job(ids[0])) == 0 and s.redis.exists(keys.job(ids[0]))
         time.sleep(1.5)  # the backlog waits longer than a lease
         figures = s.session().get(f"{s.url}/v1/queue", timeout=10).json()["queues"]
