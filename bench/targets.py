@@ -143,6 +143,10 @@ def batch(s: JSON) -> list[Row]:
         _batch_row(b, f"interactive p99 during a {lines}"),
         _batch_row(dig(b, "worker_per_lane"), f"the same, a worker per lane ({lines})"),
         _batch_row(dig(b, "worker_per_lane_niced"), f"the same, the batch worker niced ({lines})"),
+        _batch_row(
+            dig(b, "worker_per_lane_idle_class"),
+            f"the same, the batch worker in the idle class ({lines})",
+        ),
     ]
 
 

@@ -128,14 +128,16 @@ def _line_times(stack: ChatqStack, batch: JSON, created_at: float) -> JSON:
 def run(lab: Lab) -> dict[str, Any]:
     """Interactive latency idle, then with a batch running beside it: on one worker serving
     both lanes, then on a worker per lane with the same slots, the batch worker at normal CPU
-    priority and then at the lowest (`nice -n 19`: on one host, the OS then serves the
-    interactive worker first)."""
+    priority, then at the lowest (`nice -n 19`: on one host, the OS then serves the
+    interactive worker first), then in Linux's idle class (`chrt --idle 0`: it runs only when
+    nothing else wants the CPU, and any other process that wakes takes the CPU from it)."""
     shared = _measure(lab, lab.chatq("batch", None, 1, **STACKS[0][1]))
     lab.drop("batch")
     return {
         **shared,
         "worker_per_lane": _per_lane(lab, ()),
         "worker_per_lane_niced": _per_lane(lab, ("nice", "-n", "19")),
+        "worker_per_lane_idle_class": _per_lane(lab, ("chrt", "--idle", "0")),
     }
 
 
