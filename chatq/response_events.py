@@ -98,7 +98,10 @@ class EventMaker:
         ]
 
     def _delta(self, piece: str) -> list[JSONDict]:
-        out = [] if self.open else self._open()
+        # Text before any status: a job born with it (a cache hit), answered now.
+        out = [] if self.status else self._status(jobs.IN_PROGRESS)
+        if not self.open:
+            out += self._open()
         if piece:
             self.text += piece
             out.append(

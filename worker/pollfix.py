@@ -18,6 +18,7 @@ from typing import Any
 
 from kombu import Connection
 from kombu.transport import redis as redis_transport
+from kombu.transport import virtual
 
 MAX_POLL_S = 0.1
 _installed = False
@@ -60,7 +61,9 @@ def _no_free_slot(connection: Connection) -> bool:
 
 
 def _wake_on_ack(slot_freed: threading.Event) -> None:
-    qos = redis_transport.QoS
+    # kombu's base QoS: the one a Redis channel without ack emulation uses (chatq's), and the
+    # one whose `ack` the Redis transport's own QoS ends with (for its ack and its reject).
+    qos = virtual.QoS
     ack, reject = qos.ack, qos.reject
 
     def ack_and_wake(self: Any, delivery_tag: Any) -> None:
