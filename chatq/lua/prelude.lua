@@ -166,7 +166,9 @@ local CLOSE_FIELDS = {'started_at', 'leader', 'owner', 'priority', 'announce', '
 -- record on the notification (followers' waiters read theirs back instead). `job`: all its
 -- fields, when already read.
 local function close(id, status, t, ttl_s, reason, fields, publish_record, job)
-  job = job or fields_of(id, (not publish_record) and CLOSE_FIELDS or nil)
+  if not job then
+    if publish_record then job = fields_of(id) else job = fields_of(id, CLOSE_FIELDS) end
+  end
   not_running(id, job)
   if job.started_at and job.started_at ~= '' and not (job.leader and job.leader ~= '') then
     stat(id, 'done', 1, t)
