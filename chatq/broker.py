@@ -19,11 +19,11 @@ from chatq.config import Settings
 from chatq.lua_scripts import is_cluster, lua_source
 
 
-def queue_keys(queue: str, prefix: str = "") -> list[str]:
+def queue_keys(queue: str) -> list[str]:
     """The Redis lists that hold messages of `queue`: the one named after it. (kombu keeps a
     message sent with a priority p > 0 in a list of its own, the queue's name, a separator and
     p; chatq sends none with a priority on Redis, where each lane is a queue of its own.)"""
-    return [prefix + queue]
+    return [queue]
 
 
 class Broker(Protocol):

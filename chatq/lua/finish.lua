@@ -23,7 +23,8 @@ local fields = {unpack(ARGV, 7)}
 table.insert(fields, 'ended_by')
 table.insert(fields, run)
 close_group(id, status, now(), ttl_s, reason, fields, members, job)
-if status == COMPLETED and cache_key and cache_key ~= '' and digest_shard(cache_key) == shard(id) then
+local cacheable = cache_key and cache_key ~= '' and digest_shard(cache_key) == shard(id)
+if status == COMPLETED and cacheable then
   local result = redis.call('HGET', K('job', id), 'result')
   redis.call('SET', flight_key('cache', cache_key), result, 'EX', cache_ttl)
 end
