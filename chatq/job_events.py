@@ -28,12 +28,15 @@ class Event:
 
 
 def parse_events(rows: Any) -> list[Event]:
-    """The Events of XRANGE rows. A job's end is one row that also holds its last status
-    (`with_status`, chatq/lua/prelude.lua): it reads as that status event, then the end; the
-    status event has no cursor of its own (`id` empty), as the two are one entry."""
+    """The Events of XRANGE rows. A job's end is one row that also holds its last piece of
+    text (`d`) and its last status (`with_status`, chatq/lua/prelude.lua): it reads as that
+    delta, that status event, then the end; the first two have no cursor of their own (`id`
+    empty), as the three are one entry."""
     events = []
     for stream_id, data in rows:
         event = Event(str(stream_id), data.get("t", ""), data.get("v", ""), data.get("f", ""))
+        if event.type == "end" and data.get("d"):
+            events.append(Event("", "delta", data["d"], ""))
         if event.type == "end" and data.get("with_status") == "1":
             events.append(Event("", "status", event.value, ""))
         events.append(event)

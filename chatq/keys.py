@@ -108,10 +108,10 @@ def cache(cache_key: str) -> str:
     return _sharded(shard_of_digest(cache_key), f"cache:{cache_key}")
 
 
-def stats(shard_char: str, unix_minute: int) -> str:
-    """Hash: arrivals, done and busy_s of the shard's jobs in that minute (on one Redis,
-    every job's, in the first shard's key); expires after 300 s."""
-    return _sharded(shard_char, f"stats:{unix_minute}")
+def stats(unix_minute: int) -> str:
+    """Hash: arrivals, done and busy_s of every job in that minute, as the processes count
+    them (chatq/rates.py); expires after 300 s."""
+    return f"{GLOBAL}stats:{unix_minute}"
 
 
 def idempotency(owner: str, idem_key: str) -> str:

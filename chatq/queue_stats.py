@@ -32,14 +32,13 @@ class Window:
 
 
 def window(client: redis.Redis, now: float | None = None) -> Window:
-    """Arrivals, completions and mean job time over the last full minute and the current one
-    (the shards count per minute, each in its own slot)."""
+    """Arrivals, runs ended and their mean time over the last full minute and the current
+    one (counted per minute, chatq/rates.py)."""
     now_s = now or time.time()
     minute = int(now_s // 60)
     pipe = client.pipeline(transaction=False)
-    for shard in keys.SHARDS:
-        for m in (minute - 1, minute):
-            pipe.hgetall(keys.stats(shard, m))
+    for m in (minute - 1, minute):
+        pipe.hgetall(keys.stats(m))
     totals = {"arrivals": 0.0, "done": 0.0, "busy_s": 0.0}
     for bucket in pipe.execute():
         for name in totals:

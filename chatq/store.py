@@ -17,6 +17,7 @@ import redis
 
 from chatq import jobs, keys
 from chatq.lua_scripts import is_cluster, register
+from chatq.rates import Rates
 from chatq.replicas import NO_WAIT, ReplicasBehind, Replication, run_and_wait
 from chatq.store_results import (
     Cancel,
@@ -54,8 +55,11 @@ class Store:
         replication: Replication = NO_WAIT,
         max_running: int = 0,
         max_running_overrides: tuple[tuple[str, int], ...] = (),
+        rates: Rates | None = None,
     ) -> None:
         self.redis = client
+        # The counts of /v1/queue's rates (kept only, unless the process sends them).
+        self.rates = rates or Rates()
         self.job_ttl_s = job_ttl_s
         self.max_followers = max_followers
         # Each tenant's running cap, as the claim script takes it (0: none).
@@ -76,6 +80,7 @@ class Store:
                 "cancel",
                 "sweep",
                 "heartbeat",
+                "watch",
             )
         }
 
@@ -135,10 +140,12 @@ class Store:
         lease_s: float,
         flight: str = "",
         cached: bool = False,
+        may_exist: bool = False,
     ) -> Created:
         """Write a new job: queued (leased for `lease_s` until a worker claims it), or
         completed at once when `cached`; with `flight` (a cache key, in whose shard the job
-        is) it follows an identical job in flight."""
+        is) it follows an identical job in flight. `may_exist`: the id is not a new one (a
+        batch line's), so a job of that id is looked for first (answer EXISTS)."""
         fields = dict(record)
         text = fields.pop("output_text", "")
         job_id = record["id"]
@@ -151,9 +158,18 @@ class Store:
             self.max_followers,
             "cached" if cached else "queue",
             text,
+            "1" if may_exist else "0",
             *_flat(fields),
         )
-        return Created(CreateKind(kind), value, created_at)
+        created = Created(CreateKind(kind), value, created_at)
+        if created.kind is CreateKind.CREATED and not cached:
+            self.rates.arrived()
+        return created
+
+    def watch(self, *, job_id: str) -> bool:
+        """A request follows the events of `job_id`: if it is queued, its claim announces its
+        start (claim.lua); False when it is not queued."""
+        return bool(self._run("watch", keys.job(job_id), job_id))
 
     def claim(self, *, job_id: str, run_id: str, lease_s: float) -> Claim:
         """queued -> in_progress for `run_id`, its first attempt counted; or 'capped': its

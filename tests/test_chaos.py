@@ -118,6 +118,8 @@ def _assert_events_tell_the_output(
             text = []
         elif e["t"] == "delta":
             text.append(e["v"])
+        elif e["t"] == "end":
+            text.append(e.get("d", ""))  # the last piece rides on the end's entry
     assert "".join(text) == record["output_text"], job_id
     return events
 

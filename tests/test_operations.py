@@ -8,6 +8,7 @@ import subprocess
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import pytest
 import requests
@@ -112,10 +113,56 @@ def test_queue_depth_counts_what_no_worker_took(idle: Stack) -> None:
     assert q["queues"]["interactive"]["depth"] == 7 and q["queues"]["batch"]["depth"] == 4
     assert q["queues"]["interactive"]["oldest_age_s"] >= 0.3
     assert q["workers"]["count"] == 0 and q["in_progress"] == 0
-    assert q["arrival_rate_per_s"] > 0
+    # The web adds its counts to Redis once a second; the rate spans 60 to 120 s.
+    wait_until(lambda: _queue(idle)["arrival_rate_per_s"] >= 11 / 120, 5, "the arrivals counted")
     metrics = requests.get(f"{idle.url}/metrics", timeout=10).text
     assert _sample(metrics, "chatq_queue_depth", queue="batch") == 4
     assert requests.get(f"{idle.url}/v1/queue", timeout=10).status_code == 401
+
+
+def test_a_follower_of_a_queued_job_hears_at_once_that_it_started(idle: Stack) -> None:
+    """A claim announces a start only to jobs whose events a request follows (the web marks
+    them as it parks): the follower wakes at the start, not 5 s later at the first text."""
+    job_id = idle.submit("slow to start", model="fake:ttft=5").json()["id"]
+    first = idle.get(job_id, suffix="/events").json()
+    assert first["events"] == [{"type": "status", "status": "queued"}]
+    with ThreadPoolExecutor(1) as pool:
+        page = pool.submit(idle.get, job_id, suffix="/events", cursor=first["cursor"], wait=30)
+        time.sleep(0.5)  # parked on the queued job
+        worker = start_worker(idle.env, idle.env["CHATQ_REDIS_URL"])
+        try:
+            started = time.monotonic()
+            events = page.result(timeout=30).json()["events"]
+            assert events == [{"type": "status", "status": "in_progress"}]
+            assert time.monotonic() - started < 3
+        finally:
+            worker.stop()
+
+
+def _queue(stack: Stack) -> dict[str, Any]:
+    body: dict[str, Any] = stack.session().get(f"{stack.url}/v1/queue", timeout=10).json()
+    return body
+
+
+def test_the_rates_count_what_the_workers_ran(redis_url: str, fakellm: str) -> None:
+    stack = start_stack(_db(redis_url, 8), fakellm)
+    try:
+        stack.redis.flushdb()
+        for i in range(4):
+            stack.submit(f"timed {i}", model="fake:ttft=0.4", wait=10)
+        # Four runs of about 0.4 s: the web and the worker send their counts once a second.
+        q = wait_until(
+            lambda: (
+                (q := _queue(stack))["arrival_rate_per_s"] >= 4 / 120
+                and q["mean_job_seconds"] > 0
+                and q
+            ),
+            5,
+            "the arrivals and runs counted",
+        )
+        assert 0.35 <= q["mean_job_seconds"] < 2 and q["recommended_concurrency"] >= 1, q
+    finally:
+        stack.stop()
 
 
 def test_a_full_queue_answers_503_with_retry_after(idle: Stack) -> None:

@@ -98,6 +98,8 @@ def _deltas_after_last_reset(events: list[tuple[str, dict[str, str]]]) -> str:
             text = []
         elif data["t"] == "delta":
             text.append(data["v"])
+        elif data["t"] == "end":
+            text.append(data.get("d", ""))  # the last piece rides on the end's entry
     return "".join(text)
 
 
@@ -240,6 +242,13 @@ class JobMachine(RuleBasedStateMachine):
         if m.flight and self.inflight.get(m.flight) == job_id:
             del self.inflight[m.flight]
         m.status, m.run = jobs.CANCELLED, ""
+
+    @rule(data=st.data())
+    def watch(self, data: st.DataObject) -> None:
+        """A request follows a job's events: only a queued job has a start to announce."""
+        job_id = self._choose(data, lambda m: True)
+        if job_id is not None:
+            assert self.store.watch(job_id=job_id) == (self.model[job_id].status == jobs.QUEUED)
 
     # --- a worker ----------------------------------------------------------------------
 
@@ -612,3 +621,29 @@ def test_a_leader_ends_with_one_copy_of_its_record_on_the_channel(
     records = [json.loads(f[2]) for f in finals if len(f) == 3]
     assert [r["id"] for r in records] == [ids[0]]
     assert records[0]["output_text"] == "a long answer" and "request" not in records[0]
+
+
+def test_a_claim_announces_its_start_only_when_a_request_watches(client: redis.Redis) -> None:
+    """Waiters for a job's end need no word of its start: only a watched job's claim sends it
+    (one PUBLISH less per job)."""
+    store = Store(client, job_ttl_s=3600)
+    ids = [f"job_b{'xy'[i]}{'n' * 30}" for i in range(2)]
+    for job_id in ids:
+        record = jobs.new_record(job_id, "alice", "fake", "interactive", {}, time.time())
+        store.create(record=record, lease_s=LEASE_S)
+    assert store.watch(job_id=ids[1])
+    pubsub = client.pubsub()
+    sharded = isinstance(client, RedisCluster)
+    (pubsub.ssubscribe if sharded else pubsub.subscribe)(keys.notify("b"))
+    get = pubsub.get_sharded_message if sharded else pubsub.get_message
+    assert get(timeout=1)["type"] in ("subscribe", "ssubscribe")
+    for job_id in ids:
+        assert store.claim(job_id=job_id, run_id="r1", lease_s=LEASE_S).claimed
+    messages = []
+    while (message := get(timeout=0.5)) is not None:
+        messages.append(message["data"])
+    pubsub.close()
+    assert messages == [f"{ids[1]} {jobs.IN_PROGRESS}"]
+    assert not store.watch(job_id=ids[0])  # in progress: nothing left to announce
+    assert not store.watch(job_id="job_" + "b" * 32)  # no such job: nothing written
+    assert not client.exists(keys.job("job_" + "b" * 32))

@@ -9,6 +9,7 @@ from chatq.cache import LocalCache
 from chatq.celery_app import make_celery
 from chatq.config import Settings
 from chatq.notify import Listener
+from chatq.rates import Rates
 from chatq.replicas import replication
 from chatq.store import Store
 from web import (
@@ -41,7 +42,13 @@ def _services(settings: Settings) -> Services:
     return Services(
         settings=settings,
         redis=client,
-        store=Store(client, settings.job_ttl_s, settings.max_followers, replication(settings)),
+        store=Store(
+            client,
+            settings.job_ttl_s,
+            settings.max_followers,
+            replication(settings),
+            rates=Rates(client),
+        ),
         listener=Listener(client),
         celery=celery,
         keys=KeyRing(settings.api_keys),

@@ -127,8 +127,9 @@ def _reading_paths() -> dict[str, Schema]:
     sse = {
         "type": "string",
         "description": "Server-Sent Events until the job ends: each has "
-        "`id:` (its cursor) and `data:` one Event object; the last `status` event has no "
-        "`id:` (it shares the `end` event's cursor, right after it).",
+        "`id:` (its cursor) and `data:` one Event object; the last `delta` and the last "
+        "`status` event have no `id:` (they share the `end` event's cursor, right after "
+        "them).",
     }
     events = operation(
         "getJobEvents",

@@ -145,11 +145,19 @@ def wait_events(
     svc: Services, job_id: str, cursor: str, timeout_s: float, through_drain: bool = False
 ) -> tuple[list[Event], str]:
     """Events after `cursor` as soon as there is one, or the job has ended, or time is up."""
+    found = read_events(svc, job_id, cursor)
+
+    def read(waiter: Waiter | None) -> tuple[list[Event], str]:
+        if waiter is None and found[1] == jobs.QUEUED:
+            # Registered, about to wait for a queued job: its claim must tell us it started.
+            svc.store.watch(job_id=job_id)
+        return read_events(svc, job_id, cursor)
+
     return _park(
         svc,
         job_id,
-        read_events(svc, job_id, cursor),
-        lambda _waiter: read_events(svc, job_id, cursor),
-        lambda found: bool(found[0]) or jobs.is_terminal(found[1]),
+        found,
+        read,
+        lambda events: bool(events[0]) or jobs.is_terminal(events[1]),
         Hold(timeout_s, through_drain, terminal_only=False),
     )

@@ -147,7 +147,7 @@ def make_job(turn: Turn, line: Line, charged: bool = False) -> bool:
         "custom_id": line.custom_id,
     }
     # The line's job id is the same whoever feeds it: a create after a crash finds it made.
-    created = ctx.store.create(record=record, lease_s=ctx.settings.lease_s)
+    created = ctx.store.create(record=record, lease_s=ctx.settings.lease_s, may_exist=True)
     if created.kind is not CreateKind.CREATED:
         if charged:
             limits.release_line(ctx, turn.record["owner"], job_id)

@@ -12,6 +12,7 @@ from celery import Celery
 from chatq import redis_conn
 from chatq.config import Settings
 from chatq.logs import Redactor
+from chatq.rates import Rates
 from chatq.replicas import replication
 from chatq.store import Store
 from worker.endpoints import Endpoints
@@ -52,6 +53,7 @@ def _build(settings: Settings, celery: Celery) -> WorkerContext:
         replication(settings),
         max_running=settings.tenant_max_running,
         max_running_overrides=settings.tenant_max_running_overrides,
+        rates=Rates(client),
     )
     return WorkerContext(
         settings=settings,

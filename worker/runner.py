@@ -63,7 +63,9 @@ def run_job(ctx: WorkerContext, job_id: str) -> None:
     finally:
         ctx.registry.remove(run.handle)
         metrics.RUNNING_JOBS.dec()
-        metrics.JOB_DURATION.observe(time.monotonic() - run.started)
+        busy_s = time.monotonic() - run.started
+        metrics.JOB_DURATION.observe(busy_s)
+        ctx.store.rates.ran(busy_s)
 
 
 def _upstream_body(request: dict[str, Any]) -> dict[str, Any]:

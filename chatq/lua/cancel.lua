@@ -21,5 +21,5 @@ for _, f in ipairs(redis.call('SMEMBERS', K('followers', id))) do
 end
 redis.call('DEL', K('followers', id))
 release_flight(id)
-close(id, CANCELLED, t, ttl_s, 'cancelled', nil, true)
+close(id, {status = CANCELLED, t = t, ttl_s = ttl_s, reason = 'cancelled'}, true)
 return answer

@@ -1,6 +1,7 @@
 -- A worker takes a queued job for one run: the job (and its followers) in progress, its
 -- first attempt counted, a lease of lease_s. Claiming again with the same run answers the
--- same, so a worker may retry a claim whose answer it lost.
+-- same, so a worker may retry a claim whose answer it lost. The start is announced only if
+-- a request follows the job's events (watch.lua): the others wait for its end.
 --
 -- A tenant (the job's owner) may have at most its cap of jobs running: over it, the job stays
 -- queued and is parked (the worker drops its message; the sweeper sends it again once its
@@ -14,7 +15,7 @@
 -- take ('missing' when there is none).
 local id, run, lease_s = ARGV[1], ARGV[2], tonumber(ARGV[3])
 local v = redis.call('HMGET', K('job', id), 'status', 'run', 'request', 'owner', 'created_at',
-                     'priority', 'attempts', 'started_at', 'parked', 'followed')
+                     'priority', 'attempts', 'started_at', 'parked', 'followed', 'watched')
 if not v[1] then return {'missing'} end
 local again = v[1] == IN_PROGRESS and v[2] == run
 if v[1] ~= QUEUED and not again then return {v[1]} end
@@ -61,7 +62,7 @@ if not again then
     if attempts > 0 then reset_text(j) end
     if i == 1 then
       event(j, 'status', IN_PROGRESS)
-      notify(j, IN_PROGRESS)
+      if v[11] == '1' then notify(j, IN_PROGRESS) end
     else
       set_status(j, IN_PROGRESS, t)
     end

@@ -4,18 +4,21 @@
 -- that key's shard, so that identical requests meet here.
 --
 -- ARGV: job id, ttl_s, lease_s, flight (a cache key, or ''), max followers per leader,
---       mode ('queue' or 'cached'), text (of a cache hit), then the record's field/value pairs.
+--       mode ('queue' or 'cached'), text (of a cache hit), may_exist ('1': the id is not a
+--       new one, look for its job first), then the record's field/value pairs.
 -- Answers {kind, value, created_at}:
 --   {'created', '', t}           written;
---   {'exists', '', ''}           a job with this id exists (a batch line made before):
---                                nothing written;
+--   {'exists', '', ''}           a job with this id exists (a batch line made before; only
+--                                looked for with may_exist): nothing written;
 --   {'follower', leader id, t}   written, following the leader;
 --   {'cached', result, ''}       an identical job finished since the caller looked in the
 --                                cache: its result; nothing written.
 local id, ttl_s, lease_s, flight = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
-local max_followers, mode, text = tonumber(ARGV[5]), ARGV[6], ARGV[7]
+local max_followers, mode, text, may_exist = tonumber(ARGV[5]), ARGV[6], ARGV[7], ARGV[8]
 if flight ~= '' and digest_shard(flight) ~= shard(id) then flight = '' end
-if redis.call('EXISTS', K('job', id)) == 1 then return {'exists', '', ''} end
+if may_exist == '1' and redis.call('EXISTS', K('job', id)) == 1 then
+  return {'exists', '', ''}
+end
 
 if flight ~= '' then
   local cached = redis.call('GET', flight_key('cache', flight))
@@ -23,17 +26,16 @@ if flight ~= '' then
 end
 
 local t = now()
-local record = {unpack(ARGV, 8)}
+local record = {unpack(ARGV, 9)}
 table.insert(record, 'created_at')  -- Redis's clock, over any the caller gave
 table.insert(record, stamp(t))
 redis.call('HSET', K('job', id), unpack(record))
 
 if mode == 'cached' then
   redis.call('HSET', K('job', id), 'started_at', stamp(t), 'completed_at', stamp(t))
-  if text ~= '' then redis.call('SET', K('text', id), text) end
-  event(id, 'delta', text)
-  end_event(id, COMPLETED, redis.call('HGET', K('job', id), 'finish_reason'))
-  expire_all(id, ttl_s)
+  local whole = write_tail(id, text, ttl_s)
+  end_event(id, COMPLETED, redis.call('HGET', K('job', id), 'finish_reason'), text)
+  expire_all(id, ttl_s, whole ~= nil)
   -- Whoever must hear of a job's end (a webhook, a batch) hears of a cache hit's too.
   if redis.call('HGET', K('job', id), 'announce') == '1' then
     redis.call('XADD', S(shard(id), 'outbox'), 'MAXLEN', '~', 100000, '*', 'id', id,
@@ -65,6 +67,5 @@ if flight ~= '' then
     redis.call('HSET', K('job', id), 'flight', flight)
   end
 end
-stat(id, 'arrivals', 1, t)
 redis.call('ZADD', S(shard(id), 'leases'), t + lease_s, id)
 return {'created', '', stamp(t)}

@@ -14,18 +14,18 @@ if not job then return 0 end
 if job.status == status and job.ended_by == run then return 1 end
 if not (job.status == IN_PROGRESS and job.run == run) then return 0 end
 local cache_key, cache_ttl = job.cache_key, job.cache_ttl
-local members = group(id, job.followed == '1')
-if tail ~= '' then
-  -- Quiet: the end's notification, right after, carries the whole text.
-  for _, j in ipairs(members) do append_text(j, tail, true) end
-end
 local fields = {unpack(ARGV, 7)}
 table.insert(fields, 'ended_by')
 table.insert(fields, run)
-close_group(id, status, now(), ttl_s, reason, fields, members, job)
+local ending = {status = status, t = now(), ttl_s = ttl_s, reason = reason, fields = fields,
+                tail = tail}
+close_group(id, ending, group(id, job.followed == '1'), job)
 local cacheable = cache_key and cache_key ~= '' and digest_shard(cache_key) == shard(id)
 if status == COMPLETED and cacheable then
-  local result = redis.call('HGET', K('job', id), 'result')
-  redis.call('SET', flight_key('cache', cache_key), result, 'EX', cache_ttl)
+  for i = 1, #fields, 2 do
+    if fields[i] == 'result' then
+      redis.call('SET', flight_key('cache', cache_key), fields[i + 1], 'EX', cache_ttl)
+    end
+  end
 end
 return 1

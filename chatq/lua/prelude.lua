@@ -106,18 +106,6 @@ local function append_text(id, piece, quiet)
   if not quiet then notify(id, IN_PROGRESS) end
 end
 
--- Per-minute counters for /v1/queue's rates (arrivals, done, busy_s): on a Cluster, of the
--- job's shard (a script reaches its own slot only); on one Redis, all in the first shard's
--- key, so that a minute's expiry is set twice, not twice per shard.
--- The count that starts a minute's key sets its expiry, once: an arrival or an end counted
--- 1 (busy_s is only ever added right after its job's end is counted, in the same key).
-local function stat(id, field, amount, t)
-  local sh = SHARDED and shard(id) or string.sub(SHARDS, 1, 1)
-  local key = S(sh, 'stats:' .. math.floor(t / 60))
-  local total = tonumber(redis.call('HINCRBYFLOAT', key, field, amount))
-  if amount == 1 and total == 1 then redis.call('EXPIRE', key, 300) end
-end
-
 -- `flight`: the job's field of that name, when already read.
 local function release_flight(id, flight)
   if flight == nil then flight = redis.call('HGET', K('job', id), 'flight') end
@@ -126,18 +114,29 @@ local function release_flight(id, flight)
   end
 end
 
-local function expire_all(id, ttl_s)
-  for _, kind in ipairs({'job', 'events', 'text'}) do
-    redis.call('EXPIRE', K(kind, id), ttl_s)
-  end
+-- `text_expires`: whether the text already has its expiry (write_tail set it).
+local function expire_all(id, ttl_s, text_expires)
+  redis.call('EXPIRE', K('job', id), ttl_s)
+  redis.call('EXPIRE', K('events', id), ttl_s)
+  if not text_expires then redis.call('EXPIRE', K('text', id), ttl_s) end
+end
+
+-- The end's last piece of text. Answers the whole text when this piece is all of it (it is
+-- then written with its expiry, `ttl_s`), else nil.
+local function write_tail(id, tail, ttl_s)
+  if tail == '' then return nil end
+  if redis.call('SET', K('text', id), tail, 'NX', 'EX', ttl_s) then return tail end
+  redis.call('APPEND', K('text', id), tail)
+  return nil
 end
 
 -- The final record (`job`, all its fields as they are now; less the request, with the text)
 -- rides on a leader's last notification, so that a woken waiter answers without reading it
 -- back.
-local function snapshot(id, job)
+-- `text`: the whole text, when known.
+local function snapshot(id, job, text)
   job['request'] = nil
-  job['output_text'] = redis.call('GET', K('text', id)) or ''
+  job['output_text'] = text or redis.call('GET', K('text', id)) or ''
   return cjson.encode(job)
 end
 
@@ -151,54 +150,56 @@ local function not_running(id, job)
   if job.parked == '1' then redis.call('ZREM', K('parked', job.priority or ''), id) end
 end
 
--- The job's last status and its end, in one entry: readers show both events (an `end` entry
--- with `with_status`, chatq/job_events.py).
-local function end_event(id, status, reason)
-  redis.call('XADD', K('events', id), '*', 't', 'end', 'v', status, 'f', reason or '',
-             'with_status', '1')
+-- The job's last piece of text (`tail`), its last status and its end, in one entry:
+-- readers show all three events (an `end` entry with `d` and `with_status`,
+-- chatq/job_events.py).
+local function end_event(id, status, reason, tail)
+  local entry = {'t', 'end', 'v', status, 'f', reason or '', 'with_status', '1'}
+  if tail and tail ~= '' then
+    table.insert(entry, 'd')
+    table.insert(entry, tail)
+  end
+  redis.call('XADD', K('events', id), '*', unpack(entry))
 end
 
 -- What close reads of a job that does not carry its record on the notification.
-local CLOSE_FIELDS = {'started_at', 'leader', 'owner', 'priority', 'announce', 'counted',
-                      'parked'}
+local CLOSE_FIELDS = {'owner', 'priority', 'announce', 'counted', 'parked'}
 
--- Ends one job for good. `fields` are extra field/value pairs; `publish_record` puts the
--- record on the notification (followers' waiters read theirs back instead). `job`: all its
--- fields, when already read.
-local function close(id, status, t, ttl_s, reason, fields, publish_record, job)
+-- Ends one job for good, as `ending` says: {status, t, ttl_s, reason, fields (extra
+-- field/value pairs), tail (the last piece of text)}. `publish_record` puts the record on the
+-- notification (followers' waiters read theirs back instead). `job`: all its fields, when
+-- already read.
+local function close(id, ending, publish_record, job)
   if not job then
     if publish_record then job = fields_of(id) else job = fields_of(id, CLOSE_FIELDS) end
   end
   not_running(id, job)
-  if job.started_at and job.started_at ~= '' and not (job.leader and job.leader ~= '') then
-    stat(id, 'done', 1, t)
-    stat(id, 'busy_s', t - tonumber(job.started_at), t)
-  end
-  local written = {'status', status, 'completed_at', stamp(t)}
-  for _, item in ipairs(fields or {}) do table.insert(written, item) end
+  local written = {'status', ending.status, 'completed_at', stamp(ending.t)}
+  for _, item in ipairs(ending.fields or {}) do table.insert(written, item) end
   redis.call('HSET', K('job', id), unpack(written))
-  end_event(id, status, reason)
+  local text = write_tail(id, ending.tail or '', ending.ttl_s)
+  end_event(id, ending.status, ending.reason, ending.tail)
   redis.call('ZREM', S(shard(id), 'leases'), id)
-  expire_all(id, ttl_s)
-  local message = id .. ' ' .. status
+  expire_all(id, ending.ttl_s, text ~= nil)
+  local message = id .. ' ' .. ending.status
   if publish_record then
     for i = 1, #written, 2 do job[written[i]] = written[i + 1] end
-    message = message .. ' ' .. snapshot(id, job)
+    message = message .. ' ' .. snapshot(id, job, text)
   end
   publish(S(shard(id), 'notify'), message)
   -- Whoever must hear of this end for sure (a webhook, a batch) reads it from the outbox.
   if job.announce == '1' then
     redis.call('XADD', S(shard(id), 'outbox'), 'MAXLEN', '~', 100000, '*', 'id', id,
-               'status', status)
+               'status', ending.status)
   end
 end
 
--- Ends a leader and its followers alike (`members`: the group, and `job`: all the leader's
--- fields, when already read).
-local function close_group(id, status, t, ttl_s, reason, fields, members, job)
+-- Ends a leader and its followers alike, as `ending` says (see close). `members`: the group,
+-- and `job`: all the leader's fields, when already read.
+local function close_group(id, ending, members, job)
   members = members or group(id)
   for i, j in ipairs(members) do
-    close(j, status, t, ttl_s, reason, fields, i == 1, i == 1 and job or nil)
+    close(j, ending, i == 1, i == 1 and job or nil)
   end
   if #members > 1 then redis.call('DEL', K('followers', id)) end
   if job then release_flight(id, job.flight or '') else release_flight(id) end

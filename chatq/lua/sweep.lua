@@ -39,7 +39,8 @@ for _, id in ipairs(due) do
     outcome = 'suspect'
   elseif redis.call('HDEL', K('job', id), 'suspect') and
          redis.call('HINCRBY', K('job', id), 'takeovers', 1) > max_takeovers then
-    close_group(id, FAILED, t, ttl_s, 'error', {'error', error_json})
+    close_group(id, {status = FAILED, t = t, ttl_s = ttl_s, reason = 'error',
+                     fields = {'error', error_json}})
     outcome = 'failed'
   else
     not_running(id)

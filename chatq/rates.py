@@ -1,0 +1,89 @@
+"""The counts behind /v1/queue's rates: kept in each process, added to Redis once a second.
+
+A job's own scripts no longer count it (three commands a job); a process sends its counts in
+one pipeline a second, only when it has some. What a process had not sent when it stopped is
+lost: at most a second of its counts, in a window of one to two minutes.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+
+import redis
+
+from chatq import keys
+
+log = logging.getLogger(__name__)
+
+FLUSH_EVERY_S = 1.0
+KEEP_S = 300  # a minute's counts outlive the window that reads them (two minutes)
+
+
+class Rates:
+    """This process's counts not yet in Redis: jobs queued, runs ended and their seconds.
+
+    With a `client`, a thread of the process (a greenlet under gevent), started at the first
+    count, adds them to Redis every FLUSH_EVERY_S; without one they are only kept.
+    """
+
+    def __init__(self, client: redis.Redis | None = None) -> None:
+        self._client = client
+        self._lock = threading.Lock()
+        self._arrivals = 0
+        self._done = 0
+        self._busy_s = 0.0
+        self._flusher_pid = 0
+
+    def arrived(self) -> None:
+        """A job was queued (not a cache hit, nor one following an identical job)."""
+        with self._lock:
+            self._arrivals += 1
+        self._start()
+
+    def ran(self, busy_s: float) -> None:
+        """A worker's run of a job ended after `busy_s` seconds in its slot."""
+        with self._lock:
+            self._done += 1
+            self._busy_s += busy_s
+        self._start()
+
+    def _take(self) -> dict[str, float]:
+        with self._lock:
+            counts = {"arrivals": self._arrivals, "done": self._done, "busy_s": self._busy_s}
+            self._arrivals, self._done, self._busy_s = 0, 0, 0.0
+        return {name: amount for name, amount in counts.items() if amount}
+
+    def flush(self, now_s: float | None = None) -> None:
+        """Add the counts to this minute's in Redis (one round trip), if there are any."""
+        counts = self._take()
+        if not counts or self._client is None:
+            return
+        key = keys.stats(int((now_s or time.time()) // 60))
+        pipe = self._client.pipeline(transaction=False)
+        for name, amount in counts.items():
+            pipe.hincrbyfloat(key, name, amount)
+        pipe.expire(key, KEEP_S)
+        pipe.execute()
+
+    def _start(self) -> None:
+        # Once per process: a thread started before a fork (gunicorn's preload) is not in
+        # the child.
+        if self._client is None or self._flusher_pid == os.getpid():
+            return
+        with self._lock:
+            if self._flusher_pid == os.getpid():
+                return
+            self._flusher_pid = os.getpid()
+        threading.Thread(target=self._run, name="chatq-rates", daemon=True).start()
+
+    def _run(self) -> None:
+        while True:
+            time.sleep(FLUSH_EVERY_S)
+            try:
+                self.flush()
+            except redis.RedisError as exc:
+                # Rates are approximate: a second's counts lost beats a retry queue.
+                log.debug("rates not flushed: %s", exc)
