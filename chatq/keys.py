@@ -73,8 +73,15 @@ def followers(job_id: str) -> str:
 
 def leases(shard_char: str) -> str:
     """Sorted set: job id -> Redis time by which its holder must renew it, for the shard's
-    active jobs; no expiry."""
+    active jobs on a Cluster; on one Redis, every active job's is in the first shard's key
+    (see leases_of); no expiry."""
     return _sharded(shard_char, "leases")
+
+
+def leases_of(job_id: str, cluster: bool = False) -> str:
+    """The leases key that holds `job_id`'s lease: its shard's on a Cluster, else the one
+    key (a sweep then reads one key, not one per shard)."""
+    return leases(shard(job_id) if cluster else SHARDS[0])
 
 
 def outbox(shard_char: str) -> str:

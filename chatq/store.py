@@ -234,7 +234,8 @@ class Store:
         self, *, lease_s: float, resend_s: float, max_takeovers: int, limit: int = 100
     ) -> list[Swept]:
         """Act on the jobs whose lease ran out, up to `limit` per shard (see SweepOutcome)."""
-        groups = [[c] for c in keys.SHARDS] if self.cluster else [list(keys.SHARDS)]
+        # A Cluster keeps each shard's leases in its own slot; one Redis keeps them in one key.
+        groups = [[c] for c in keys.SHARDS] if self.cluster else [[keys.SHARDS[0]]]
         swept: list[Swept] = []
         for shards in groups:
             answer = self._run(

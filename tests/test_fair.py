@@ -169,7 +169,7 @@ def test_a_claim_over_the_cap_parks_the_job_and_the_depth_counts_it_until_sent_a
         assert depths == {"interactive": 1, "batch": 0}  # no message, but it waits
         assert store.finish(job_id=ids[0], run_id="r1", status=jobs.COMPLETED, fields={})
         assert client.scard(keys.tenant_running("carol")) == 0
-        client.zadd(keys.leases(keys.shard(ids[1])), {ids[1]: 0})  # its lease ran out
+        client.zadd(keys.leases_of(ids[1]), {ids[1]: 0})  # its lease ran out
         swept = store.sweep(lease_s=10, resend_s=300, max_takeovers=3)
         assert [(j.job_id, j.outcome, j.owner) for j in swept] == [
             (ids[1], SweepOutcome.QUEUED, "carol")

@@ -58,7 +58,7 @@ def test_each_way_an_announced_job_ends_is_in_the_outbox(store: Store) -> None:
     store.finish(job_id=quiet, run_id="r", status=jobs.COMPLETED, fields={"result": "{}"})
     store.cancel(job_id=cancelled, lease_s=LEASE_S)
     # Its worker is lost for good: its lease ran out, and was noted a lease ago.
-    store.redis.zadd(keys.leases(keys.shard(failed)), {failed: 0})
+    store.redis.zadd(keys.leases_of(failed, store.cluster), {failed: 0})
     store.redis.hset(keys.job(failed), "suspect", "0")
     store.sweep(lease_s=LEASE_S, resend_s=LEASE_S, max_takeovers=0)
     entries = Outbox(store.redis, "reader").read(block_s=0.1)

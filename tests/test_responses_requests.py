@@ -313,14 +313,14 @@ def test_delete_cancels_a_queued_response_and_removes_every_key(
     rid = _create(client, metadata={"x": "y"})["id"]
     job_id = "job_" + rid.removeprefix("resp_")
     redis = app.extensions["chatq"].redis
-    assert redis.zscore(keys.leases(keys.shard(job_id)), job_id) is not None
+    assert redis.zscore(keys.leases_of(job_id), job_id) is not None
     r = client.delete(f"/v1/responses/{rid}", headers=ALICE)
     assert (r.status_code, r.get_json()) == (
         200,
         {"id": rid, "object": "response.deleted", "deleted": True},
     )
     assert not redis.exists(keys.job(job_id), keys.text(job_id), keys.events(job_id))
-    assert redis.zscore(keys.leases(keys.shard(job_id)), job_id) is None
+    assert redis.zscore(keys.leases_of(job_id), job_id) is None
     assert client.get(f"/v1/responses/{rid}", headers=ALICE).status_code == 404
     assert client.get(f"/v1/jobs/{job_id}", headers=ALICE).status_code == 404
     assert client.delete(f"/v1/responses/{rid}", headers=ALICE).status_code == 404

@@ -249,7 +249,7 @@ def test_delete_of_a_running_response_removes_it_for_good(stack: Stack) -> None:
     worker = stack.procs[0]
     wait_until(lambda: f"job {job_id} stopped" in worker.log_text(), 20, "the worker to stop")
     assert not stack.redis.exists(*job_keys)
-    assert stack.redis.zscore(keys.leases(keys.shard(job_id)), job_id) is None
+    assert stack.redis.zscore(keys.leases_of(job_id), job_id) is None
     assert stack.session().get(f"{stack.url}/v1/responses/{rid}", timeout=10).status_code == 404
 
 

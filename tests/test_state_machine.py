@@ -111,6 +111,7 @@ class JobMachine(RuleBasedStateMachine):
         client.flushdb()
         self.redis = client
         self.store = Store(client, job_ttl_s=3600, max_followers=MAX_FOLLOWERS)
+        self.cluster = self.store.cluster
         self.model: dict[str, Model] = {}
         self.inflight: dict[str, str] = {}
         # Terminal jobs as first seen terminal: (record fields, number of events).
@@ -407,7 +408,7 @@ class JobMachine(RuleBasedStateMachine):
         if job_id is None:
             return
         m = self.model[job_id]
-        self.redis.zadd(keys.leases(keys.shard(job_id)), {job_id: 0}, xx=True)
+        self.redis.zadd(keys.leases_of(job_id, self.cluster), {job_id: 0}, xx=True)
         if noted_long_ago and m.status == jobs.IN_PROGRESS:
             self.redis.hset(keys.job(job_id), "suspect", "0")
         swept = self.store.sweep(lease_s=LEASE_S, resend_s=LEASE_S, max_takeovers=MAX_TAKEOVERS)
@@ -446,7 +447,7 @@ class JobMachine(RuleBasedStateMachine):
             pipe.hgetall(keys.job(job_id))
             pipe.get(keys.text(job_id))
             pipe.xrange(keys.events(job_id))
-            pipe.zscore(keys.leases(keys.shard(job_id)), job_id)
+            pipe.zscore(keys.leases_of(job_id, self.cluster), job_id)
         out = pipe.execute()
         return [
             (
@@ -491,7 +492,7 @@ class JobMachine(RuleBasedStateMachine):
             leader = self.model[job_id].leader
             assert lease is None
             assert self.model[leader].status not in TERMINAL
-            lease_of_leader = self.redis.zscore(keys.leases(keys.shard(leader)), leader)
+            lease_of_leader = self.redis.zscore(keys.leases_of(leader, self.cluster), leader)
             assert lease_of_leader is not None, (job_id, leader)
             assert job_id in self.redis.smembers(keys.followers(leader))
         else:
@@ -559,7 +560,7 @@ def test_a_terminal_job_ignores_every_later_transition(client: redis.Redis) -> N
     assert not store.append(job_id=job_id, run_id="r1", offset_bytes=11, text="late")
     assert not store.finish(job_id=job_id, run_id="r1", status=jobs.FAILED, fields={"error": "{}"})
     assert store.cancel(job_id=job_id, lease_s=LEASE_S).status == jobs.COMPLETED
-    client.zadd(keys.leases(keys.shard(job_id)), {job_id: 0})
+    client.zadd(keys.leases_of(job_id, store.cluster), {job_id: 0})
     swept = store.sweep(lease_s=LEASE_S, resend_s=LEASE_S, max_takeovers=MAX_TAKEOVERS)
     assert [(s.job_id, s.outcome) for s in swept] == [(job_id, SweepOutcome.GONE)]
     assert store.heartbeat(runs=[(job_id, "r1")], lease_s=LEASE_S, worker="w", slots=1) == [

@@ -16,7 +16,7 @@ for _, f in ipairs(redis.call('SMEMBERS', K('followers', id))) do
   redis.call('HDEL', K('job', f), 'leader')
   reset_text(f)
   set_status(f, QUEUED, t)
-  redis.call('ZADD', S(shard(f), 'leases'), t + lease_s, f)
+  redis.call('ZADD', leases_of(f), t + lease_s, f)
   table.insert(answer, f)
 end
 redis.call('DEL', K('followers', id))

@@ -39,7 +39,7 @@ if not again then
     local cap = cap_of(owner)
     if cap > 0 and redis.call('SCARD', K('running', owner)) >= cap then
       redis.call('ZADD', K('parked', lane), t, id)
-      redis.call('ZADD', S(shard(id), 'leases'), t + lease_s, id)
+      redis.call('ZADD', leases_of(id), t + lease_s, id)
       redis.call('HSET', K('job', id), 'parked', '1')
       redis.call('HDEL', K('job', id), 'broker_sent')  -- RabbitMQ: its message is gone
       return {'capped'}
@@ -56,7 +56,7 @@ if not again then
     end
   end
   redis.call('HSET', K('job', id), unpack(written))
-  redis.call('ZADD', S(shard(id), 'leases'), t + lease_s, id)
+  redis.call('ZADD', leases_of(id), t + lease_s, id)
   -- Only an earlier run can have left text (a job taken over is claimed again).
   for i, j in ipairs(group(id, v[10] == '1')) do
     if attempts > 0 then reset_text(j) end

@@ -67,5 +67,5 @@ if flight ~= '' then
     redis.call('HSET', K('job', id), 'flight', flight)
   end
 end
-redis.call('ZADD', S(shard(id), 'leases'), t + lease_s, id)
+redis.call('ZADD', leases_of(id), t + lease_s, id)
 return {'created', '', stamp(t)}

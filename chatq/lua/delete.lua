@@ -9,7 +9,7 @@ local v = redis.call('HMGET', K('job', id), 'status', 'cache_key')
 if not v[1] then return 'missing' end
 if not is_terminal(v[1]) then return v[1] end
 redis.call('DEL', K('job', id), K('text', id), K('events', id), K('followers', id))
-redis.call('ZREM', S(shard(id), 'leases'), id)
+redis.call('ZREM', leases_of(id), id)
 if v[2] and v[2] ~= '' and digest_shard(v[2]) == shard(id) then
   redis.call('DEL', flight_key('cache', v[2]))
 end

@@ -11,7 +11,7 @@ for i = 2, #ARGV, 2 do
   local id, run = ARGV[i], ARGV[i + 1]
   local v = redis.call('HMGET', K('job', id), 'status', 'run')
   if v[1] == IN_PROGRESS and v[2] == run then
-    redis.call('ZADD', S(shard(id), 'leases'), t + lease_s, id)
+    redis.call('ZADD', leases_of(id), t + lease_s, id)
     redis.call('HDEL', K('job', id), 'suspect')
     table.insert(answer, 'held')
   elseif v[1] == CANCELLED then

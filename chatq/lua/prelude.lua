@@ -17,6 +17,12 @@ local function digest_shard(hex)
   return string.sub(SHARDS, i, i)
 end
 local function flight_key(kind, flight) return S(digest_shard(flight), kind .. ':' .. flight) end
+-- The leases of active jobs (chatq/keys.py leases_of): the job's shard's on a Cluster; on one
+-- Redis, all in the first shard's key, so that a sweep reads one key, not one per shard.
+local function leases_of(id)
+  if SHARDED then return S(shard(id), 'leases') end
+  return S(string.sub(SHARDS, 1, 1), 'leases')
+end
 
 local function publish(channel, message)
   if SHARDED then
@@ -179,7 +185,7 @@ local function close(id, ending, publish_record, job)
   redis.call('HSET', K('job', id), unpack(written))
   local text = write_tail(id, ending.tail or '', ending.ttl_s)
   end_event(id, ending.status, ending.reason, ending.tail)
-  redis.call('ZREM', S(shard(id), 'leases'), id)
+  redis.call('ZREM', leases_of(id), id)
   expire_all(id, ending.ttl_s, text ~= nil)
   local message = id .. ' ' .. ending.status
   if publish_record then

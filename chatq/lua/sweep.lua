@@ -9,7 +9,8 @@
 --   An ended or vanished job: dropped from the leases ('gone').
 --
 -- ARGV: limit (per shard), lease_s, resend_s, max_takeovers, ttl_s, error (JSON of a failed
---       job), then the shards to sweep (one on a Cluster, where each is a slot of its own).
+--       job), then the shards whose leases to sweep (on a Cluster one, a slot of its own; on
+--       one Redis the first, whose key holds every lease: leases_of).
 -- A job that leaves the running (requeued) or is sent again (queued) leaves its tenant's
 -- running and parked jobs too.
 -- Answers {id, outcome, priority, owner, ...} for each job acted on.
@@ -28,11 +29,11 @@ for _, id in ipairs(due) do
   local v = redis.call('HMGET', K('job', id), 'status', 'priority', 'suspect', 'owner')
   local outcome
   if not v[1] or is_terminal(v[1]) then
-    redis.call('ZREM', S(shard(id), 'leases'), id)
+    redis.call('ZREM', leases_of(id), id)
     outcome = 'gone'
   elseif v[1] == QUEUED then
     not_running(id)
-    redis.call('ZADD', S(shard(id), 'leases'), t + resend_s, id)
+    redis.call('ZADD', leases_of(id), t + resend_s, id)
     outcome = 'queued'
   elseif t - tonumber(v[3] or t) < lease_s then
     if not v[3] then redis.call('HSET', K('job', id), 'suspect', stamp(t)) end
@@ -45,7 +46,7 @@ for _, id in ipairs(due) do
   else
     not_running(id)
     redis.call('HSET', K('job', id), 'run', '')
-    redis.call('ZADD', S(shard(id), 'leases'), t + lease_s, id)
+    redis.call('ZADD', leases_of(id), t + lease_s, id)
     for _, j in ipairs(group(id)) do set_status(j, QUEUED, t) end
     outcome = 'requeued'
   end
