@@ -185,6 +185,11 @@ def redis_table(s: JSON) -> str:
     ) + (f"\n\nBy command, per job: {names}.")
 
 
+def _steady(via: JSON) -> str:
+    steady = via.get("steady_latency")
+    return f"{steady['p50_ms']} / {steady['p99_ms']}" if steady else "—"
+
+
 def tokens_table(s: JSON) -> str:
     """Token latency through the events long-poll and through SSE."""
     tok = dig(s, "tokens") or {}
@@ -196,6 +201,7 @@ def tokens_table(s: JSON) -> str:
             tok[via]["latency"]["p50_ms"],
             tok[via]["latency"]["p99_ms"],
             tok[via]["latency"]["max_ms"],
+            _steady(tok[via]),
             f"{tok[via]['tokens_seen']}/{tok[via]['tokens_expected']}",
             tok[via]["requests"],
         ]
@@ -210,6 +216,7 @@ def tokens_table(s: JSON) -> str:
             "p50 ms",
             "p99 ms",
             "max ms",
+            "after 0.5 s: p50 / p99 ms",
             "tokens seen",
             "requests",
         ],

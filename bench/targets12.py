@@ -185,10 +185,22 @@ def tokens(s: JSON) -> list[Row]:
             measure,
             target,
             f"events {fmt(p99['events'])} ms; SSE {fmt(p99['sse'])} ms"
+            + _steady_p99(tok)
             + ("" if seen else " (tokens missing)"),
             None if None in p99.values() else all(v <= 50 for v in p99.values()) and seen,
         )
     ]
+
+
+def _steady_p99(tok: JSON) -> str:
+    """The p99 after each stream's first half second, when measured."""
+    steady = {via: dig(tok, via, "steady_latency", "p99_ms") for via in ("events", "sse")}
+    if None in steady.values():
+        return ""
+    return (
+        f" (after each stream's first 0.5 s: events {fmt(steady['events'])} ms, "
+        f"SSE {fmt(steady['sse'])} ms)"
+    )
 
 
 def wake_throughput(s: JSON) -> list[Row]:

@@ -15,6 +15,8 @@ from tests.procs import ALICE_KEY
 
 TPS = 10
 TTFT_S = 0.2
+# The steady figure leaves out each stream's first half second of tokens.
+STEADY_AFTER = TPS // 2
 # Each way of following gets its own stream numbers, so that the tap's stamps never mix.
 VIAS = {"events": 0, "sse": 500}
 STACKS = [("tokens", {"upstream": "tap"})]
@@ -44,14 +46,23 @@ def _follow(lab: Lab, stack: ChatqStack, via: str) -> JSON:
 
 
 def _latency(result: JSON, left: dict[str, float], expected: int) -> JSON:
+    """Over every token; and over those after each stream's first STEADY_AFTER tokens, once
+    the 100 submits and claims of the start have been served."""
     arrived = result["arrivals"]
     lat = [arrived[w] - left[w] for w in arrived if w in left]
+    steady = [arrived[w] - left[w] for w in arrived if w in left and _index(w) >= STEADY_AFTER]
     return {
         "tokens_seen": len(lat),
         "tokens_expected": expected,
         "latency": summary_ms(lat),
+        "steady_latency": summary_ms(steady),
         "requests": result["pages"],
     }
+
+
+def _index(word: str) -> int:
+    """The token's place in its stream: `sNNNwKKK` -> KKK."""
+    return int(word.partition("w")[2])
 
 
 def run(lab: Lab) -> JSON:
