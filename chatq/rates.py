@@ -56,12 +56,12 @@ class Rates:
             self._arrivals, self._done, self._busy_s = 0, 0, 0.0
         return {name: amount for name, amount in counts.items() if amount}
 
-    def flush(self, now_s: float | None = None) -> None:
+    def flush(self) -> None:
         """Add the counts to this minute's in Redis (one round trip), if there are any."""
         counts = self._take()
         if not counts or self._client is None:
             return
-        key = keys.stats(int((now_s or time.time()) // 60))
+        key = keys.stats(int(time.time() // 60))
         pipe = self._client.pipeline(transaction=False)
         for name, amount in counts.items():
             pipe.hincrbyfloat(key, name, amount)
