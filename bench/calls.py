@@ -1,10 +1,10 @@
 """`python -m bench.calls`: upstream calls from a plain client process, pooled or fresh.
 
 Reads a JSON spec on stdin; prints one JSON line: latencies, CPU per call, wall time.
-"pooled" uses the worker's own session (`worker.upstream.make_session`); "fresh" opens a
-new connection for every call, as `requests.post` without a session does; "pooled_stream"
-reads a streamed answer as the worker does (on past `data: [DONE]` to the end of the body,
-so that the connection goes back to the pool).
+"pooled" uses the worker's own pools (`worker.upstream.make_pools`); "fresh" opens a new
+connection for every call (a pool of its own per call, closed after it, as a client without
+a session does); "pooled_stream" reads a streamed answer as the worker does (on past
+`data: [DONE]` to the end of the body, so that the connection goes back to the pool).
 """
 
 from __future__ import annotations
@@ -15,39 +15,42 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-import requests
+from urllib3 import PoolManager, Timeout
 
 from chatq.config import Settings
-from worker.upstream import make_session
+from worker.upstream import make_pools
 
-BODY = {"model": "fake", "messages": [{"role": "user", "content": "hello"}]}
-STREAM_BODY = {**BODY, "stream": True}
-
-
-def _streamed(session: requests.Session, url: str, **kwargs: Any) -> requests.Response:
-    """A streamed call read as the worker reads it: the whole body, `[DONE]` and what follows."""
-    with session.post(url, json=STREAM_BODY, stream=True, **kwargs) as resp:
-        for _ in resp.iter_content(chunk_size=None):
-            pass
-    return resp
+MESSAGES = [{"role": "user", "content": "hello"}]
+BODY = json.dumps({"model": "fake", "messages": MESSAGES}).encode()
+STREAM_BODY = json.dumps({"model": "fake", "messages": MESSAGES, "stream": True}).encode()
 
 
 def _caller(spec: dict[str, Any]) -> Any:
-    headers = {"Authorization": f"Bearer {spec['key']}"}
+    headers = {"Authorization": f"Bearer {spec['key']}", "Content-Type": "application/json"}
     url = spec["url"] + "/chat/completions"
-    verify = spec.get("ca") or True
-    settings = Settings(worker_concurrency=int(spec["threads"]), upstream_urls=(spec["url"],))
-    session = make_session(settings)
+    settings = Settings(
+        worker_concurrency=int(spec["threads"]),
+        upstream_urls=(spec["url"],),
+        upstream_ca_file=spec.get("ca") or "",
+    )
+    pools = make_pools(settings)
+    timeout = Timeout(30)
 
     def call(_: int) -> float:
         t0 = time.perf_counter()
         if spec["kind"] == "pooled_stream":
-            _streamed(session, url, headers=headers, timeout=30, verify=verify)
+            resp = pools.post(url, STREAM_BODY, headers, timeout)
+            for _chunk in resp.stream(None):  # the whole body, `[DONE]` and what follows
+                pass
+        elif spec["kind"] == "pooled":
+            resp = pools.post(url, BODY, headers, timeout)
+            json.loads(resp.read())
         else:
-            post = session.post if spec["kind"] == "pooled" else requests.post
-            resp = post(url, json=BODY, headers=headers, timeout=30, verify=verify)
-            resp.raise_for_status()
-            resp.json()
+            with PoolManager(ca_certs=spec.get("ca") or None) as fresh:
+                resp = fresh.request("POST", url, body=BODY, headers=headers, timeout=timeout)
+                json.loads(resp.data)
+        if resp.status != 200:
+            raise RuntimeError(f"the upstream answered {resp.status}")
         return time.perf_counter() - t0
 
     return call

@@ -54,6 +54,7 @@ class Settings:
     api_keys: tuple[tuple[str, str], ...] = ()
     upstream_urls: tuple[str, ...] = ("http://127.0.0.1:9100/v1",)
     upstream_api_key: str = ""
+    upstream_ca_file: str = ""
     default_model: str = "gpt-4o-mini"
     max_body_bytes: int = 1024 * 1024
     max_wait_s: float = 55.0
@@ -168,6 +169,7 @@ def load(env: Mapping[str, str] | None = None) -> Settings:
         api_keys=parse_api_keys(e.get("CHATQ_API_KEYS", "")),
         upstream_urls=parse_urls(e.get("CHATQ_UPSTREAM_URLS", ""), d.upstream_urls),
         upstream_api_key=e.get("CHATQ_UPSTREAM_API_KEY", "").strip(),
+        upstream_ca_file=read_file_path(e, "CHATQ_UPSTREAM_CA_FILE"),
         default_model=read_text(e, "CHATQ_DEFAULT_MODEL", d.default_model),
         max_body_bytes=read_int(e, "CHATQ_MAX_BODY_BYTES", d.max_body_bytes, 1),
         max_wait_s=read_float(e, "CHATQ_MAX_WAIT", d.max_wait_s),

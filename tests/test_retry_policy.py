@@ -9,7 +9,13 @@ import time
 
 import pytest
 import redis
-import requests
+import urllib3
+from urllib3.exceptions import (
+    ConnectTimeoutError,
+    NewConnectionError,
+    ProtocolError,
+    ReadTimeoutError,
+)
 
 from chatq.config import Settings
 from chatq.errors import failed_job_status
@@ -21,6 +27,7 @@ from worker.flusher import DeltaWriter
 from worker.runner import BACKOFF_CAP_S, _backoff_s
 from worker.running import Handle
 from worker.upstream import Timeouts, attempt
+from worker.upstream_conn import UpstreamPools
 
 # (error code, status the upstream answered or 0) -> status the client gets.
 FAILED_JOB_STATUS = [
@@ -92,8 +99,7 @@ def test_backoff_draws_differ_between_jobs() -> None:
     ],
 )
 def test_retry_after_ms_is_read_first(headers: dict[str, str], seconds: float | None) -> None:
-    response = requests.Response()
-    response.headers.update(headers)
+    response = urllib3.HTTPResponse(b"", headers=headers, status=429, preload_content=False)
     assert retry_after_s(response) == seconds
 
 
@@ -107,15 +113,18 @@ def test_retry_after_is_honoured_up_to_its_cap(retry_after_s: float, delay_s: fl
 
 
 def test_a_read_timeout_mid_body_counts_as_a_timeout() -> None:
-    import urllib3.exceptions
-
-    # What requests raises while iterating a streamed body that stalls.
-    mid_body = requests.ConnectionError(
-        urllib3.exceptions.ReadTimeoutError(None, "/v1/chat/completions", "Read timed out.")
-    )
-    assert timed_out(mid_body) and timed_out(requests.ReadTimeout())
-    assert not timed_out(requests.ConnectionError("Connection refused"))
-    assert not timed_out(requests.exceptions.ChunkedEncodingError("Connection broken"))
+    # What urllib3 raises while a streamed body stalls, and while a connect does.
+    mid_body = ReadTimeoutError(None, "/v1/chat/completions", "Read timed out.")  # type: ignore[arg-type]
+    assert timed_out(mid_body) and timed_out(ConnectTimeoutError("connect timed out"))
+    # A timeout that a wrapper carries as its first argument, or raised it from.
+    assert timed_out(ProtocolError(TimeoutError("timed out")))
+    try:
+        raise ProtocolError("Connection broken") from TimeoutError()
+    except ProtocolError as exc:
+        assert timed_out(exc)
+    assert not timed_out(NewConnectionError(None, "Connection refused"))  # type: ignore[arg-type]
+    reset = ProtocolError("Connection broken", ConnectionResetError())
+    assert not timed_out(reset)
 
 
 def _writer(handle: Handle) -> DeltaWriter:
@@ -128,15 +137,14 @@ def _writer(handle: Handle) -> DeltaWriter:
 def _attempt(url: str, body: dict[str, object]) -> Attempt:
     # A deadline close by: the worker retries a store step through Redis errors until then.
     handle = Handle("job_policy", "run", time.monotonic() + 1.0)
-    return attempt(
-        requests.Session(), url, body, {}, Timeouts(1, 5, 5), handle, _writer(handle), Redactor()
-    )
+    pools = UpstreamPools(endpoints=1, maxsize=2)
+    return attempt(pools, url, body, {}, Timeouts(1, 5, 5), handle, _writer(handle), Redactor())
 
 
 def test_an_unexpected_exception_is_a_failed_attempt_logged_with_its_traceback(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    # A body requests cannot encode raises TypeError inside the attempt.
+    # A body that JSON cannot encode raises TypeError inside the attempt.
     url = f"http://127.0.0.1:{free_port()}/v1/chat/completions"
     with caplog.at_level(logging.ERROR, logger="worker.upstream"):
         result = _attempt(url, {"messages": {"not", "json"}})

@@ -156,7 +156,8 @@ def models() -> Response:
         headers["Authorization"] = f"Bearer {svc.settings.upstream_api_key}"
     url = svc.settings.upstream_urls[0] + "/models"
     try:
-        upstream = _models_session.get(url, headers=headers, timeout=10)
+        verify = svc.settings.upstream_ca_file or True
+        upstream = _models_session.get(url, headers=headers, timeout=10, verify=verify)
         body = upstream.json()
     except (requests.RequestException, ValueError) as exc:
         raise ApiError(

@@ -4,12 +4,13 @@ Retry-After, rate-limit headers, a timeout told from a broken connection."""
 from __future__ import annotations
 
 import http.client
+import json
 import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-import requests
 import urllib3.exceptions
+from urllib3.response import BaseHTTPResponse
 from urllib3.util import Retry
 
 from chatq.errors import UPSTREAM_INVALID_RESPONSE, UPSTREAM_TIMEOUT
@@ -21,18 +22,15 @@ log = logging.getLogger(__name__)
 
 JSONDict = dict[str, Any]
 RETRY_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504})
-# What a failed connection to the upstream raises (requests wraps most of it).
+# What a failed connection to the upstream raises (urllib3 wraps most of it).
 CONNECTION_ERRORS: tuple[type[Exception], ...] = (
-    requests.RequestException,
     urllib3.exceptions.HTTPError,
     http.client.HTTPException,
     OSError,
 )
-TIMEOUT_ERRORS: tuple[type[Exception], ...] = (
-    requests.Timeout,
-    urllib3.exceptions.TimeoutError,
-    TimeoutError,
-)
+TIMEOUT_ERRORS: tuple[type[Exception], ...] = (urllib3.exceptions.TimeoutError, TimeoutError)
+# How much of a failed call's body is read for its error message.
+ERROR_BODY_BYTES = 64 * 1024
 
 
 @dataclass
@@ -65,11 +63,13 @@ class Attempt:
 
 
 def timed_out(exc: BaseException) -> bool:
-    """Whether `exc` is or wraps a timeout (requests files a read timeout mid-body as a
-    ConnectionError around urllib3's ReadTimeoutError)."""
+    """Whether `exc` is or wraps a timeout (a wrapped error is the first argument, or the
+    exception it was raised from)."""
     seen: set[int] = set()
     current: BaseException | None = exc
     while current is not None and id(current) not in seen:
+        if isinstance(current, urllib3.exceptions.NewConnectionError):
+            return False  # refused or unreachable: urllib3 files it under its TimeoutError
         if isinstance(current, TIMEOUT_ERRORS):
             return True
         seen.add(id(current))
@@ -82,26 +82,26 @@ def timed_out(exc: BaseException) -> bool:
     return False
 
 
-def error_attempt(response: requests.Response, redact: Redactor) -> Attempt:
+def error_attempt(response: BaseHTTPResponse, redact: Redactor) -> Attempt:
     try:
-        error = response.json().get("error") or {}
+        error = json.loads(response.read(ERROR_BODY_BYTES)).get("error") or {}
     except (ValueError, AttributeError):
         error = {}
     detail = error.get("message") if isinstance(error, dict) else None
-    message = f"The upstream answered {response.status_code}"
+    message = f"The upstream answered {response.status}"
     if detail:
         message += f": {redact(str(detail))[:500]}"
     code = error.get("code") if isinstance(error, dict) else None
     return Attempt(
-        retryable=response.status_code in RETRY_STATUSES,
-        status=response.status_code,
+        retryable=response.status in RETRY_STATUSES,
+        status=response.status,
         code=code if code == "context_length_exceeded" else "upstream_error",
         message=message,
         retry_after_s=retry_after_s(response),
     )
 
 
-def retry_after_s(response: requests.Response) -> float | None:
+def retry_after_s(response: BaseHTTPResponse) -> float | None:
     # retry-after-ms (OpenAI's, and what its SDKs read first) is finer than whole seconds.
     millis = response.headers.get("retry-after-ms")
     if millis is not None:
@@ -118,7 +118,7 @@ def retry_after_s(response: requests.Response) -> float | None:
         return None
 
 
-def rate_headers(response: requests.Response) -> dict[str, str]:
+def rate_headers(response: BaseHTTPResponse) -> dict[str, str]:
     return {
         name.lower(): value
         for name, value in response.headers.items()

@@ -1,4 +1,4 @@
-"""What a worker process holds: Redis, the store, the upstream session, its running jobs."""
+"""What a worker process holds: Redis, the store, the upstream pools, its running jobs."""
 
 from __future__ import annotations
 
@@ -6,7 +6,6 @@ import os
 import threading
 from dataclasses import dataclass
 
-import requests
 from celery import Celery
 
 from chatq import redis_conn
@@ -19,7 +18,8 @@ from worker.endpoints import Endpoints
 from worker.flusher import Flusher
 from worker.pacing import Pacer
 from worker.running import Registry
-from worker.upstream import make_session
+from worker.upstream import make_pools
+from worker.upstream_conn import UpstreamPools
 
 
 @dataclass
@@ -29,7 +29,7 @@ class WorkerContext:
     settings: Settings
     celery: Celery
     store: Store
-    session: requests.Session
+    pools: UpstreamPools
     registry: Registry
     redact: Redactor
     endpoints: Endpoints
@@ -59,7 +59,7 @@ def _build(settings: Settings, celery: Celery) -> WorkerContext:
         settings=settings,
         celery=celery,
         store=store,
-        session=make_session(settings),
+        pools=make_pools(settings),
         registry=Registry(),
         redact=Redactor(secrets),
         endpoints=Endpoints(

@@ -98,7 +98,7 @@ def _call(ctx: WorkerContext, run: Run) -> tuple[str, Attempt, str]:
     timeouts = Timeouts(s.connect_timeout_s, s.first_byte_timeout_s, s.read_timeout_s)
     started = time.monotonic()
     result = attempt(
-        ctx.session,
+        ctx.pools,
         url + "/chat/completions",
         _upstream_body(run.request),
         _headers(ctx),

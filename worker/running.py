@@ -9,7 +9,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-import requests
+from urllib3.response import BaseHTTPResponse
 
 CANCELLED = "cancelled"
 LOST = "lost"
@@ -42,7 +42,7 @@ class Handle:
         self.deadline = deadline
         self.abort_reason = ""
         self._woken = threading.Event()
-        self._response: requests.Response | None = None
+        self._response: BaseHTTPResponse | None = None
         # The connection of a call that has no answer yet (an HTTPConnection of urllib3's).
         self._waiting: Any = None
 
@@ -57,7 +57,7 @@ class Handle:
         _shut_down(getattr(self._waiting, "sock", None))
         response = self._response
         if response is not None:
-            _shut_down(getattr(getattr(response.raw, "connection", None), "sock", None))
+            _shut_down(getattr(response.connection, "sock", None))
 
     @contextlib.contextmanager
     def calling(self) -> Iterator[None]:
@@ -81,7 +81,7 @@ class Handle:
         response now (`attach`), and goes back to the pool after it."""
         self._waiting = None
 
-    def attach(self, response: requests.Response | None) -> None:
+    def attach(self, response: BaseHTTPResponse | None) -> None:
         """Remember the response being read, so that abort can cut it."""
         self._response = response
         if response is not None and self.abort_reason:

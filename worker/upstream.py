@@ -1,13 +1,15 @@
-"""Calling the upstream chat API: one pooled session per process, one streamed attempt."""
+"""Calling the upstream chat API: one set of connection pools per process, one streamed attempt."""
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from dataclasses import dataclass
 
 import redis
-import requests
+from urllib3 import Timeout
+from urllib3.response import BaseHTTPResponse
 
 from chatq.config import Settings
 from chatq.errors import INTERNAL_ERROR
@@ -26,7 +28,7 @@ from worker.attempts import (
 from worker.flusher import DeltaWriter
 from worker.running import Handle
 from worker.sse import CompletionBuilder, InvalidChunk, parse_event, sse_data
-from worker.upstream_conn import UpstreamAdapter
+from worker.upstream_conn import UpstreamPools
 
 log = logging.getLogger(__name__)
 
@@ -34,17 +36,11 @@ log = logging.getLogger(__name__)
 STORE_ERRORS: tuple[type[Exception], ...] = (redis.RedisError, *BACKEND_ERRORS)
 
 
-def make_session(settings: Settings) -> requests.Session:
-    """A session whose pool holds one connection per concurrent job, per endpoint."""
-    adapter = UpstreamAdapter(
-        pool_connections=max(1, len(settings.upstream_urls)),
-        pool_maxsize=settings.worker_concurrency,
-        max_retries=0,  # retries are ours: they must see streamed text and the deadline
+def make_pools(settings: Settings) -> UpstreamPools:
+    """Pools holding one connection per concurrent job, per endpoint."""
+    return UpstreamPools(
+        len(settings.upstream_urls), settings.worker_concurrency, settings.upstream_ca_file
     )
-    session = requests.Session()
-    session.mount("http://", adapter)
-    session.mount("https://", adapter)
-    return session
 
 
 @dataclass(frozen=True)
@@ -56,21 +52,21 @@ class Timeouts:
     read_s: float
 
 
-def _set_read_timeout(response: requests.Response, timeout_s: float) -> None:
+def _set_read_timeout(response: BaseHTTPResponse, timeout_s: float) -> None:
     """After the first token, allow `timeout_s` between chunks instead of the first-byte wait."""
-    sock = getattr(getattr(response.raw, "connection", None), "sock", None)
+    sock = getattr(response.connection, "sock", None)
     if sock is not None:
         sock.settimeout(timeout_s)
 
 
 def _read_stream(
-    response: requests.Response, writer: DeltaWriter, started: float, read_timeout_s: float
+    response: BaseHTTPResponse, writer: DeltaWriter, started: float, read_timeout_s: float
 ) -> Attempt:
     builder = CompletionBuilder()
     first_token_s: float | None = None
     done = False
     events = 0
-    for data in sse_data(response.iter_content(chunk_size=None)):
+    for data in sse_data(response.stream(None)):
         events += 1
         if done or data.strip() == "[DONE]":
             # Read on to the end of the body: a connection left mid-body cannot be reused.
@@ -102,7 +98,7 @@ def _read_stream(
 
 
 def _stream_call(
-    session: requests.Session,
+    pools: UpstreamPools,
     url: str,
     body: JSONDict,
     headers: dict[str, str],
@@ -116,30 +112,33 @@ def _stream_call(
     try:
         # `calling`: the connection reports to the handle, so abort cuts even a call that
         # still waits for its first byte.
-        with (
-            handle.calling(),
-            session.post(
-                url,
-                json=body,
-                headers=headers,
-                stream=True,
-                timeout=(timeouts.connect_s, first_byte_s),
-            ) as resp,
-        ):
+        with handle.calling():
+            timeout = Timeout(connect=timeouts.connect_s, read=first_byte_s)
+            resp = pools.post(url, _encoded(body), headers, timeout)
+        try:
             handle.attach(resp)
-            if resp.status_code != 200:
+            if resp.status != 200:
                 result = error_attempt(resp, redact)
             else:
                 result = _read_stream(resp, writer, started, timeouts.read_s)
             result.rate_headers = rate_headers(resp)
             result.sent_at = started
             return result
+        finally:
+            # A body read to its end has put its connection back in the pool already; one
+            # left unread is closed, since it cannot carry the next request.
+            resp.close()
+            resp.release_conn()
     finally:
         handle.attach(None)
 
 
+def _encoded(body: JSONDict) -> bytes:
+    return json.dumps(body, ensure_ascii=False, allow_nan=False).encode()
+
+
 def attempt(
-    session: requests.Session,
+    pools: UpstreamPools,
     url: str,
     body: JSONDict,
     headers: dict[str, str],
@@ -150,7 +149,7 @@ def attempt(
 ) -> Attempt:
     """One streamed call to `url`: how it ended. Raises only the job store's errors."""
     try:
-        return _stream_call(session, url, body, headers, timeouts, handle, writer, redact)
+        return _stream_call(pools, url, body, headers, timeouts, handle, writer, redact)
     except STORE_ERRORS:
         raise
     except InvalidChunk as exc:

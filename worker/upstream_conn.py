@@ -1,6 +1,10 @@
-"""The upstream session's connections: each tells the job calling through it when it is in
-use (worker/running.py's Handle), so that a cancel cuts a call still waiting for its first
-byte, not only one reading its answer.
+"""The worker's connections to the upstream, pooled on urllib3 (requests' per-call work, its
+environment look-ups and cookie jars, cost more than the call itself on a fast upstream).
+
+Each connection tells the job calling through it when it is in use (worker/running.py's
+Handle), so that a cancel cuts a call still waiting for its first byte, not only one reading
+its answer. Proxies come from the environment (`HTTPS_PROXY`, `HTTP_PROXY`, `NO_PROXY`), read
+once per endpoint.
 
 A cut call fails inside urllib3, which closes that connection and puts none back in its pool:
 the next call opens a fresh one. Every other call leaves its connection pooled as before.
@@ -9,10 +13,11 @@ the next call opens a fresh one. Every other call leaves its connection pooled a
 from __future__ import annotations
 
 import socket
+import urllib.request
 from typing import Any
+from urllib.parse import urlsplit
 
-from requests.adapters import HTTPAdapter
-from urllib3 import HTTPConnectionPool, HTTPSConnectionPool, ProxyManager
+from urllib3 import HTTPConnectionPool, HTTPSConnectionPool, PoolManager, ProxyManager, Timeout
 from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.response import BaseHTTPResponse
 
@@ -79,18 +84,54 @@ class _TlsPool(HTTPSConnectionPool):
 POOLS: dict[str, type[HTTPConnectionPool]] = {"http": _Pool, "https": _TlsPool}
 
 
-class UpstreamAdapter(HTTPAdapter):
-    """An HTTPAdapter of reporting connections, with TCP keepalive."""
+class UpstreamPools:
+    """The worker's connection pools to the upstream endpoints, one per endpoint (through a
+    proxy when the environment names one for it), each holding up to `maxsize` connections."""
 
-    def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
-        """The pool manager, making pools of reporting connections."""
-        kwargs["socket_options"] = HTTPConnection.default_socket_options + KEEPALIVE_OPTIONS
-        super().init_poolmanager(*args, **kwargs)
-        self.poolmanager.pool_classes_by_scheme = POOLS
+    def __init__(self, endpoints: int, maxsize: int, ca_file: str = "") -> None:
+        self._options: dict[str, Any] = {
+            "num_pools": max(10, endpoints),
+            "maxsize": maxsize,
+            "socket_options": HTTPConnection.default_socket_options + KEEPALIVE_OPTIONS,
+            "ca_certs": ca_file or None,  # None: the system's CAs
+        }
+        self._direct = PoolManager(**self._options)
+        self._direct.pool_classes_by_scheme = POOLS
+        self._by_origin: dict[str, PoolManager] = {}
 
-    def proxy_manager_for(self, proxy: str, **proxy_kwargs: Any) -> Any:
-        """The manager of an HTTP(S) proxy makes reporting connections too (SOCKS: its own)."""
-        manager = super().proxy_manager_for(proxy, **proxy_kwargs)
-        if isinstance(manager, ProxyManager):
-            manager.pool_classes_by_scheme = POOLS
+    def post(
+        self, url: str, body: bytes, headers: dict[str, str], timeout: Timeout
+    ) -> BaseHTTPResponse:
+        """Send a POST; answer its response once the headers have come, the body unread."""
+        response: BaseHTTPResponse = self._manager(url).urlopen(
+            "POST",
+            url,
+            body=body,
+            headers=headers,
+            timeout=timeout,
+            retries=False,  # retries are ours: they must see streamed text and the deadline
+            redirect=False,  # an upstream's redirect is its error, not a place to send the key
+            preload_content=False,
+        )
+        return response
+
+    def _manager(self, url: str) -> PoolManager:
+        """The manager for `url`'s origin: through the environment's proxy for it, if any."""
+        parts = urlsplit(url)
+        origin = f"{parts.scheme}://{parts.netloc}"
+        manager = self._by_origin.get(origin)
+        if manager is None:
+            manager = self._by_origin[origin] = self._for(parts.scheme, parts.hostname or "")
+        return manager
+
+    def _for(self, scheme: str, host: str) -> PoolManager:
+        proxy = urllib.request.getproxies().get(scheme, "")
+        if not proxy or urllib.request.proxy_bypass(host):
+            return self._direct
+        if proxy.startswith("socks"):
+            from urllib3.contrib.socks import SOCKSProxyManager  # needs PySocks, as requests
+
+            return SOCKSProxyManager(proxy, **self._options)
+        manager = ProxyManager(proxy, **self._options)
+        manager.pool_classes_by_scheme = POOLS
         return manager
