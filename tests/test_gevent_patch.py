@@ -25,7 +25,7 @@ def test_within_the_block_entry_points_answer_as_a_read_would_and_after_it_read_
     assert expected[0] and expected[1] and not expected[2]
 
 
-def test_patch_all_patches_as_gevent_does() -> None:
+def test_patch_all_patches_as_gevent_does_and_greenlets_keep_no_spawn_tree() -> None:
     code = (
         "import socket, threading\n"
         "from importlib import metadata\n"
@@ -35,6 +35,9 @@ def test_patch_all_patches_as_gevent_does() -> None:
         "from gevent import monkey\n"
         "assert monkey.is_module_patched('socket') and monkey.is_module_patched('threading')\n"
         "assert metadata.entry_points is read\n"
+        "import gevent\n"
+        "g = gevent.spawn(lambda: None)\n"
+        "assert g.spawning_stack is None and g.spawn_tree_locals is None, 'a spawn tree'\n"
         "print('patched')\n"
     )
     done = subprocess.run(

@@ -26,7 +26,8 @@ class IdleClosingGeventWorker(GeventWorker):  # type: ignore[misc]
         super().init_process()
 
     def patch(self) -> None:
-        """gunicorn's monkey-patching, gevent's plugins looked up once."""
+        """gunicorn's monkey-patching, gevent's plugins looked up once; no spawning trees."""
+        gevent_patch.without_spawn_tree()
         with gevent_patch.entry_points_read_once():
             super().patch()
 
