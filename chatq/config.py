@@ -80,6 +80,7 @@ class Settings:
     backend_retry_after_s: int = 2
     log_level: str = "INFO"
     log_format: str = "text"
+    access_log: bool = True
     metrics_dir: str = ""
     max_queue_depth: int = 10000
     rate_limit: str = ""
@@ -201,6 +202,7 @@ def load(env: Mapping[str, str] | None = None) -> Settings:
         backend_retry_after_s=read_int(e, "CHATQ_BACKEND_RETRY_AFTER", d.backend_retry_after_s, 1),
         log_level=read_text(e, "CHATQ_LOG_LEVEL", d.log_level).upper(),
         log_format=read_choice(e, "CHATQ_LOG_FORMAT", d.log_format, ("text", "json")),
+        access_log=read_bool(e, "CHATQ_ACCESS_LOG", d.access_log),
         metrics_dir=e.get("CHATQ_METRICS_DIR", "").strip(),
         max_queue_depth=read_int(e, "CHATQ_MAX_QUEUE_DEPTH", d.max_queue_depth),
         rate_limit=e.get("CHATQ_RATE_LIMIT", "").strip(),

@@ -133,4 +133,7 @@ def setup(level: str, secrets: Iterable[str], log_format: str = "text") -> None:
     for handler in root.handlers:
         handler.setFormatter(formatter(log_format))
     root.setLevel(level)
+    # No thread name on records (no format prints it): under gevent, each greenlet that logs
+    # would get a dummy Thread object of its own, kept until the greenlet ends.
+    logging.logThreads = False
     install_redaction(secrets)

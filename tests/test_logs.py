@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import io
 import logging
+import subprocess
+import sys
 
 from chatq.logs import REDACTED, RedactingFilter, Redactor, formatter, install_redaction
+from tests.procs import ROOT
 
 
 def test_redactor_removes_keys_of_any_shape() -> None:
@@ -89,3 +92,29 @@ def test_the_filter_redacts_extra_fields_no_formatter_prints_and_keeps_the_rest(
     RedactingFilter(Redactor(["bare0key0secret77"])).filter(record)
     assert (record.status, record.duration_ms, record.job_id) == (200, 1.5, "job_abc")
     assert record.custom == REDACTED and record.pair == ("a", REDACTED)
+
+
+def test_greenlets_that_log_get_no_thread_object_each() -> None:
+    """Under gevent a record's thread name made a dummy Thread per greenlet that logged, kept
+    until the greenlet ended: per parked request, objects for every collection to walk."""
+    code = (
+        "from chatq import gevent_patch\n"
+        "gevent_patch.patch_all()\n"
+        "import io, logging, sys, threading, gevent, gevent.event\n"
+        "from chatq import logs\n"
+        "sys.stderr = io.StringIO()\n"
+        "logs.setup('INFO', [], 'text')\n"
+        "parked = gevent.event.Event()\n"
+        "def run():\n"
+        "    logging.getLogger('chatq.test').info('a line')\n"
+        "    parked.wait()\n"
+        "greenlets = [gevent.spawn(run) for _ in range(50)]\n"
+        "gevent.sleep(0.1)\n"
+        "assert 'a line' in sys.stderr.getvalue()\n"
+        "print(len(threading.enumerate()))\n"
+        "parked.set()\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60
+    )
+    assert done.stdout.strip() == "1", done.stderr

@@ -85,7 +85,7 @@ def create_app(settings: Settings | None = None) -> Flask:
     svc = _services(settings)
     _check_redis(settings, svc)
     app.extensions["chatq"] = svc
-    observability.install_request_log(app)
+    observability.install_request_log(app, settings.access_log)
     errors.register(app)
     app.register_blueprint(jobs.bp)
     app.register_blueprint(events.bp)

@@ -103,7 +103,10 @@ def _finished(response: Response) -> Response:
     return response
 
 
-def install_request_log(app: Flask) -> None:
-    """One log line per request, with its key name and job id, and the in-flight gauge."""
+def install_request_log(app: Flask, access_log: bool = True) -> None:
+    """One log line per request (unless `access_log` is off), with its key name and job id,
+    and the in-flight gauge."""
+    # Off: the logger's own level drops the line before a record is made.
+    log.setLevel(logging.NOTSET if access_log else logging.WARNING)
     app.before_request(_started)
     app.after_request(_finished)
