@@ -1,13 +1,18 @@
-"""The worker's upstream call goes through the proxy that the environment names (`HTTP_PROXY`),
-and around it for a host in `NO_PROXY` (in process: the worker's own pools and attempt).
+"""The worker's upstream call goes through the proxy that the environment names (`HTTP_PROXY`,
+its credentials included), and around it for a host in `NO_PROXY` (in process: the worker's
+own pools and attempt).
 
 The upstream's host does not resolve: only a call sent through the proxy can succeed. The
-proxy is the tests' shapes upstream, which answers any request line, absolute ones too."""
+proxy answers every request itself, with a well-formed stream, and notes what it was sent."""
 
 from __future__ import annotations
 
+import base64
+import threading
 import time
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
 
 import pytest
 import redis
@@ -16,7 +21,7 @@ from chatq.config import Settings
 from chatq.logs import Redactor
 from chatq.store import Store
 from scripts.localredis import free_port
-from tests.shapes_upstream import ShapesUpstream
+from tests.shapes_upstream import STREAMS
 from worker.attempts import Attempt
 from worker.flusher import DeltaWriter
 from worker.running import Handle
@@ -25,17 +30,47 @@ from worker.upstream import Timeouts, attempt, make_pools
 UPSTREAM = "http://upstream.invalid/v1"  # .invalid never resolves (RFC 2606)
 
 
+class Proxy:
+    """A forward proxy that answers for the upstream; `seen` holds (request line target,
+    Proxy-Authorization) of each request."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[str, str]] = []
+        proxy = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_POST(self) -> None:
+                self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                proxy.seen.append((self.path, self.headers.get("Proxy-Authorization", "")))
+                body = STREAMS["ok"]
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port = self.server.server_address[1]
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+
 @pytest.fixture
-def proxy(monkeypatch: pytest.MonkeyPatch) -> Iterator[ShapesUpstream]:
-    """A proxy named by HTTP_PROXY, with NO_PROXY cleared."""
-    server = ShapesUpstream()
+def proxy(monkeypatch: pytest.MonkeyPatch) -> Iterator[Proxy]:
+    """A proxy named by HTTP_PROXY (with a user and password), NO_PROXY cleared."""
+    server = Proxy()
     for name in ("http_proxy", "HTTP_PROXY", "no_proxy", "NO_PROXY"):
         monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("HTTP_PROXY", server.url.removesuffix("/v1"))
+    monkeypatch.setenv("HTTP_PROXY", f"http://chatq:pa%40ss@127.0.0.1:{server.port}")
     try:
         yield server
     finally:
-        server.stop()
+        server.server.shutdown()
+        server.server.server_close()
 
 
 def _call() -> Attempt:
@@ -43,25 +78,26 @@ def _call() -> Attempt:
     # The text stays in the writer's buffer (it flushes at 10,000 characters): no Redis needed.
     writer = DeltaWriter(Store(redis.Redis(port=free_port()), 60), handle, 10_000)
     pools = make_pools(Settings(upstream_urls=(UPSTREAM,), worker_concurrency=2))
-    body = {"model": "shape:ok"}
+    body = {"model": "fake"}
     timeouts = Timeouts(2, 5, 5)
     return attempt(
         pools, UPSTREAM + "/chat/completions", body, {}, timeouts, handle, writer, Redactor()
     )
 
 
-def test_the_call_goes_through_the_proxy_of_the_environment(proxy: ShapesUpstream) -> None:
+def test_the_call_goes_through_the_proxy_of_the_environment(proxy: Proxy) -> None:
     result = _call()
     assert (result.ok, result.status) == (True, 200)
     assert result.completion["choices"][0]["message"]["content"] == "fine"
-    assert proxy.calls_to("ok") == 1
+    credentials = base64.b64encode(b"chatq:pa@ss").decode()
+    assert proxy.seen == [(UPSTREAM + "/chat/completions", f"Basic {credentials}")]
 
 
 def test_a_host_in_no_proxy_is_called_directly(
-    proxy: ShapesUpstream, monkeypatch: pytest.MonkeyPatch
+    proxy: Proxy, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("NO_PROXY", "upstream.invalid")
     result = _call()
     # Straight to a host that does not resolve: a connection error, retried, not a timeout.
     assert (result.ok, result.retryable, result.outcome) == (False, True, "connection_error")
-    assert proxy.calls_to("ok") == 0
+    assert proxy.seen == []

@@ -15,11 +15,12 @@ from __future__ import annotations
 import socket
 import urllib.request
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 from urllib3 import HTTPConnectionPool, HTTPSConnectionPool, PoolManager, ProxyManager, Timeout
 from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.response import BaseHTTPResponse
+from urllib3.util import make_headers
 
 from worker.running import calling_handle
 
@@ -132,6 +133,16 @@ class UpstreamPools:
             from urllib3.contrib.socks import SOCKSProxyManager  # needs PySocks, as requests
 
             return SOCKSProxyManager(proxy, **self._options)
-        manager = ProxyManager(proxy, **self._options)
+        manager = ProxyManager(proxy, proxy_headers=_proxy_auth(proxy), **self._options)
         manager.pool_classes_by_scheme = POOLS
         return manager
+
+
+def _proxy_auth(proxy: str) -> dict[str, str] | None:
+    """Basic credentials for the proxy, from its URL's user and password, as requests sends."""
+    parts = urlsplit(proxy)
+    if not parts.username:
+        return None
+    user_password = f"{unquote(parts.username)}:{unquote(parts.password or '')}"
+    headers: dict[str, str] = make_headers(proxy_basic_auth=user_password)
+    return headers
