@@ -219,3 +219,13 @@ def sse_events(session: requests.Session, url: str) -> list[dict[str, Any]]:
             for line in sse.iter_lines(decode_unicode=True)
             if line.startswith("data: ")
         ]
+
+
+def python_output(code: str) -> str:
+    """What `python -c code` prints, run from the repository in a process of its own; its
+    stderr in the assertion message when it fails."""
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from importlib import metadata
 
 from chatq import gevent_patch
-from tests.procs import ROOT
+from tests.procs import python_output
 
 
 def _names(group: str) -> list[str]:
@@ -40,7 +38,4 @@ def test_patch_all_patches_as_gevent_does_and_greenlets_keep_no_spawn_tree() -> 
         "assert g.spawning_stack is None and g.spawn_tree_locals is None, 'a spawn tree'\n"
         "print('patched')\n"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60
-    )
-    assert done.stdout.strip() == "patched", done.stderr
+    assert python_output(code) == "patched"

@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import io
 import logging
-import subprocess
-import sys
 
 from chatq.logs import REDACTED, RedactingFilter, Redactor, formatter, install_redaction
-from tests.procs import ROOT
+from tests.procs import python_output
 
 
 def test_redactor_removes_keys_of_any_shape() -> None:
@@ -114,7 +112,4 @@ def test_greenlets_that_log_get_no_thread_object_each() -> None:
         "print(len(threading.enumerate()))\n"
         "parked.set()\n"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60
-    )
-    assert done.stdout.strip() == "1", done.stderr
+    assert python_output(code) == "1"
