@@ -13,6 +13,7 @@ import re
 import requests
 
 METRIC = "chatq_gc_pause_seconds"
+TARGET_S = 0.05  # issue 12: no pause longer than this
 _BUCKET = re.compile(METRIC + r"_bucket\{(?P<labels>[^}]*)\} (?P<n>\S+)$")
 Buckets = dict[float, float]
 
@@ -39,15 +40,16 @@ def read(url: str, timeout_s: float = 10.0) -> Buckets | None:
 
 
 def longest(before: Buckets | None, after: Buckets | None) -> dict[str, float | int | None]:
-    """Bounds of the longest pause between two readings: (above_s, at_most_s], and how many."""
+    """Bounds of the longest pause between two readings: (above_s, at_most_s]; how many
+    pauses there were, and how many of them were longer than TARGET_S."""
     if after is None:
-        return {"pauses": None, "above_s": None, "at_most_s": None}
+        return {"pauses": None, "above_s": None, "at_most_s": None, "over_target": None}
     before = before or {}
     bounds = sorted(after)
     delta = {b: after[b] - before.get(b, 0.0) for b in bounds}
     total = delta.get(math.inf, 0.0)
     if total <= 0:
-        return {"pauses": 0, "above_s": None, "at_most_s": 0.0}
+        return {"pauses": 0, "above_s": None, "at_most_s": 0.0, "over_target": 0}
     within = [b for b in bounds if delta[b] >= total]
     exceeded = [b for b in bounds if delta[b] < total]
     at_most = within[0] if within else math.inf
@@ -55,15 +57,17 @@ def longest(before: Buckets | None, after: Buckets | None) -> dict[str, float | 
         "pauses": int(total),
         "above_s": max(exceeded, default=0.0),
         "at_most_s": None if at_most == math.inf else at_most,
+        "over_target": int(total - delta.get(TARGET_S, 0.0)),
     }
 
 
 def describe(bound: dict[str, float | int | None]) -> str:
-    """`0.025-0.05 s over 1,234 pauses`, or why there is no figure."""
+    """`0.025-0.05 s over 1,234 pauses (2 over 0.05 s)`, or why there is no figure."""
     if bound["pauses"] is None:
         return "not read"
     if not bound["pauses"]:
         return "no pause"
     upper = bound["at_most_s"]
     span = f"> {bound['above_s']:g} s" if upper is None else f"{bound['above_s']:g}-{upper:g} s"
-    return f"{span} over {bound['pauses']:,} pauses"
+    over = f" ({bound['over_target']:,} over {TARGET_S:g} s)" if "over_target" in bound else ""
+    return f"{span} over {bound['pauses']:,} pauses{over}"

@@ -101,10 +101,22 @@ def test_the_longest_gc_pause_is_bounded_by_the_buckets_of_the_load_only() -> No
     before = gcpauses.parse(_gc_metrics({"0.01": 0, "0.05": 0, "0.1": 0, "0.25": 1, "+Inf": 1}))
     # During it: 40 more pauses, the longest between 0.01 and 0.05 s.
     after = gcpauses.parse(_gc_metrics({"0.01": 30, "0.05": 40, "0.1": 40, "0.25": 41, "+Inf": 41}))
-    assert gcpauses.longest(before, after) == {"pauses": 40, "above_s": 0.01, "at_most_s": 0.05}
+    assert gcpauses.longest(before, after) == {
+        "pauses": 40,
+        "above_s": 0.01,
+        "at_most_s": 0.05,
+        "over_target": 0,
+    }
+    # With the start-up's collection counted: one pause over the 0.05 s target.
     assert gcpauses.longest(None, after)["at_most_s"] == 0.25
+    assert gcpauses.longest(None, after)["over_target"] == 1
     over = gcpauses.parse(_gc_metrics({"0.01": 0, "0.25": 0, "+Inf": 2}))
-    assert gcpauses.longest(None, over) == {"pauses": 2, "above_s": 0.25, "at_most_s": None}
+    assert gcpauses.longest(None, over) == {
+        "pauses": 2,
+        "above_s": 0.25,
+        "at_most_s": None,
+        "over_target": 2,
+    }
     assert gcpauses.longest(after, after)["pauses"] == 0
 
 
