@@ -36,6 +36,10 @@ def start_record(pid: int, out: Path, duration_s: int, rate: int = 200) -> subpr
 
 def _frame_name(frame: str) -> str:
     """`func (path/file.py:line)` -> `func (file.py)`, short enough for a table."""
+    if frame.startswith("process "):  # py-spy's root frame: pid and command line, path dropped
+        pid, _, line = frame.partition(":")
+        command = line.strip('"').split()
+        return f"{pid} (" + " ".join([Path(command[0]).name, *command[1:]] if command else []) + ")"
     name, _, where = frame.partition(" (")
     path = where.rstrip(")").rsplit(":", 1)[0]
     short = (

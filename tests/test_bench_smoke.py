@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import redis
 
-from bench import soakrows, targets12, targets14
+from bench import profiling, soakrows, targets12, targets14
 from bench.roundtrips import RoundTripProxy
 from bench.sections import rediscalls
 from bench.sections.registry import SECTIONS
@@ -301,3 +301,17 @@ def test_the_soak_rows_take_the_highest_passing_rate_and_the_gc_bound() -> None:
     assert gc.met is False and "10 min at 50 jobs/s" in gc.reached  # a worker paused > 50 ms
     assert soakrows.soak({"soak": {"runs": [_soak(30, 100, False)]}})[0].met is False
     assert soakrows.gc_pause({})[0].met is None
+
+
+def test_a_profile_summary_names_functions_and_processes_without_paths(tmp_path: Path) -> None:
+    raw = tmp_path / "p.raw"
+    raw.write_text(
+        'process 17459:"/opt/x/.venv/bin/python -m worker";run (/opt/x/worker/tasks.py:40);'
+        "send (/opt/x/.venv/lib/python3.11/site-packages/gevent/_socketcommon.py:7) 3\n"
+        'process 17459:"/opt/x/.venv/bin/python -m worker";run (/opt/x/worker/tasks.py:40) 1\n'
+    )
+    text = profiling.render(profiling.summarise(raw))
+    assert "/opt/x" not in text
+    assert "75.0%  send (gevent/_socketcommon.py)" in text
+    assert "100.0%  process 17459 (python -m worker)" in text
+    assert "100.0%  run (worker/tasks.py)" in text
