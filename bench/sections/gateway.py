@@ -61,11 +61,13 @@ def _litellm(lab: Lab) -> tuple[System | None, JSON]:
 
 def _systems(lab: Lab) -> tuple[list[System], JSON]:
     stack = lab.chatq()
+    # A fakellm of its own: the main one's counters are the chatq worker's alone (the
+    # `connections` section reads them), not the load generator's direct calls too.
     direct = System(
         "direct",
-        lab.fakellm("main").removesuffix("/v1"),
+        lab.fakellm("direct").removesuffix("/v1"),
         UPSTREAM_KEY,
-        {"fakellm": lab.fakellm_pid("main")},
+        {"fakellm": lab.fakellm_pid("direct")},
     )
     chatq = System("chatq", stack.url, "", {**stack.pids(), "fakellm": lab.fakellm_pid("main")})
     peer, about = _litellm(lab)
