@@ -84,11 +84,11 @@ def leases_of(job_id: str, cluster: bool = False) -> str:
     return leases(shard(job_id) if cluster else SHARDS[0])
 
 
-def outbox(shard_char: str) -> str:
-    """Stream: "id", "status" of each ended job of the shard whose record has `announce` 1
-    (webhooks, batches); read by the workers' relay through a consumer group; capped near
-    100,000 entries."""
-    return _sharded(shard_char, "outbox")
+def outbox(shard_char: str, lane: str = "interactive") -> str:
+    """Stream: "id", "status" of each ended job of the shard and lane (its `priority`) whose
+    record has `announce` 1 (webhooks, batches, token limits); read by the relay of the
+    workers that run the lane, through a consumer group; capped near 100,000 entries."""
+    return _sharded(shard_char, "outbox" if lane == "interactive" else f"outbox:{lane}")
 
 
 def notify(shard_char: str) -> str:

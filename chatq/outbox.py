@@ -1,11 +1,12 @@
 """The outbox: jobs that ended and must be announced for sure (webhooks, batch accounting).
 
-A job whose record has `announce` 1 is added to its shard's outbox stream by the same atomic
-step that ends it. Readers share them through one consumer group: each entry goes to one
-reader, stays pending until acknowledged, and is taken over by another reader once its
-reader has been silent for `claim_idle_s` (a worker that died mid-way). Each reader looks for
-such entries every quarter of that, not at every read: one look is a command per shard (64).
-Delivery is at least once: a handler must be idempotent.
+A job whose record has `announce` 1 is added to its shard's outbox stream of its lane by the
+same atomic step that ends it; a reader reads the streams of the lanes its worker runs.
+Readers share them through one consumer group: each entry goes to one reader, stays pending
+until acknowledged, and is taken over by another reader once its reader has been silent for
+`claim_idle_s` (a worker that died mid-way). Each reader looks for such entries every quarter
+of that, not at every read: one look is a command per stream (64 a lane). Delivery is at
+least once: a handler must be idempotent.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Any
 
 import redis
 
-from chatq import keys
+from chatq import jobs, keys
 from chatq.lua_scripts import is_cluster
 
 GROUP = "chatq-relay"
@@ -24,16 +25,17 @@ GROUP = "chatq-relay"
 
 @dataclass(frozen=True)
 class Ended:
-    """One outbox entry: the job `job_id` ended as `status`."""
+    """One outbox entry of `stream`: the job `job_id` ended as `status`."""
 
     entry_id: str
     job_id: str
     status: str
+    stream: str
 
 
-def _entries(rows: Any) -> list[Ended]:
+def _entries(stream: str, rows: Any) -> list[Ended]:
     return [
-        Ended(str(entry_id), fields.get("id", ""), fields.get("status", ""))
+        Ended(str(entry_id), fields.get("id", ""), fields.get("status", ""), stream)
         for entry_id, fields in rows or []
         if fields
     ]
@@ -42,16 +44,23 @@ def _entries(rows: Any) -> list[Ended]:
 def _streams(rows: Any) -> list[Ended]:
     """The entries of an XREADGROUP answer over several streams (RESP2 or RESP3)."""
     pairs = rows.items() if isinstance(rows, dict) else rows or []
-    return [entry for _, stream_rows in pairs for entry in _entries(stream_rows)]
+    return [entry for stream, stream_rows in pairs for entry in _entries(stream, stream_rows)]
 
 
 class Outbox:
-    """One reader of the outbox (one stream per shard), named `consumer` (unique per
-    process). On a Cluster each shard's stream is read on its own, without blocking."""
+    """One reader of the outbox of `lanes` (a stream per shard and lane), named `consumer`
+    (unique per process). On a Cluster each stream is read on its own, without blocking."""
 
-    def __init__(self, client: redis.Redis, consumer: str, claim_idle_s: float = 30.0) -> None:
+    def __init__(
+        self,
+        client: redis.Redis,
+        consumer: str,
+        claim_idle_s: float = 30.0,
+        lanes: tuple[str, ...] = jobs.PRIORITIES,
+    ) -> None:
         self.redis = client
         self.consumer = consumer
+        self.streams = [keys.outbox(shard, lane) for lane in lanes for shard in keys.SHARDS]
         self.claim_idle_ms = int(claim_idle_s * 1000)
         self.look_every_s = claim_idle_s / 4
         self._looked_at = float("-inf")  # time.monotonic() of the last look for stale entries
@@ -61,9 +70,9 @@ class Outbox:
     def _group(self) -> None:
         if self._grouped:
             return
-        for shard in keys.SHARDS:
+        for stream in self.streams:
             try:
-                self.redis.xgroup_create(keys.outbox(shard), GROUP, id="0", mkstream=True)
+                self.redis.xgroup_create(stream, GROUP, id="0", mkstream=True)
             except redis.ResponseError as exc:
                 if "BUSYGROUP" not in str(exc):
                     raise
@@ -79,21 +88,21 @@ class Outbox:
             self._looked_at = float("-inf") if stale else time.monotonic()
             if stale:
                 return stale
-        if not self.cluster:  # one blocking read over every shard's stream
+        if not self.cluster:  # one blocking read over every stream
             return _streams(
                 self.redis.xreadgroup(
                     GROUP,
                     self.consumer,
-                    {keys.outbox(shard): ">" for shard in keys.SHARDS},
+                    dict.fromkeys(self.streams, ">"),
                     count=count,
                     block=int(block_s * 1000),
                 )
             )
         found = [
             entry
-            for shard in keys.SHARDS
+            for stream in self.streams
             for entry in _streams(
-                self.redis.xreadgroup(GROUP, self.consumer, {keys.outbox(shard): ">"}, count=count)
+                self.redis.xreadgroup(GROUP, self.consumer, {stream: ">"}, count=count)
             )
         ]
         if not found:
@@ -103,15 +112,17 @@ class Outbox:
     def _stale(self, count: int) -> list[Ended]:
         """Entries pending with a reader silent for `claim_idle_s`, now this reader's."""
         pipe = self.redis.pipeline(transaction=False)
-        for shard in keys.SHARDS:
-            pipe.xautoclaim(
-                keys.outbox(shard), GROUP, self.consumer, self.claim_idle_ms, count=count
-            )
-        return [entry for claimed in pipe.execute() for entry in _entries(claimed[1])]
+        for stream in self.streams:
+            pipe.xautoclaim(stream, GROUP, self.consumer, self.claim_idle_ms, count=count)
+        claims = pipe.execute()
+        return [
+            entry
+            for stream, claimed in zip(self.streams, claims, strict=True)
+            for entry in _entries(stream, claimed[1])
+        ]
 
     def ack(self, entries: list[Ended]) -> None:
         """These are handled: no reader gets them again."""
         for entry in entries:
-            stream = keys.outbox(keys.shard(entry.job_id))
-            self.redis.xack(stream, GROUP, entry.entry_id)
-            self.redis.xdel(stream, entry.entry_id)
+            self.redis.xack(entry.stream, GROUP, entry.entry_id)
+            self.redis.xdel(entry.stream, entry.entry_id)

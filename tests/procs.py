@@ -205,10 +205,11 @@ def leases_count(client: Any) -> int:
 
 
 def outbox_length(client: Any) -> int:
-    """Entries waiting in the outbox, in every shard."""
-    from chatq import keys
+    """Entries waiting in the outbox, in every shard and lane."""
+    from chatq import jobs, keys
 
-    return sum(int(client.xlen(keys.outbox(shard))) for shard in keys.SHARDS)
+    streams = [keys.outbox(shard, lane) for lane in jobs.PRIORITIES for shard in keys.SHARDS]
+    return sum(int(client.xlen(stream)) for stream in streams)
 
 
 def sse_events(session: requests.Session, url: str) -> list[dict[str, Any]]:

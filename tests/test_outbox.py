@@ -39,9 +39,9 @@ def store(request: pytest.FixtureRequest) -> Iterator[Store]:
     server.stop()
 
 
-def _job(store: Store, name: str, announce: bool) -> str:
+def _job(store: Store, name: str, announce: bool, lane: str = "interactive") -> str:
     job_id = f"job_{name:x<32}"
-    record = jobs.new_record(job_id, "alice", "fake", "interactive", {}, time.time())
+    record = jobs.new_record(job_id, "alice", "fake", lane, {}, time.time())
     if announce:
         record["announce"] = "1"
     store.create(record=record, lease_s=LEASE_S)
@@ -69,6 +69,21 @@ def test_each_way_an_announced_job_ends_is_in_the_outbox(store: Store) -> None:
     }
 
 
+def test_a_job_s_end_goes_to_the_readers_of_its_lane_only(store: Store) -> None:
+    line, chat = _job(store, "line", True, "batch"), _job(store, "chat", True)
+    for job_id in (line, chat):
+        store.claim(job_id=job_id, run_id="r", lease_s=LEASE_S)
+        store.finish(job_id=job_id, run_id="r", status=jobs.COMPLETED, fields={"result": "{}"})
+    interactive = Outbox(store.redis, "interactive-worker", lanes=("interactive",))
+    batch = Outbox(store.redis, "batch-worker", lanes=("batch",))
+    assert [e.job_id for e in interactive.read(block_s=0.1)] == [chat]
+    taken = batch.read(block_s=0.1)
+    assert [e.job_id for e in taken] == [line]
+    batch.ack(taken)
+    assert interactive.read(block_s=0.1) == batch.read(block_s=0.1) == []
+    assert outbox_length(store.redis) == 1  # the interactive one, read but not acknowledged
+
+
 def test_an_entry_a_reader_took_and_never_acknowledged_goes_to_another(store: Store) -> None:
     job_id = _job(store, "taken", True)
     store.claim(job_id=job_id, run_id="r", lease_s=LEASE_S)
@@ -94,8 +109,9 @@ def test_an_idle_reader_looks_for_a_silent_reader_s_entries_once_per_quarter_idl
         for _ in range(5):
             assert reader.read(block_s=0.05) == []
         stats = client.info("commandstats").get("cmdstat_xautoclaim", {})
-        # One look (a command per shard's stream), not one per read: 64 commands, not 320.
-        assert stats.get("calls") == len(keys.SHARDS)
+        # One look (a command per stream: a shard's of each lane), not one per read: 128
+        # commands, not 640.
+        assert stats.get("calls") == len(keys.SHARDS) * len(jobs.PRIORITIES)
     finally:
         client.close()
         server.stop()

@@ -1,6 +1,7 @@
-"""The relay: each worker process reads the outbox and hands every ended job to the handlers
-that care (webhooks, batches). An entry is acknowledged once every handler took it; one
-that raised is read again later, so handlers must be idempotent."""
+"""The relay: each worker process reads the outbox of the lanes it runs and hands every ended
+job to the handlers that care (webhooks, batches, token limits). An entry is acknowledged
+once every handler took it; one that raised is read again later, so handlers must be
+idempotent."""
 
 from __future__ import annotations
 
@@ -29,7 +30,7 @@ class Relay:
 
     def __init__(self, ctx: WorkerContext, name: str, claim_idle_s: float = 30.0) -> None:
         self.ctx = ctx
-        self.outbox = Outbox(ctx.store.redis, name, claim_idle_s)
+        self.outbox = Outbox(ctx.store.redis, name, claim_idle_s, ctx.settings.worker_lanes)
         self._stop = threading.Event()
 
     def start(self) -> None:

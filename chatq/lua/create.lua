@@ -37,10 +37,8 @@ if mode == 'cached' then
   end_event(id, COMPLETED, redis.call('HGET', K('job', id), 'finish_reason'), text)
   expire_all(id, ttl_s, whole ~= nil)
   -- Whoever must hear of a job's end (a webhook, a batch) hears of a cache hit's too.
-  if redis.call('HGET', K('job', id), 'announce') == '1' then
-    redis.call('XADD', S(shard(id), 'outbox'), 'MAXLEN', '~', 100000, '*', 'id', id,
-               'status', COMPLETED)
-  end
+  local said = redis.call('HMGET', K('job', id), 'announce', 'priority')
+  if said[1] == '1' then announce_end(id, COMPLETED, said[2]) end
   return {'created', '', stamp(t)}
 end
 

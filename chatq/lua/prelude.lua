@@ -168,6 +168,15 @@ local function end_event(id, status, reason, tail)
   redis.call('XADD', K('events', id), '*', unpack(entry))
 end
 
+-- Whoever must hear of a job's end for sure (a webhook, a batch, a token limit) reads it
+-- from the outbox of the job's lane (chatq/keys.py outbox): the workers of that lane relay it,
+-- so that a batch's ends keep off the workers that serve interactive jobs.
+local function announce_end(id, status, priority)
+  local stream = S(shard(id), 'outbox')
+  if priority == 'batch' then stream = S(shard(id), 'outbox:batch') end
+  redis.call('XADD', stream, 'MAXLEN', '~', 100000, '*', 'id', id, 'status', status)
+end
+
 -- What close reads of a job that does not carry its record on the notification.
 local CLOSE_FIELDS = {'owner', 'priority', 'announce', 'counted', 'parked'}
 
@@ -193,11 +202,7 @@ local function close(id, ending, publish_record, job)
     message = message .. ' ' .. snapshot(id, job, text)
   end
   publish(S(shard(id), 'notify'), message)
-  -- Whoever must hear of this end for sure (a webhook, a batch) reads it from the outbox.
-  if job.announce == '1' then
-    redis.call('XADD', S(shard(id), 'outbox'), 'MAXLEN', '~', 100000, '*', 'id', id,
-               'status', ending.status)
-  end
+  if job.announce == '1' then announce_end(id, ending.status, job.priority) end
 end
 
 -- Ends a leader and its followers alike, as `ending` says (see close). `members`: the group,
