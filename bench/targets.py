@@ -139,15 +139,29 @@ def batch(s: JSON) -> list[Row]:
     serving both lanes, and a worker per lane with the same slots (CHATQ_WORKER_LANES)."""
     b = dig(s, "batch")
     lines = f"{dig(b, 'lines') or 10000:,}-line batch"
+    turns = "idle in turns with the batch"
     return [
-        _batch_row(b, f"interactive p99 during a {lines}"),
-        _batch_row(dig(b, "worker_per_lane"), f"the same, a worker per lane ({lines})"),
-        _batch_row(dig(b, "worker_per_lane_niced"), f"the same, the batch worker niced ({lines})"),
+        _batch_row(b, f"interactive p99 during a {lines} (idle before and after)"),
+        _batch_row(dig(b, "worker_per_lane"), f"the same, a worker per lane ({turns})"),
         _batch_row(
             dig(b, "worker_per_lane_idle_class"),
-            f"the same, the batch worker in the idle class ({lines})",
+            f"the same, the batch worker in the idle class ({turns})",
         ),
+        _control_row(dig(b, "cpu_burner_control")),
     ]
+
+
+def _control_row(c: JSON) -> Row:
+    """The machine's own floor: a CPU burner in the idle class in turns, no batch."""
+    measure = "control: interactive p99 beside a CPU burner in the idle class, in turns"
+    burning, idle = dig(c, "burning", "latency"), dig(c, "idle", "latency")
+    if not burning or not idle:
+        return missing(measure, "— (what any busy process costs here)", 16)
+    reached = (
+        f"{fmt(burning['p99_ms'], ' ms')} vs {fmt(idle['p99_ms'], ' ms')} idle; p50 "
+        f"{fmt(burning['p50_ms'], ' ms')} vs {fmt(idle['p50_ms'], ' ms')}"
+    )
+    return Row(measure, "— (what any busy process costs here)", reached, None, 16)
 
 
 def _batch_row(b: JSON, measure: str) -> Row:
@@ -161,7 +175,9 @@ def _batch_row(b: JSON, measure: str) -> Row:
     return Row(
         measure,
         target,
-        f"{fmt(busy, ' ms')} vs {fmt(idle, ' ms')} idle; {b['lines_per_s']} lines/s, "
+        f"{fmt(busy, ' ms')} vs {fmt(idle, ' ms')} idle "
+        f"({dig(b, 'interactive_during', 'latency', 'n')} and "
+        f"{dig(b, 'interactive_idle', 'latency', 'n')} probes); {b['lines_per_s']} lines/s, "
         f"first line {b['first_line_s']} s, last {b['last_line_s']} s",
         busy <= 1.2 * idle and b["status"] == "completed",
         16,
@@ -182,6 +198,7 @@ JUDGES: list[Callable[[JSON], list[Row]]] = [
     soakrows.gc_pause,
     soakrows.soak,
     *EARLIER,
+    targets14.fairness,
     targets14.pacing,
 ]
 

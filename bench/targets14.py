@@ -68,3 +68,29 @@ def _counts(paced: JSON, unpaced: JSON, rate: float | None, off_by: float | None
             ISSUE,
         ),
     ]
+
+
+def fairness(s: JSON) -> list[Row]:
+    """Bob's wait for a slot beside alice's flood of 1 s jobs, against his wait alone."""
+    f = dig(s, "fairness")
+    if not f:
+        return [missing("fairness: bob's wait beside a flood", "within 1.5x of alone", ISSUE)]
+    flood = f"{f['flood_jobs']:,}-job flood"
+    return [
+        _fair_row(f["fair_capped"], f"light tenant's wait p50 / p99 beside a {flood}, capped"),
+        _fair_row(f["fair"], "the same, no running cap (a slot must free up first)"),
+        _fair_row(f["fifo"], "the same, one FIFO queue (chatq before issue 14)", judged=False),
+    ]
+
+
+def _fair_row(v: JSON, measure: str, judged: bool = True) -> Row:
+    alone, during = v["alone"], v["with_flood"]
+    reached = (
+        f"{during['p50_ms']:g} / {during['p99_ms']:g} ms vs {alone['p50_ms']:g} / "
+        f"{alone['p99_ms']:g} ms alone ({v['p50_ratio']:g}x / {v['p99_ratio']:g}x, "
+        f"{alone['n']} jobs each)"
+    )
+    within = all(during[p] <= 1.5 * alone[p] for p in ("p50_ms", "p99_ms"))
+    met = within if judged else None
+    target = "within 1.5x of alone" if judged else "— (the alternative)"
+    return Row(measure, target, reached, met, ISSUE)

@@ -19,7 +19,7 @@ import redis
 
 from bench import profiling, soakrows, targets12, targets14
 from bench.roundtrips import RoundTripProxy
-from bench.sections import rediscalls
+from bench.sections import batchturns, rediscalls
 from bench.sections.registry import SECTIONS
 from bench.targets import dig
 from scripts.localredis import LocalRedis
@@ -109,7 +109,11 @@ NUMBERS: dict[str, list[tuple[Any, ...]]] = {
         ("interactive_during", "latency", "p99_ms"),
         ("max_batch_lane_depth",),
         ("worker_per_lane", "interactive_during", "latency", "p99_ms"),
+        ("worker_per_lane", "interactive_idle", "latency", "p99_ms"),
         ("worker_per_lane", "lines_per_s"),
+        ("worker_per_lane_idle_class", "paused_s"),
+        ("cpu_burner_control", "burning", "latency", "p99_ms"),
+        ("cpu_burner_control", "idle", "latency", "p99_ms"),
     ],
 }
 
@@ -125,7 +129,7 @@ def _quick_run(out: Path, *only: str) -> dict[str, Any]:
         cwd=ROOT,
         capture_output=True,
         text=True,
-        timeout=280,
+        timeout=420,  # the whole quick bench took 250 s here (2026-12-03)
     )
     assert done.returncode == 0, done.stderr[-4000:]
     assert "| measure | target | reached | met |" in done.stdout
@@ -315,3 +319,39 @@ def test_a_profile_summary_names_functions_and_processes_without_paths(tmp_path:
     assert "75.0%  send (gevent/_socketcommon.py)" in text
     assert "100.0%  process 17459 (python -m worker)" in text
     assert "100.0%  run (worker/tasks.py)" in text
+
+
+def test_turns_put_each_whole_probe_on_its_side_and_leave_out_the_settling_ones() -> None:
+    switches = [(100.0, True), (110.0, False), (120.0, True)]
+
+    def probe(t0: float, latency_s: float, ok: bool = True) -> dict[str, Any]:
+        return {"t0": t0, "t1": t0 + latency_s, "ok": ok}
+
+    outcomes = [
+        probe(100.5, 0.01),  # within 1.5 s of the switch: left out
+        probe(105.0, 0.02),
+        probe(109.99, 0.02),  # ends in the next turn: left out
+        probe(115.0, 0.01),
+        probe(116.0, 0.01, ok=False),
+        probe(125.0, 0.03),
+    ]
+    sides = batchturns.split(outcomes, switches, turn_s=10.0)
+    assert sides["running"]["latency"]["n"] == 2 and sides["paused"]["latency"]["n"] == 1
+    assert sides["running"]["latency"]["max_ms"] == 30.0
+    assert (sides["left_out"], sides["errors"], sides["paused_s"]) == (3, 1, 10.0)
+
+
+def test_fairness_is_met_only_with_both_percentiles_within_one_and_a_half_times() -> None:
+    def variant(p50_ms: float, p99_ms: float) -> dict[str, Any]:
+        alone = {"n": 45, "p50_ms": 4.0, "p99_ms": 40.0}
+        during = {"n": 45, "p50_ms": p50_ms, "p99_ms": p99_ms}
+        return {"alone": alone, "with_flood": during, "p50_ratio": 0, "p99_ratio": 0}
+
+    section = {
+        "flood_jobs": 2000,
+        "fair_capped": variant(6.0, 60.0),
+        "fair": variant(6.2, 60.0),  # 1.55x at p50: rounding to 1.5 must not pass it
+        "fifo": variant(9000.0, 14000.0),
+    }
+    capped, fair, fifo = targets14.fairness({"fairness": section})
+    assert (capped.met, fair.met, fifo.met) == (True, False, None)

@@ -1,6 +1,8 @@
 """Issue 16: a 10,000-line batch against fakellm: lines/s, time to its first and last line, and
 interactive latency measured while it runs against the same system idle (target: p99 within
-20 %)."""
+20 %). On one worker for both lanes the idle probe runs before the batch and again after it,
+pooled; with a worker per lane, in turns with the batch (batchturns.py). Either way a machine
+that drifts during the run moves both sides alike."""
 
 from __future__ import annotations
 
@@ -13,9 +15,10 @@ import requests
 
 from bench.lab import Lab
 from bench.loadrun import LoadRun, run_load
-from bench.sections.common import JSON, body, open_spec, outcome_summary, target
+from bench.sections import batchturns
+from bench.sections.common import JSON, body, latencies_s, open_spec, outcome_summary, target
 from bench.stack import ChatqStack
-from bench.stats import ratio
+from bench.stats import ratio, summary_ms
 from chatq import keys
 from tests.procs import ALICE_KEY, start_worker
 
@@ -39,9 +42,11 @@ STACKS = [
 ]
 
 
-def _sizes(lab: Lab) -> tuple[int, float, float]:
-    """(lines, interactive probes per second, probe seconds)."""
-    return (300, 5.0, 2.0) if lab.sizes.quick else (10000, 10.0, 60.0)
+def _sizes(lab: Lab) -> tuple[int, float, float, float]:
+    """(lines, interactive probes per second, seconds of each idle probe, seconds of the probe
+    during the batch: within its run, which takes ~160 s; in turns, twice that, half of it
+    paused)."""
+    return (300, 5.0, 2.0, 4.0) if lab.sizes.quick else (10000, 10.0, 60.0, 120.0)
 
 
 def _session() -> requests.Session:
@@ -126,49 +131,135 @@ def _line_times(stack: ChatqStack, batch: JSON, created_at: float) -> JSON:
 
 
 def run(lab: Lab) -> dict[str, Any]:
-    """Interactive latency idle, then with a batch running beside it: on one worker serving
-    both lanes, then on a worker per lane with the same slots, the batch worker at normal CPU
-    priority, then at the lowest (`nice -n 19`: on one host, the OS then serves the
-    interactive worker first), then in Linux's idle class (`chrt --idle 0`: it runs only when
-    nothing else wants the CPU, and any other process that wakes takes the CPU from it)."""
+    """Interactive latency idle, then with a batch running beside it, on one worker serving
+    both lanes (idle measured before and after the batch); then on a worker per lane with the
+    same slots, in interleaved turns (the batch worker paused and resumed, batchturns.py), the
+    batch worker at normal CPU priority, then in Linux's idle class (`chrt --idle 0`: it runs
+    only when nothing else wants the CPU, and any other process that wakes takes the CPU from
+    it)."""
     shared = _measure(lab, lab.chatq("batch", None, 1, **STACKS[0][1]))
     lab.drop("batch")
     return {
         **shared,
         "worker_per_lane": _per_lane(lab, ()),
-        "worker_per_lane_niced": _per_lane(lab, ("nice", "-n", "19")),
         "worker_per_lane_idle_class": _per_lane(lab, ("chrt", "--idle", "0")),
+        "cpu_burner_control": _control(lab),
     }
 
 
-def _per_lane(lab: Lab, batch_prefix: tuple[str, ...]) -> dict[str, Any]:
-    """The measure on an interactive worker and a batch worker (run through `batch_prefix`)."""
+def _control(lab: Lab) -> dict[str, Any]:
+    """The same turns with no batch: a CPU burner in the idle class paused and resumed
+    instead, so that what any busy process costs the probe on these cores shows apart from
+    what the batch's work in Redis, the web and the upstream costs it."""
+    _, rate, _, during_s = _sizes(lab)
+    turn_s = _turn_s(lab)
     stack = lab.chatq("batch-lanes", None, 1, **STACKS[1][1])
-    batch_env = {"CHATQ_WORKER_LANES": "batch", "CHATQ_WORKER_CONCURRENCY": str(MAX_QUEUED)}
-    stack.workers.append(start_worker({**stack.env, **batch_env}, stack.redis.url, batch_prefix))
+    probe = LoadRun(
+        open_spec("chatq", target(stack.url, body("fake", "interactive")), rate, 2 * during_s)
+    )
     try:
-        measured = _measure(lab, stack)
+        with batchturns.cpu_burner() as pid:
+            switches = batchturns.take_turns(pid, 2 * during_s, turn_s)
+        sides = batchturns.split(probe.result()["outcomes"], switches, turn_s)
+    finally:
+        probe.stop()
+        lab.drop("batch-lanes")
+    return {
+        "turn_s": turn_s,
+        "turns": len(switches),
+        "idle": sides["paused"],
+        "burning": sides["running"],
+        "p99_ratio": ratio(
+            sides["running"]["latency"]["p99_ms"], sides["paused"]["latency"]["p99_ms"]
+        ),
+        "left_out": sides["left_out"],
+        "errors": sides["errors"],
+    }
+
+
+def _turn_s(lab: Lab) -> float:
+    """How long each turn of running and paused lasts."""
+    return 1.0 if lab.sizes.quick else 10.0
+
+
+def _per_lane(lab: Lab, batch_prefix: tuple[str, ...]) -> dict[str, Any]:
+    """The interleaved measure on an interactive worker and a batch worker (run through
+    `batch_prefix`)."""
+    env = {**STACKS[1][1], "CHATQ_LEASE": str(batchturns.PAUSABLE_LEASE_S)}
+    stack = lab.chatq("batch-lanes", None, 1, **env)
+    batch_env = {"CHATQ_WORKER_LANES": "batch", "CHATQ_WORKER_CONCURRENCY": str(MAX_QUEUED)}
+    batch_worker = start_worker({**stack.env, **batch_env}, stack.redis.url, batch_prefix)
+    stack.workers.append(batch_worker)
+    try:
+        measured = _in_turns(lab, stack, batch_worker.pid)
     finally:
         lab.drop("batch-lanes")
     return {**measured, "interactive_slots": INTERACTIVE_SLOTS, "batch_prefix": list(batch_prefix)}
 
 
+def _in_turns(lab: Lab, stack: ChatqStack, batch_pid: int) -> dict[str, Any]:
+    """The probe throughout a batch's run in turns of running and paused, on `stack`."""
+    lines, rate, _, during_s = _sizes(lab)
+    turn_s = _turn_s(lab)
+    batch_id, created_at = _start_batch(stack.url, lines)
+    probe = LoadRun(
+        open_spec("chatq", target(stack.url, body("fake", "interactive")), rate, 2 * during_s)
+    )
+    try:
+        switches = batchturns.take_turns(batch_pid, 2 * during_s, turn_s)
+        sides = batchturns.split(probe.result()["outcomes"], switches, turn_s)
+    finally:
+        probe.stop()
+    batch = _wait_ended(stack.url, batch_id, timeout_s=lines + 300)
+    times = _line_times(stack, batch, created_at)
+    idle, during = sides.pop("paused"), sides.pop("running")
+    if times["last_line_s"]:  # the batch's own speed: its time less the pauses
+        running_s = times["last_line_s"] - sides["paused_s"]
+        times["lines_per_s"] = round(batch["request_counts"]["completed"] / running_s, 1)
+    return {
+        "lines": lines,
+        "status": batch["status"],
+        "request_counts": batch["request_counts"],
+        **times,
+        "turn_s": turn_s,
+        "turns": len(switches),
+        **sides,
+        "probe_within_batch": times["last_line_s"] is not None
+        and times["last_line_s"] > 2 * during_s,
+        "interactive_idle": idle,
+        "interactive_during": during,
+        "interactive_p99_ratio": ratio(during["latency"]["p99_ms"], idle["latency"]["p99_ms"]),
+    }
+
+
+def _idle(before: JSON, after: JSON) -> JSON:
+    """The idle probes before and after the batch, pooled; each one's p99 beside."""
+    pooled = outcome_summary(before)
+    pooled["latency"] = summary_ms(latencies_s(before["outcomes"] + after["outcomes"]))
+    pooled["errors"] += outcome_summary(after)["errors"]
+    pooled["p99_before_after_ms"] = [
+        outcome_summary(r)["latency"]["p99_ms"] for r in (before, after)
+    ]
+    return pooled
+
+
 def _measure(lab: Lab, stack: ChatqStack) -> dict[str, Any]:
-    """The interactive probe idle, then during a batch on `stack`."""
-    lines, rate, probe_s = _sizes(lab)
-    probe = open_spec("chatq", target(stack.url, body("fake", "interactive")), rate, probe_s)
-    idle = outcome_summary(run_load(probe))
+    """The interactive probe idle, during a batch on `stack`, and idle again."""
+    lines, rate, idle_s, during_s = _sizes(lab)
+    interactive = target(stack.url, body("fake", "interactive"))
+    idle_before = run_load(open_spec("chatq", interactive, rate, idle_s))
     batch_id, created_at = _start_batch(stack.url, lines)
     stop, depths = threading.Event(), list[int]()
     watcher = threading.Thread(target=_watch_depth, args=(stack.url, stop, depths), daemon=True)
     watcher.start()
-    during_run = LoadRun(probe)
+    during_run = LoadRun(open_spec("chatq", interactive, rate, during_s))
     try:
         during = outcome_summary(during_run.result())
     finally:
         during_run.stop()
     batch = _wait_ended(stack.url, batch_id, timeout_s=lines + 300)
     stop.set()
+    idle = _idle(idle_before, run_load(open_spec("chatq", interactive, rate, idle_s)))
     times = _line_times(stack, batch, created_at)
     return {
         "lines": lines,
@@ -178,7 +269,7 @@ def _measure(lab: Lab, stack: ChatqStack) -> dict[str, Any]:
         "status": batch["status"],
         "request_counts": batch["request_counts"],
         **times,
-        "probe_within_batch": times["last_line_s"] is not None and times["last_line_s"] > probe_s,
+        "probe_within_batch": times["last_line_s"] is not None and times["last_line_s"] > during_s,
         "max_batch_lane_depth": max(depths, default=None),
         "interactive_idle": idle,
         "interactive_during": during,
