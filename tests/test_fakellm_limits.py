@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -80,10 +81,16 @@ def test_over_the_tpm_is_a_429_of_type_tokens(limited: str) -> None:
 
 
 def test_a_shorter_window_refills_sooner_and_limits_can_be_lifted(limited: str) -> None:
-    _limits(limited, rpm=2, tpm=0, window_s=0.2)
-    assert [_chat(limited).status_code for _ in range(3)] == [200, 200, 429]
+    # Long enough for three calls on a loaded machine (0.2 s was not, under CI's 4 workers).
+    _limits(limited, rpm=2, tpm=0, window_s=4.0)
+    answers = [_chat(limited) for _ in range(3)]
+    assert [a.status_code for a in answers] == [200, 200, 429]
+    wait_ms = int(answers[2].headers["retry-after-ms"])
+    assert 0 < wait_ms <= 2_000  # one request of 2 comes back in 2 s, not in 30
+    time.sleep(wait_ms / 1000 + 0.05)
+    assert _chat(limited).status_code == 200
     got = requests.get(limited + "/limits", timeout=5).json()
-    assert got == {"rpm": 2, "tpm": 0, "window_s": 0.2}
+    assert got == {"rpm": 2, "tpm": 0, "window_s": 4.0}
     _limits(limited, rpm=0, tpm=0)
     answer = _chat(limited)
     assert answer.status_code == 200
