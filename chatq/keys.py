@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import string
+from collections.abc import Iterable
 
 PREFIX = "chatq:"
 GLOBAL = PREFIX + "{g}:"
@@ -89,6 +90,11 @@ def outbox(shard_char: str, lane: str = "interactive") -> str:
     record has `announce` 1 (webhooks, batches, token limits); read by the relay of the
     workers that run the lane, through a consumer group; capped near 100,000 entries."""
     return _sharded(shard_char, "outbox" if lane == "interactive" else f"outbox:{lane}")
+
+
+def outboxes(lanes: Iterable[str]) -> list[str]:
+    """Every shard's outbox stream of each of `lanes`."""
+    return [outbox(shard_char, lane) for lane in lanes for shard_char in SHARDS]
 
 
 def notify(shard_char: str) -> str:

@@ -60,7 +60,7 @@ class Outbox:
     ) -> None:
         self.redis = client
         self.consumer = consumer
-        self.streams = [keys.outbox(shard, lane) for lane in lanes for shard in keys.SHARDS]
+        self.streams = keys.outboxes(lanes)
         self.claim_idle_ms = int(claim_idle_s * 1000)
         self.look_every_s = claim_idle_s / 4
         self._looked_at = float("-inf")  # time.monotonic() of the last look for stale entries

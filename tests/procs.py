@@ -208,8 +208,7 @@ def outbox_length(client: Any) -> int:
     """Entries waiting in the outbox, in every shard and lane."""
     from chatq import jobs, keys
 
-    streams = [keys.outbox(shard, lane) for lane in jobs.PRIORITIES for shard in keys.SHARDS]
-    return sum(int(client.xlen(stream)) for stream in streams)
+    return sum(int(client.xlen(stream)) for stream in keys.outboxes(jobs.PRIORITIES))
 
 
 def sse_events(session: requests.Session, url: str) -> list[dict[str, Any]]:

@@ -151,22 +151,15 @@ def _control(lab: Lab) -> dict[str, Any]:
     """The same turns with no batch: a CPU burner in the idle class paused and resumed
     instead, so that what any busy process costs the probe on these cores shows apart from
     what the batch's work in Redis, the web and the upstream costs it."""
-    _, rate, _, during_s = _sizes(lab)
-    turn_s = _turn_s(lab)
     stack = lab.chatq("batch-lanes", None, 1, **STACKS[1][1])
-    probe = LoadRun(
-        open_spec("chatq", target(stack.url, body("fake", "interactive")), rate, 2 * during_s)
-    )
     try:
         with batchturns.cpu_burner() as pid:
-            switches = batchturns.take_turns(pid, 2 * during_s, turn_s)
-        sides = batchturns.split(probe.result()["outcomes"], switches, turn_s)
+            sides = _probe_in_turns(lab, stack, pid)
     finally:
-        probe.stop()
         lab.drop("batch-lanes")
     return {
-        "turn_s": turn_s,
-        "turns": len(switches),
+        "turn_s": sides["turn_s"],
+        "turns": sides["turns"],
         "idle": sides["paused"],
         "burning": sides["running"],
         "p99_ratio": ratio(
@@ -177,9 +170,19 @@ def _control(lab: Lab) -> dict[str, Any]:
     }
 
 
-def _turn_s(lab: Lab) -> float:
-    """How long each turn of running and paused lasts."""
-    return 1.0 if lab.sizes.quick else 10.0
+def _probe_in_turns(lab: Lab, stack: ChatqStack, pid: int) -> JSON:
+    """The interactive probe on `stack` while process `pid` is paused and resumed in turns:
+    batchturns.split's sides, with the turns' length and count."""
+    _, rate, _, during_s = _sizes(lab)
+    turn_s = 1.0 if lab.sizes.quick else 10.0
+    interactive = target(stack.url, body("fake", "interactive"))
+    probe = LoadRun(open_spec("chatq", interactive, rate, 2 * during_s))
+    try:
+        switches = batchturns.take_turns(pid, 2 * during_s, turn_s)
+        sides = batchturns.split(probe.result()["outcomes"], switches, turn_s)
+    finally:
+        probe.stop()
+    return {**sides, "turn_s": turn_s, "turns": len(switches)}
 
 
 def _per_lane(lab: Lab, batch_prefix: tuple[str, ...]) -> dict[str, Any]:
@@ -199,17 +202,9 @@ def _per_lane(lab: Lab, batch_prefix: tuple[str, ...]) -> dict[str, Any]:
 
 def _in_turns(lab: Lab, stack: ChatqStack, batch_pid: int) -> dict[str, Any]:
     """The probe throughout a batch's run in turns of running and paused, on `stack`."""
-    lines, rate, _, during_s = _sizes(lab)
-    turn_s = _turn_s(lab)
+    lines, _, _, during_s = _sizes(lab)
     batch_id, created_at = _start_batch(stack.url, lines)
-    probe = LoadRun(
-        open_spec("chatq", target(stack.url, body("fake", "interactive")), rate, 2 * during_s)
-    )
-    try:
-        switches = batchturns.take_turns(batch_pid, 2 * during_s, turn_s)
-        sides = batchturns.split(probe.result()["outcomes"], switches, turn_s)
-    finally:
-        probe.stop()
+    sides = _probe_in_turns(lab, stack, batch_pid)
     batch = _wait_ended(stack.url, batch_id, timeout_s=lines + 300)
     times = _line_times(stack, batch, created_at)
     idle, during = sides.pop("paused"), sides.pop("running")
@@ -221,8 +216,6 @@ def _in_turns(lab: Lab, stack: ChatqStack, batch_pid: int) -> dict[str, Any]:
         "status": batch["status"],
         "request_counts": batch["request_counts"],
         **times,
-        "turn_s": turn_s,
-        "turns": len(switches),
         **sides,
         "probe_within_batch": times["last_line_s"] is not None
         and times["last_line_s"] > 2 * during_s,
@@ -234,12 +227,10 @@ def _in_turns(lab: Lab, stack: ChatqStack, batch_pid: int) -> dict[str, Any]:
 
 def _idle(before: JSON, after: JSON) -> JSON:
     """The idle probes before and after the batch, pooled; each one's p99 beside."""
-    pooled = outcome_summary(before)
+    pooled, later = outcome_summary(before), outcome_summary(after)
+    pooled["p99_before_after_ms"] = [pooled["latency"]["p99_ms"], later["latency"]["p99_ms"]]
     pooled["latency"] = summary_ms(latencies_s(before["outcomes"] + after["outcomes"]))
-    pooled["errors"] += outcome_summary(after)["errors"]
-    pooled["p99_before_after_ms"] = [
-        outcome_summary(r)["latency"]["p99_ms"] for r in (before, after)
-    ]
+    pooled["errors"] += later["errors"]
     return pooled
 
 
