@@ -147,6 +147,10 @@ def batch(s: JSON) -> list[Row]:
             dig(b, "worker_per_lane_idle_class"),
             f"the same, the batch worker in the idle class ({turns})",
         ),
+        _batch_row(
+            dig(b, "batch_pool_apart"),
+            f"the same, the batch worker and an upstream of its own in the idle class ({turns})",
+        ),
         _control_row(dig(b, "cpu_burner_control")),
     ]
 

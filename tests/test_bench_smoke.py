@@ -112,6 +112,8 @@ NUMBERS: dict[str, list[tuple[Any, ...]]] = {
         ("worker_per_lane", "interactive_idle", "latency", "p99_ms"),
         ("worker_per_lane", "lines_per_s"),
         ("worker_per_lane_idle_class", "paused_s"),
+        ("batch_pool_apart", "interactive_during", "latency", "p99_ms"),
+        ("batch_pool_apart", "lines_per_s"),
         ("cpu_burner_control", "burning", "latency", "p99_ms"),
         ("cpu_burner_control", "idle", "latency", "p99_ms"),
     ],

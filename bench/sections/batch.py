@@ -20,7 +20,7 @@ from bench.sections.common import JSON, body, latencies_s, open_spec, outcome_su
 from bench.stack import ChatqStack
 from bench.stats import ratio, summary_ms
 from chatq import keys
-from tests.procs import ALICE_KEY, start_worker
+from tests.procs import ALICE_KEY, start_fakellm, start_worker
 
 # Lines wait on the upstream as real ones do (1 s), so that the worker's slots, not its CPU,
 # bound the batch: what the interactive lane must get through.
@@ -139,10 +139,12 @@ def run(lab: Lab) -> dict[str, Any]:
     it)."""
     shared = _measure(lab, lab.chatq("batch", None, 1, **STACKS[0][1]))
     lab.drop("batch")
+    idle_class = ("chrt", "--idle", "0")
     return {
         **shared,
         "worker_per_lane": _per_lane(lab, ()),
-        "worker_per_lane_idle_class": _per_lane(lab, ("chrt", "--idle", "0")),
+        "worker_per_lane_idle_class": _per_lane(lab, idle_class),
+        "batch_pool_apart": _batch_pool_apart(lab, idle_class),
         "cpu_burner_control": _control(lab),
     }
 
@@ -185,12 +187,16 @@ def _probe_in_turns(lab: Lab, stack: ChatqStack, pid: int) -> JSON:
     return {**sides, "turn_s": turn_s, "turns": len(switches)}
 
 
-def _per_lane(lab: Lab, batch_prefix: tuple[str, ...]) -> dict[str, Any]:
+def _per_lane(
+    lab: Lab, batch_prefix: tuple[str, ...], batch_upstream: str | None = None
+) -> dict[str, Any]:
     """The interleaved measure on an interactive worker and a batch worker (run through
-    `batch_prefix`)."""
+    `batch_prefix`; calling `batch_upstream` when given, else the stack's upstream)."""
     env = {**STACKS[1][1], "CHATQ_LEASE": str(batchturns.PAUSABLE_LEASE_S)}
     stack = lab.chatq("batch-lanes", None, 1, **env)
     batch_env = {"CHATQ_WORKER_LANES": "batch", "CHATQ_WORKER_CONCURRENCY": str(MAX_QUEUED)}
+    if batch_upstream:
+        batch_env["CHATQ_UPSTREAM_URLS"] = batch_upstream
     batch_worker = start_worker({**stack.env, **batch_env}, stack.redis.url, batch_prefix)
     stack.workers.append(batch_worker)
     try:
@@ -198,6 +204,19 @@ def _per_lane(lab: Lab, batch_prefix: tuple[str, ...]) -> dict[str, Any]:
     finally:
         lab.drop("batch-lanes")
     return {**measured, "interactive_slots": INTERACTIVE_SLOTS, "batch_prefix": list(batch_prefix)}
+
+
+def _batch_pool_apart(lab: Lab, prefix: tuple[str, ...]) -> dict[str, Any]:
+    """A worker per lane whose batch worker calls a fakellm of its own, both run through
+    `prefix`: a batch pool and its upstream on hosts of their own, as far as one host can
+    show it. Only Redis and the web are left shared with the interactive lane."""
+    proc, url = start_fakellm(prefix=prefix)
+    try:
+        measured = _per_lane(lab, prefix, url)
+        stats = requests.get(url.removesuffix("/v1") + "/stats", timeout=5).json()
+    finally:
+        proc.stop()
+    return {**measured, "batch_upstream_requests": stats["requests"]}
 
 
 def _in_turns(lab: Lab, stack: ChatqStack, batch_pid: int) -> dict[str, Any]:
