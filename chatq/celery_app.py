@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import base64
 import functools
+import json
 import ssl
 import urllib.parse
+import uuid
 from typing import Any
 
 import redis
 from celery import Celery
-from kombu import Exchange, Queue
+from kombu import Exchange, Queue, serialization
 
 from chatq import fair, kombu_clients, rabbit, redis_conn
 from chatq.config import Settings
@@ -185,6 +188,38 @@ def _rabbitmq_conf(url: str) -> dict[str, Any]:
         if tls
         else False,
     }
+
+
+def message_rides_with_create(app: Celery, settings: Settings) -> bool:
+    """Whether a job's run message can be pushed by the script that creates the job
+    (chatq/lua/create.lua): the broker is Redis, and the very Redis of the job store."""
+    return not is_amqp(app) and not settings.broker_url and not settings.state_url
+
+
+def run_message(app: Celery, job_id: str, priority: str, owner: str) -> tuple[str, str]:
+    """The run message of `job_id` as kombu's Redis transport would push it onto the list of
+    its queue: (that list, the message). Celery writes the task message; the envelope is
+    kombu's (tests/test_run_message.py holds it to what `enqueue` sends)."""
+    queue = _queue_of(app, priority, owner)
+    headers, properties, body, _ = app.amqp.create_task_message(
+        job_id, RUN_JOB_TASK, [job_id], {}, reply_to=app.thread_oid, ignore_result=None
+    )
+    content_type, encoding, data = serialization.dumps(body, serializer="json")
+    envelope = {
+        "body": base64.b64encode(data.encode() if isinstance(data, str) else data).decode(),
+        "content-encoding": encoding,
+        "content-type": content_type,
+        "headers": headers,
+        "properties": {
+            **properties,
+            "delivery_mode": 2,  # persistent, as a Queue's exchange sends by default
+            "delivery_info": {"exchange": "", "routing_key": queue},
+            "priority": 0,
+            "body_encoding": "base64",
+            "delivery_tag": str(uuid.uuid4()),
+        },
+    }
+    return queue, json.dumps(envelope)
 
 
 def enqueue(

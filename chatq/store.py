@@ -141,11 +141,16 @@ class Store:
         flight: str = "",
         cached: bool = False,
         may_exist: bool = False,
+        queue: str = "",
+        message: str = "",
     ) -> Created:
         """Write a new job: queued (leased for `lease_s` until a worker claims it), or
         completed at once when `cached`; with `flight` (a cache key, in whose shard the job
         is) it follows an identical job in flight. `may_exist`: the id is not a new one (a
-        batch line's), so a job of that id is looked for first (answer EXISTS)."""
+        batch line's), so a job of that id is looked for first (answer EXISTS). `message`:
+        its run message, pushed onto the broker's list `queue` with the job when it is
+        queued to run (not a follower's, nor a cache hit's); the broker must be this Redis
+        (chatq/celery_app.py run_message)."""
         fields = dict(record)
         text = fields.pop("output_text", "")
         job_id = record["id"]
@@ -159,6 +164,8 @@ class Store:
             "cached" if cached else "queue",
             text,
             "1" if may_exist else "0",
+            queue,
+            message,
             *_flat(fields),
         )
         created = Created(CreateKind(kind), value, created_at)

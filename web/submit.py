@@ -197,14 +197,32 @@ def _make(
         metrics.CACHE_LOOKUPS.labels("coalesced").inc()
         return svc.store.get(job_id) or record
     if not draft.hit:
-        enqueue(svc, job_id, priority, owner)
+        if not _message_rides(svc):
+            enqueue(svc, job_id, priority, owner)
         metrics.JOBS_SUBMITTED.labels(priority).inc()
     return record
 
 
+def _message_rides(svc: Services) -> bool:
+    return celery_app.message_rides_with_create(svc.celery, svc.settings)
+
+
 def _create(svc: Services, draft: Draft) -> Created:
+    """The store's create; the job's run message pushed with it where the broker is the
+    store's Redis (one round trip, and no job queued without its message)."""
+    queue, message = "", ""
+    if not draft.hit and _message_rides(svc):
+        record = draft.record
+        queue, message = celery_app.run_message(
+            svc.celery, record["id"], record["priority"], record["owner"]
+        )
     return svc.store.create(
-        record=draft.record, lease_s=svc.settings.lease_s, flight=draft.flight, cached=draft.hit
+        record=draft.record,
+        lease_s=svc.settings.lease_s,
+        flight=draft.flight,
+        cached=draft.hit,
+        queue=queue,
+        message=message,
     )
 
 

@@ -20,6 +20,7 @@ from chatq.batch_lines import ERROR, Line, LineError
 from chatq.store_results import CreateKind
 from worker import limits
 from worker.batch_turn import LINES_FED, Turn, lines_from, skip_bits
+from worker.context import WorkerContext
 
 log = logging.getLogger(__name__)
 FEED_CHUNK = 100
@@ -132,34 +133,51 @@ def validate(turn: Turn) -> None:
 def make_job(turn: Turn, line: Line, charged: bool = False) -> bool:
     """Make (once) and enqueue the job of one line; whether this call made it. `charged`:
     its key's limits were charged for it just now (released if it had its job already)."""
-    ctx, batch_id = turn.ctx, turn.batch_id
-    job_id = batch_lines.line_job_id(batch_id, line.number)
-    record = (
-        jobs.new_record(
-            job_id, turn.record["owner"], line.request["model"], "batch", line.request, time.time()
-        )
-        | line.fields
+    ctx, owner = turn.ctx, turn.record["owner"]
+    job_id = batch_lines.line_job_id(turn.batch_id, line.number)
+    record = _line_record(turn, line, job_id)
+    rides = celery_app.message_rides_with_create(ctx.celery, ctx.settings)
+    queue, message = (
+        celery_app.run_message(ctx.celery, job_id, "batch", owner) if rides else ("", "")
     )
-    record |= {
-        "announce": "1",
-        "batch": batch_id,
-        "batch_line": str(line.number),
-        "custom_id": line.custom_id,
-    }
     # The line's job id is the same whoever feeds it: a create after a crash finds it made.
-    created = ctx.store.create(record=record, lease_s=ctx.settings.lease_s, may_exist=True)
+    created = ctx.store.create(
+        record=record, lease_s=ctx.settings.lease_s, may_exist=True, queue=queue, message=message
+    )
     if created.kind is not CreateKind.CREATED:
         if charged:
-            limits.release_line(ctx, turn.record["owner"], job_id)
+            limits.release_line(ctx, owner, job_id)
         return False
     LINES_FED.inc()
+    if not rides:
+        _send(ctx, job_id, owner)
+    return True
+
+
+def _line_record(turn: Turn, line: Line, job_id: str) -> dict[str, str]:
+    """The job record of one line: a `batch` job that announces its end to its batch."""
+    request = line.request
+    record = jobs.new_record(
+        job_id, turn.record["owner"], request["model"], "batch", request, time.time()
+    )
+    return (
+        record
+        | line.fields
+        | {
+            "announce": "1",
+            "batch": turn.batch_id,
+            "batch_line": str(line.number),
+            "custom_id": line.custom_id,
+        }
+    )
+
+
+def _send(ctx: WorkerContext, job_id: str, owner: str) -> None:
+    """A line's run message, on a broker the create script cannot reach."""
     try:
-        celery_app.enqueue(
-            ctx.celery, job_id, "batch", state=ctx.store.redis, owner=turn.record["owner"]
-        )
+        celery_app.enqueue(ctx.celery, job_id, "batch", state=ctx.store.redis, owner=owner)
     except Exception:
         log.exception("could not send the message of %s; the sweeper will", job_id)
-    return True
 
 
 def _room(turn: Turn) -> int:

@@ -5,7 +5,10 @@
 --
 -- ARGV: job id, ttl_s, lease_s, flight (a cache key, or ''), max followers per leader,
 --       mode ('queue' or 'cached'), text (of a cache hit), may_exist ('1': the id is not a
---       new one, look for its job first), then the record's field/value pairs.
+--       new one, look for its job first), queue and message (the broker's list and the run
+--       message a worker takes it by, pushed when the job is to run, not when it follows
+--       or is a cache hit; '' and '': the caller sends it), then the record's field/value
+--       pairs.
 -- Answers {kind, value, created_at}:
 --   {'created', '', t}           written;
 --   {'exists', '', ''}           a job with this id exists (a batch line made before; only
@@ -15,6 +18,7 @@
 --                                cache: its result; nothing written.
 local id, ttl_s, lease_s, flight = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
 local max_followers, mode, text, may_exist = tonumber(ARGV[5]), ARGV[6], ARGV[7], ARGV[8]
+local queue, message = ARGV[9], ARGV[10]
 if flight ~= '' and digest_shard(flight) ~= shard(id) then flight = '' end
 if may_exist == '1' and redis.call('EXISTS', K('job', id)) == 1 then
   return {'exists', '', ''}
@@ -26,7 +30,7 @@ if flight ~= '' then
 end
 
 local t = now()
-local record = {unpack(ARGV, 9)}
+local record = {unpack(ARGV, 11)}
 table.insert(record, 'created_at')  -- Redis's clock, over any the caller gave
 table.insert(record, stamp(t))
 redis.call('HSET', K('job', id), unpack(record))
@@ -66,4 +70,7 @@ if flight ~= '' then
   end
 end
 redis.call('ZADD', leases_of(id), t + lease_s, id)
+-- In the same step as the job, so that no job waits queued without its message: the wait a
+-- worker sees starts when the job does.
+if queue ~= '' then redis.call('LPUSH', queue, message) end
 return {'created', '', stamp(t)}
