@@ -136,7 +136,8 @@ def run(lab: Lab) -> dict[str, Any]:
     same slots, in interleaved turns (the batch worker paused and resumed, batchturns.py), the
     batch worker at normal CPU priority, then in Linux's idle class (`chrt --idle 0`: it runs
     only when nothing else wants the CPU, and any other process that wakes takes the CPU from
-    it)."""
+    it), then in that class with an upstream of its own; last, a CPU burner instead of a
+    batch, for what any busy process costs here."""
     shared = _measure(lab, lab.chatq("batch", None, 1, **STACKS[0][1]))
     lab.drop("batch")
     idle_class = ("chrt", "--idle", "0")
