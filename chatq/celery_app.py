@@ -190,10 +190,16 @@ def _rabbitmq_conf(url: str) -> dict[str, Any]:
     }
 
 
-def message_rides_with_create(app: Celery, settings: Settings) -> bool:
-    """Whether a job's run message can be pushed by the script that creates the job
-    (chatq/lua/create.lua): the broker is Redis, and the very Redis of the job store."""
-    return not is_amqp(app) and not settings.broker_url and not settings.state_url
+def message_for_create(
+    app: Celery, settings: Settings, job_id: str, priority: str, owner: str
+) -> tuple[str, str]:
+    """The run message for the script that creates the job to push with it
+    (chatq/lua/create.lua), as run_message gives it, where the broker is Redis and the very
+    Redis of the job store; elsewhere ("", ""): the caller sends it after the create
+    (enqueue)."""
+    if is_amqp(app) or settings.broker_url or settings.state_url:
+        return "", ""
+    return run_message(app, job_id, priority, owner)
 
 
 def run_message(app: Celery, job_id: str, priority: str, owner: str) -> tuple[str, str]:

@@ -187,7 +187,8 @@ def _make(
             return found
         if earlier:  # its job is gone (deleted, or never made): the key is this job's now
             svc.redis.set(idem[0], idem[1], ex=svc.settings.job_ttl_s)
-    created = _create(svc, draft)
+    queue, message = ("", "") if draft.hit else _message(svc, job_id, priority, owner)
+    created = _create(svc, draft, queue, message)
     if created.kind is CreateKind.CACHED:
         # The identical job it would have followed finished after our cache lookup.
         record, draft.hit = _as_cached(record, created.value), True
@@ -197,25 +198,19 @@ def _make(
         metrics.CACHE_LOOKUPS.labels("coalesced").inc()
         return svc.store.get(job_id) or record
     if not draft.hit:
-        if not _message_rides(svc):
+        if not queue:  # the broker is not the store's Redis: the create pushed no message
             enqueue(svc, job_id, priority, owner)
         metrics.JOBS_SUBMITTED.labels(priority).inc()
     return record
 
 
-def _message_rides(svc: Services) -> bool:
-    return celery_app.message_rides_with_create(svc.celery, svc.settings)
+def _message(svc: Services, job_id: str, priority: str, owner: str) -> tuple[str, str]:
+    return celery_app.message_for_create(svc.celery, svc.settings, job_id, priority, owner)
 
 
-def _create(svc: Services, draft: Draft) -> Created:
-    """The store's create; the job's run message pushed with it where the broker is the
-    store's Redis (one round trip, and no job queued without its message)."""
-    queue, message = "", ""
-    if not draft.hit and _message_rides(svc):
-        record = draft.record
-        queue, message = celery_app.run_message(
-            svc.celery, record["id"], record["priority"], record["owner"]
-        )
+def _create(svc: Services, draft: Draft, queue: str = "", message: str = "") -> Created:
+    """The store's create; with `message` (see _message), the job's run message pushed with it
+    (one round trip, and no job queued without its message)."""
     return svc.store.create(
         record=draft.record,
         lease_s=svc.settings.lease_s,

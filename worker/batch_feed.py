@@ -136,10 +136,7 @@ def make_job(turn: Turn, line: Line, charged: bool = False) -> bool:
     ctx, owner = turn.ctx, turn.record["owner"]
     job_id = batch_lines.line_job_id(turn.batch_id, line.number)
     record = _line_record(turn, line, job_id)
-    rides = celery_app.message_rides_with_create(ctx.celery, ctx.settings)
-    queue, message = (
-        celery_app.run_message(ctx.celery, job_id, "batch", owner) if rides else ("", "")
-    )
+    queue, message = celery_app.message_for_create(ctx.celery, ctx.settings, job_id, "batch", owner)
     # The line's job id is the same whoever feeds it: a create after a crash finds it made.
     created = ctx.store.create(
         record=record, lease_s=ctx.settings.lease_s, may_exist=True, queue=queue, message=message
@@ -149,7 +146,7 @@ def make_job(turn: Turn, line: Line, charged: bool = False) -> bool:
             limits.release_line(ctx, owner, job_id)
         return False
     LINES_FED.inc()
-    if not rides:
+    if not queue:  # the broker is not the store's Redis: the create pushed no message
         _send(ctx, job_id, owner)
     return True
 
