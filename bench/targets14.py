@@ -78,12 +78,18 @@ def fairness(s: JSON) -> list[Row]:
     flood = f"{f['flood_jobs']:,}-job flood"
     return [
         _fair_row(f["fair_capped"], f"light tenant's wait p50 / p99 beside a {flood}, capped"),
+        _fair_row(
+            f.get("fair_capped_clients_idle"),
+            "the same, the flood's clients in the idle class (as if on hosts of their own)",
+        ),
         _fair_row(f["fair"], "the same, no running cap (a slot must free up first)"),
         _fair_row(f["fifo"], "the same, one FIFO queue (chatq before issue 14)", judged=False),
     ]
 
 
-def _fair_row(v: JSON, measure: str, judged: bool = True) -> Row:
+def _fair_row(v: JSON | None, measure: str, judged: bool = True) -> Row:
+    if not v:
+        return missing(measure, "within 1.5x of alone", ISSUE)
     alone, during = v["alone"], v["with_flood"]
     reached = (
         f"{during['p50_ms']:g} / {during['p99_ms']:g} ms vs {alone['p50_ms']:g} / "
