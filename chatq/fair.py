@@ -25,6 +25,13 @@ log = logging.getLogger(__name__)
 # How long a worker trusts its copy of the tenants' running counts.
 RUNNING_REFRESH_S = 0.1
 
+# How soon a job parked over its tenant's cap (chatq/lua/claim.lua) is sent again on Redis.
+# There each read leaves tenants at their cap out, so only the few messages taken on a count
+# a moment old are parked: sending them again every second costs little, where waiting a
+# lease (10 s) held them back long after their tenant had room. On RabbitMQ, which delivers
+# every message of a capped tenant and parks those over the cap, they wait a lease.
+PARKED_RETRY_S = 1.0
+
 
 def queue_name(lane: str, tenant: str) -> str:
     """The queue of `tenant`'s jobs in `lane`: `interactive.alpha`."""
@@ -61,6 +68,11 @@ class Plan:
     def capped(self) -> bool:
         """Whether any tenant has a running cap."""
         return bool(self.max_running or any(n for _, n in self.max_running_overrides))
+
+
+def park_s(settings: Settings, amqp: bool) -> float:
+    """How long a job parked over its tenant's cap waits before it is sent again."""
+    return settings.lease_s if amqp else min(settings.lease_s, PARKED_RETRY_S)
 
 
 def plan(settings: Settings) -> Plan:

@@ -56,6 +56,7 @@ class Store:
         max_running: int = 0,
         max_running_overrides: tuple[tuple[str, int], ...] = (),
         rates: Rates | None = None,
+        park_s: float = 0.0,
     ) -> None:
         self.redis = client
         # The counts of /v1/queue's rates (kept only, unless the process sends them).
@@ -65,6 +66,8 @@ class Store:
         # Each tenant's running cap, as the claim script takes it (0: none).
         self.caps: list[str | int] = [max_running]
         self.caps += [x for pair in max_running_overrides for x in pair]
+        # How long a job parked over its tenant's cap waits to be sent again (0: a lease).
+        self.park_s = park_s
         self.cluster = is_cluster(client)
         if replication.replicas and self.cluster:
             raise ValueError("CHATQ_REDIS_MIN_REPLICAS needs one Redis (or Sentinel), no Cluster")
@@ -181,7 +184,8 @@ class Store:
     def claim(self, *, job_id: str, run_id: str, lease_s: float) -> Claim:
         """queued -> in_progress for `run_id`, its first attempt counted; or 'capped': its
         tenant has its cap of jobs running, so it stays queued (parked, see claim.lua)."""
-        answer = self._run("claim", keys.job(job_id), job_id, run_id, lease_s, *self.caps)
+        park_s = self.park_s or lease_s
+        answer = self._run("claim", keys.job(job_id), job_id, run_id, lease_s, park_s, *self.caps)
         if answer[0] != "claimed":
             return Claim(False, answer[0])
         _, request, owner, created_at = answer

@@ -18,7 +18,7 @@ from chatq import broker, config, fair, jobs, keys
 from chatq.store import Store
 from chatq.store_results import SweepOutcome
 from scripts.localredis import LocalRedis, free_port
-from tests.conftest import Stack
+from tests.conftest import Stack, start_stack
 from tests.procs import (
     ALICE_KEY,
     BOB_KEY,
@@ -180,6 +180,33 @@ def test_a_claim_over_the_cap_parks_the_job_and_the_depth_counts_it_until_sent_a
         server.stop()
 
 
+def test_a_parked_job_is_sent_again_after_its_park_time_or_else_after_a_lease() -> None:
+    server = LocalRedis().start()
+    client = redis.Redis.from_url(server.url, decode_responses=True)
+    try:
+        for park_s, due_in_s in [(1.0, 1.0), (0.0, 10.0)]:  # 0: the lease, 10 s here
+            client.flushall()
+            store = Store(client, 3600, max_running_overrides=(("carol", 1),), park_s=park_s)
+            ids = ["job_" + c * 32 for c in "ab"]
+            for job_id in ids:
+                record = jobs.new_record(job_id, "carol", "fake", "interactive", {}, time.time())
+                store.create(record=record, lease_s=10)
+            assert store.claim(job_id=ids[0], run_id="r1", lease_s=10).claimed
+            assert store.claim(job_id=ids[1], run_id="r2", lease_s=10).status == "capped"
+            seconds, micros = client.time()
+            due_s = client.zscore(keys.leases_of(ids[1]), ids[1])
+            assert due_s == pytest.approx(seconds + micros / 1e6 + due_in_s, abs=0.1)
+    finally:
+        server.stop()
+
+
+def test_a_job_parks_for_a_second_on_redis_and_for_a_lease_on_rabbitmq() -> None:
+    settings = config.load({"CHATQ_LEASE": "10"})
+    assert fair.park_s(settings, amqp=False) == fair.PARKED_RETRY_S == 1.0
+    assert fair.park_s(settings, amqp=True) == 10.0
+    assert fair.park_s(config.load({"CHATQ_LEASE": "0.5"}), amqp=False) == 0.5
+
+
 # --- on real processes ------------------------------------------------------------------------
 
 CAROL_KEY = "sk-test-carol-3e81b0c4d2a7"
@@ -280,6 +307,39 @@ def test_a_tenant_at_its_cap_takes_its_next_job_soon_after_one_ends(fair_stack: 
     # The worker's read leaves carol out while she is at her cap and must end to take her
     # back: with kombu's 1 s BRPOP her next job waited about half of it at the median.
     assert statistics.median(gaps_s) < KOMBU_BRPOP_S / 2, gaps_s
+
+
+def test_a_parked_job_runs_soon_after_its_tenant_has_room_not_a_lease_later() -> None:
+    server = LocalRedis().start()
+    fake, fake_url = start_fakellm()
+    lease_s = 6.0
+    env = {
+        "CHATQ_API_KEYS": f"alice:{ALICE_KEY},bob:{BOB_KEY},carol:{CAROL_KEY}",
+        "CHATQ_WORKER_CONCURRENCY": "2",
+        "CHATQ_TENANT_MAX_RUNNING_OVERRIDES": "carol=1",
+        "CHATQ_LEASE": str(lease_s),
+    }
+    s = start_stack(server.url, fake_url, **env)
+    try:
+        # The sweeper sends nothing until its worker has reached Redis for a whole lease.
+        time.sleep(lease_s - 1)
+        first = s.submit("first", "fake:ttft=1", CAROL_KEY).json()["id"]
+        wait_until(lambda: s.redis.hget(keys.job(first), "status") == jobs.IN_PROGRESS, 10, "1st")
+        second = s.submit("second", "fake:ttft=0.1", CAROL_KEY).json()["id"]
+        wait_until(lambda: s.redis.llen("interactive.carol") == 1, 10, "2nd waits its turn")
+        # As if sent before fair dispatch was on: workers read the lane's own queue whatever
+        # its jobs' tenants, so the claim finds carol at her cap and parks the job.
+        s.redis.lmove("interactive.carol", "interactive", "RIGHT", "LEFT")
+        wait_until(lambda: s.redis.hget(keys.job(second), "parked") == "1", 10, "parked")
+        ran, parked = _records(s, [first, second])
+        waited_s = float(parked["started_at"]) - float(ran["completed_at"])
+        # Sent again within a second and a sweep (1 s), not once its lease (6 s) ran out.
+        assert waited_s < 2.5, waited_s
+        assert int(parked["attempts"]) == 1
+    finally:
+        s.stop()
+        fake.stop()
+        server.stop()
 
 
 def _submit_loop(url: str, key: str, tag: str, count: int, every_s: float) -> list[str]:

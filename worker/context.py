@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from celery import Celery
 
-from chatq import redis_conn
+from chatq import celery_app, fair, redis_conn
 from chatq.config import Settings
 from chatq.logs import Redactor
 from chatq.rates import Rates
@@ -54,6 +54,7 @@ def _build(settings: Settings, celery: Celery) -> WorkerContext:
         max_running=settings.tenant_max_running,
         max_running_overrides=settings.tenant_max_running_overrides,
         rates=Rates(client),
+        park_s=fair.park_s(settings, amqp=celery_app.is_amqp(celery)),
     )
     return WorkerContext(
         settings=settings,

@@ -5,15 +5,15 @@
 --
 -- A tenant (the job's owner) may have at most its cap of jobs running: over it, the job stays
 -- queued and is parked (the worker drops its message; the sweeper sends it again once its
--- lease of lease_s runs out). Only a capped tenant's jobs are counted in its running set
+-- lease of park_s runs out). Only a capped tenant's jobs are counted in its running set
 -- (the job's field `counted` says so); the running and parked sets are kept on one Redis
 -- only: on a Cluster they would be in another slot, and no cap is passed.
 --
--- ARGV: job id, run id, lease_s, the owners' cap (0: none), then owner/cap pairs that
---       override it.
+-- ARGV: job id, run id, lease_s, park_s, the owners' cap (0: none), then owner/cap pairs
+--       that override it.
 -- Answers {'claimed', request, owner, created_at}, {'capped'}, or {status} of a job it cannot
 -- take ('missing' when there is none).
-local id, run, lease_s = ARGV[1], ARGV[2], tonumber(ARGV[3])
+local id, run, lease_s, park_s = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
 local v = redis.call('HMGET', K('job', id), 'status', 'run', 'request', 'owner', 'created_at',
                      'priority', 'attempts', 'started_at', 'parked', 'followed', 'watched')
 if not v[1] then return {'missing'} end
@@ -21,10 +21,10 @@ local again = v[1] == IN_PROGRESS and v[2] == run
 if v[1] ~= QUEUED and not again then return {v[1]} end
 
 local function cap_of(owner)
-  for i = 5, #ARGV, 2 do
+  for i = 6, #ARGV, 2 do
     if ARGV[i] == owner then return tonumber(ARGV[i + 1]) end
   end
-  return tonumber(ARGV[4])
+  return tonumber(ARGV[5])
 end
 
 if not again then
@@ -39,7 +39,7 @@ if not again then
     local cap = cap_of(owner)
     if cap > 0 and redis.call('SCARD', K('running', owner)) >= cap then
       redis.call('ZADD', K('parked', lane), t, id)
-      redis.call('ZADD', leases_of(id), t + lease_s, id)
+      redis.call('ZADD', leases_of(id), t + park_s, id)
       redis.call('HSET', K('job', id), 'parked', '1')
       redis.call('HDEL', K('job', id), 'broker_sent')  -- RabbitMQ: its message is gone
       return {'capped'}
