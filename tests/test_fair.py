@@ -327,15 +327,15 @@ def test_a_parked_job_runs_soon_after_its_tenant_has_room_not_a_lease_later() ->
         wait_until(lambda: s.redis.hget(keys.job(first), "status") == jobs.IN_PROGRESS, 10, "1st")
         second = s.submit("second", "fake:ttft=0.1", CAROL_KEY).json()["id"]
 
-        def parked() -> bool:
+        def is_parked() -> bool:
             return s.redis.hget(keys.job(second), "parked") == "1"
 
         # Parked already if a worker's count of carol's jobs was a moment old; else waiting.
-        wait_until(lambda: parked() or s.redis.llen("interactive.carol") == 1, 10, "2nd")
+        wait_until(lambda: is_parked() or s.redis.llen("interactive.carol") == 1, 10, "2nd")
         # As if sent before fair dispatch was on: workers read the lane's own queue whatever
         # its jobs' tenants, so the claim finds carol at her cap and parks the job.
         s.redis.lmove("interactive.carol", "interactive", "RIGHT", "LEFT")
-        wait_until(parked, 10, "the second job parked")
+        wait_until(is_parked, 10, "the second job parked")
         ran, parked = _records(s, [first, second])
         waited_s = float(parked["started_at"]) - float(ran["completed_at"])
         # Sent again within a second and a sweep (1 s), not once its lease (6 s) ran out.
