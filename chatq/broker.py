@@ -17,6 +17,7 @@ from chatq import fair, keys, rabbit, redis_conn
 from chatq.celery_app import QUEUES, broker_url
 from chatq.config import Settings
 from chatq.lua_scripts import is_cluster, lua_source
+from chatq.store_results import Swept
 
 
 def queue_keys(queue: str) -> list[str]:
@@ -29,9 +30,9 @@ def queue_keys(queue: str) -> list[str]:
 class Broker(Protocol):
     """The broker as the sweeper, the admission check and the queue figures see it."""
 
-    def missing(self, job_ids: list[str]) -> list[str]:
-        """The ids among `job_ids` (queued jobs whose lease ran out) whose message the
-        broker does not hold for a worker to take."""
+    def missing(self, waiting: list[Swept]) -> list[str]:
+        """The ids of the jobs among `waiting` (queued jobs whose lease ran out) whose message
+        the broker does not hold for a worker to take."""
 
     def depths(self) -> dict[str, int]:
         """Messages waiting in each lane, not those a worker has reserved."""
@@ -62,18 +63,25 @@ class RedisBroker:
     ) -> None:
         self.redis = client
         self.state = state or client
-        self.lanes = {lane: (plan or fair.Plan()).lane_queues(lane) for lane in QUEUES}
+        self.plan = plan or fair.Plan()
+        self.lanes = {lane: self.plan.lane_queues(lane) for lane in QUEUES}
         self._missing = client.register_script(lua_source("missing"))
 
     def _lists(self, lane: str) -> list[str]:
         return [key for queue in self.lanes[lane] for key in queue_keys(queue)]
 
-    def missing(self, job_ids: list[str]) -> list[str]:
-        """In none of a lane's lists (lua/missing.lua)."""
-        if not job_ids:
+    def missing(self, waiting: list[Swept]) -> list[str]:
+        """In none of a lane's lists (lua/missing.lua), looked for first in the list its
+        owner's messages are sent to."""
+        if not waiting:
             return []
         lists = [key for lane in QUEUES for key in self._lists(lane)]
-        found = self._missing(keys=lists, args=job_ids)
+        args: list[str | int] = []
+        for job in waiting:
+            lane = job.priority if job.priority in self.lanes else QUEUES[0]
+            sent_to = queue_keys(self.plan.queue_for(lane, job.owner))[0]
+            args += [job.job_id, lists.index(sent_to) + 1]  # Lua counts from 1
+        found = self._missing(keys=lists, args=args)
         return [str(i) for i in found]
 
     def depths(self) -> dict[str, int]:
@@ -121,10 +129,10 @@ class RabbitBroker:
         self.api = rabbit.management_api(broker_url(settings), settings.broker_api_url)
         self.session = requests.Session()
 
-    def missing(self, job_ids: list[str]) -> list[str]:
+    def missing(self, waiting: list[Swept]) -> list[str]:
         """The queued jobs whose current message RabbitMQ never confirmed (it gives back a
         lost worker's messages by itself)."""
-        return self.marks.missing(job_ids) if job_ids else []
+        return self.marks.missing([job.job_id for job in waiting]) if waiting else []
 
     def depths(self) -> dict[str, int]:
         """Each priority's ready messages, from the management API, and its parked jobs."""

@@ -68,6 +68,7 @@ class SweepOutcome(StrEnum):
 
     GONE = "gone"  # it had ended
     QUEUED = "queued"  # still waiting: send it again only if the broker lost its message
+    PARKED = "parked"  # still waiting, its message dropped by a claim over its tenant's cap
     SUSPECT = "suspect"  # running, its lease ran out: taken over if still so a lease later
     REQUEUED = "requeued"  # its worker was lost: queued again, to be sent now
     FAILED = "failed"  # its worker was lost too many times

@@ -171,10 +171,14 @@ def test_a_claim_over_the_cap_parks_the_job_and_the_depth_counts_it_until_sent_a
         assert client.scard(keys.tenant_running("carol")) == 0
         client.zadd(keys.leases_of(ids[1]), {ids[1]: 0})  # its lease ran out
         swept = store.sweep(lease_s=10, resend_s=300, max_takeovers=3)
+        # Its message was dropped: sent again without asking the broker.
         assert [(j.job_id, j.outcome, j.owner) for j in swept] == [
-            (ids[1], SweepOutcome.QUEUED, "carol")
+            (ids[1], SweepOutcome.PARKED, "carol")
         ]
         assert broker.parked_depths(client) == {"interactive": 0, "batch": 0}  # sent again
+        client.zadd(keys.leases_of(ids[1]), {ids[1]: 0})  # that message waits a lease too
+        swept = store.sweep(lease_s=10, resend_s=300, max_takeovers=3)
+        assert [j.outcome for j in swept] == [SweepOutcome.QUEUED]  # the broker is asked now
         assert store.claim(job_id=ids[1], run_id="r3", lease_s=10).claimed  # room now
     finally:
         server.stop()

@@ -11,7 +11,7 @@ import time
 
 from chatq import broker, celery_app, gcpause, keys
 from chatq.redis_conn import BACKEND_ERRORS, is_backend_error
-from chatq.store_results import LeaseState, SweepOutcome
+from chatq.store_results import LeaseState, SweepOutcome, Swept
 from worker import running
 from worker.context import WorkerContext
 
@@ -20,6 +20,13 @@ log = logging.getLogger(__name__)
 # Heartbeats this often, so a cancel stops a running job within a second.
 TICK_S = 0.5
 SWEEP_EVERY_TICKS = 2
+# The swept jobs whose message is sent again (a queued one only if the broker lost it):
+# how loud the line that says so is, and why.
+_RESENT = {
+    SweepOutcome.REQUEUED: (logging.WARNING, "its worker was lost"),
+    SweepOutcome.QUEUED: (logging.WARNING, "message lost"),
+    SweepOutcome.PARKED: (logging.INFO, "parked over its tenant's running cap"),
+}
 
 
 class Monitor:
@@ -92,26 +99,22 @@ class Monitor:
                 handle.abort(running.LOST)
 
     def sweep(self) -> None:
-        """Requeue the jobs whose worker was lost; resend the messages the broker lost."""
+        """Requeue the jobs whose worker was lost; resend the messages the broker lost, and
+        those of parked jobs."""
         s = self.ctx.settings
         swept = self.ctx.store.sweep(
             lease_s=s.lease_s, resend_s=s.queue_resend_s, max_takeovers=s.max_takeovers
         )
-        waiting = [job.job_id for job in swept if job.outcome is SweepOutcome.QUEUED]
-        lost = set(self.broker.missing(waiting))
+        lost = set(self.broker.missing([j for j in swept if j.outcome is SweepOutcome.QUEUED]))
         for job in swept:
-            if job.outcome is SweepOutcome.REQUEUED or job.job_id in lost:
-                celery_app.enqueue(
-                    self.ctx.celery,
-                    job.job_id,
-                    job.priority,
-                    state=self.ctx.store.redis,
-                    owner=job.owner,
-                )
-                log.warning(
-                    "job %s sent again (%s)",
-                    job.job_id,
-                    "its worker was lost" if job.job_id not in lost else "message lost",
-                )
-            elif job.outcome is SweepOutcome.FAILED:
+            if job.outcome is SweepOutcome.FAILED:
                 log.warning("job %s failed: its worker was lost too many times", job.job_id)
+            elif job.outcome in (SweepOutcome.REQUEUED, SweepOutcome.PARKED) or job.job_id in lost:
+                self._send_again(job)
+
+    def _send_again(self, job: Swept) -> None:
+        celery_app.enqueue(
+            self.ctx.celery, job.job_id, job.priority, state=self.ctx.store.redis, owner=job.owner
+        )
+        level, why = _RESENT[job.outcome]
+        log.log(level, "job %s sent again (%s)", job.job_id, why)

@@ -1,6 +1,7 @@
 -- The sweeper's step: acts on up to `limit` jobs whose lease ran out by Redis's clock.
 --   A queued job: its lease is pushed resend_s ahead; the caller sends its message again
---     only if the broker has lost it ('queued').
+--     only if the broker has lost it ('queued'), or at once if a claim parked it over its
+--     tenant's running cap ('parked').
 --   A running job whose lease ran out is first only noted ('suspect'): Redis may have been
 --     away (paused, restarted) while its worker went on, and that worker's next heartbeat
 --     clears the note. Still unrenewed a whole lease after the note, its worker is gone: back
@@ -32,9 +33,11 @@ for _, id in ipairs(due) do
     redis.call('ZREM', leases_of(id), id)
     outcome = 'gone'
   elseif v[1] == QUEUED then
+    -- A claim that parked it dropped its message (claim.lua): no need to ask the broker.
+    local parked = not SHARDED and redis.call('ZSCORE', K('parked', v[2] or ''), id)
     not_running(id)
     redis.call('ZADD', leases_of(id), t + resend_s, id)
-    outcome = 'queued'
+    outcome = parked and 'parked' or 'queued'
   elseif t - tonumber(v[3] or t) < lease_s then
     if not v[3] then redis.call('HSET', K('job', id), 'suspect', stamp(t)) end
     outcome = 'suspect'
