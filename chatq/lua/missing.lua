@@ -20,6 +20,7 @@ local MARK = '"correlation_id": "'  -- the job id's place in a run message, as k
 local expected_in = {}  -- job id -> index of its list, while not seen
 local unseen = {}  -- index of a list -> how many jobs expected in it are not seen yet
 local left = 0  -- jobs not seen anywhere yet
+local read_through = {}  -- index of a list -> true once read to its end
 
 for i = 1, #ARGV, 2 do
   local id, list = ARGV[i], tonumber(ARGV[i + 1])
@@ -49,10 +50,10 @@ end
 -- Read the list KEYS[index] from its oldest end (where BRPOP takes) until `sought()` is 0 or
 -- the list ends.
 local function read(index, sought)
-  if sought() == 0 then return end
+  if sought() == 0 or read_through[index] then return end
   local length = redis.call('LLEN', KEYS[index])
   local stop, size = -1, sought() + FIRST_PAGE
-  while sought() > 0 and -stop <= length do
+  while -stop <= length do
     local page = redis.call('LRANGE', KEYS[index], stop - size + 1, stop)
     for i = #page, 1, -1 do
       see(page[i])
@@ -60,6 +61,7 @@ local function read(index, sought)
     end
     stop, size = stop - size, math.min(2 * size, LAST_PAGE)
   end
+  read_through[index] = true
 end
 
 for index = 1, #KEYS do
