@@ -47,6 +47,11 @@ class DeltaWriter:
                 self.flush()
         return not self.lost
 
+    def has_text(self) -> bool:
+        """Whether there is text to send; read without the lock, so text added meanwhile
+        waits for the next flush."""
+        return bool(self._pending) or self._unconfirmed is not None
+
     def next_piece(self) -> Piece | None:
         """What to send now (the lock held): the unconfirmed piece, else all pending text."""
         if self._unconfirmed is None and self._pending:
@@ -135,8 +140,10 @@ class Flusher:
 
     def flush_all(self) -> None:
         """One pipeline with the buffered text of every writer that has some."""
+        # Most writers have none (a job waiting for its first token, or between tokens):
+        # they are passed over without taking their lock, 40 times a second each.
         with self._lock:
-            writers = list(self._writers)
+            writers = [writer for writer in self._writers if writer.has_text()]
         with contextlib.ExitStack() as held:
             batch = []
             for writer in writers:
