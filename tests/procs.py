@@ -26,8 +26,15 @@ LOG_DIR = Path(
 )
 
 
-def wait_until(check: Callable[[], Any], timeout_s: float, what: str, every_s: float = 0.05) -> Any:
-    """Poll `check` until it returns something truthy; fail after `timeout_s`."""
+def wait_until(
+    check: Callable[[], Any],
+    timeout_s: float,
+    what: str,
+    every_s: float = 0.05,
+    log: Proc | None = None,
+) -> Any:
+    """Poll `check` until it returns something truthy; fail after `timeout_s`, with the end of
+    `log`'s log if given."""
     deadline = time.monotonic() + timeout_s
     while True:
         try:
@@ -37,7 +44,8 @@ def wait_until(check: Callable[[], Any], timeout_s: float, what: str, every_s: f
         if value:
             return value
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
+            ending = f"; {_log_end(log)}" if log else ""
+            raise AssertionError(f"timed out after {timeout_s}s waiting for {what}{ending}")
         time.sleep(every_s)
 
 
@@ -174,7 +182,7 @@ def start_fakellm(
     args = ["fakellm", "--host", host, "--port", str(port), "--api-key", UPSTREAM_KEY, *extra]
     proc = Proc("fakellm", args, env, prefix).start()
     url = f"http://{host}:{port}"
-    wait_until(lambda: requests.get(url + "/stats", timeout=1).ok, 15, "fakellm")
+    wait_started(proc, lambda: requests.get(url + "/stats", timeout=1).ok, 15)
     return proc, url + "/v1"
 
 
@@ -185,7 +193,7 @@ def start_web(
     port = free_port()
     proc = Proc("web", ["web"], {**env, "CHATQ_BIND": f"{host}:{port}"}, prefix).start()
     url = f"http://{host}:{port}"
-    wait_until(lambda: requests.get(url + "/healthz", timeout=1).ok, 20, "web")
+    wait_started(proc, lambda: requests.get(url + "/healthz", timeout=1).ok, 20)
     return proc, url
 
 
@@ -193,8 +201,26 @@ def start_worker(env: dict[str, str], redis_url: str, prefix: Sequence[str] = ()
     """A `python -m worker` process; returns once it consumes its queues."""
     env = {"CHATQ_WORKER_METRICS_BIND": f"127.0.0.1:{free_port()}", **env}
     proc = Proc("worker", ["worker"], env, prefix).start()
-    wait_until(lambda: "ready." in proc.log_text(), 20, "worker ready")
+    wait_started(proc, lambda: "ready." in proc.log_text(), 20)
     return proc
+
+
+def wait_started(proc: Proc, check: Callable[[], Any], timeout_s: float) -> None:
+    """Wait until `check` says `proc` is up; fail at once if it exits first, and with the end
+    of its log either way."""
+
+    def up_or_gone() -> str:
+        if check():
+            return "up"
+        return "" if proc.alive() else "gone"
+
+    if wait_until(up_or_gone, timeout_s, f"{proc.name} to start", log=proc) == "gone":
+        raise AssertionError(f"{proc.name} exited while starting; {_log_end(proc)}")
+
+
+def _log_end(proc: Proc) -> str:
+    """The last lines of `proc`'s log, for a failure's message."""
+    return "its log ends:\n" + proc.log_text()[-2000:]
 
 
 def leases_count(client: Any) -> int:

@@ -27,6 +27,7 @@ from tests.procs import (
     start_fakellm,
     start_web,
     start_worker,
+    wait_started,
     wait_until,
 )
 
@@ -235,8 +236,8 @@ def fair_stack() -> Iterator[Stack]:
     worker = Proc("worker", ["worker"], {**env, **metrics_bind}).start()
     url = f"http://127.0.0.1:{free_port()}"
     web = Proc("web", ["web"], {**env, "CHATQ_BIND": url.removeprefix("http://")}).start()
-    wait_until(lambda: "ready." in worker.log_text(), 20, "worker ready")
-    wait_until(lambda: requests.get(url + "/healthz", timeout=1).ok, 20, "web")
+    wait_started(worker, lambda: "ready." in worker.log_text(), 20)
+    wait_started(web, lambda: requests.get(url + "/healthz", timeout=1).ok, 20)
     client = redis.Redis.from_url(server.url, decode_responses=True)
     s = Stack(url=url, redis=client, env=env, procs=[worker, web])
     yield s

@@ -4,10 +4,11 @@ bound them starts on others (a parallel test run makes that race common)."""
 from __future__ import annotations
 
 import socket
+from pathlib import Path
 
 import pytest
 
-from scripts.localredis import LocalRedis, PortTaken, answers
+from scripts.localredis import LocalRedis, PortTaken, answers, free_port
 
 
 def _taken(port: int) -> socket.socket:
@@ -46,3 +47,12 @@ def test_a_port_given_by_the_caller_is_not_changed() -> None:
         given = LocalRedis(port=server.port)
         with pytest.raises(PortTaken):
             given.start()
+
+
+def test_free_ports_are_below_the_range_clients_connect_from() -> None:
+    # A client's connect() takes any free port of that range: one handed out from it could be
+    # gone before the server it was for binds it (a worker's metrics port was, in CI).
+    low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    ports = {free_port() for _ in range(50)}
+    assert all(1024 <= port < low for port in ports), sorted(ports)
+    assert len(ports) > 40  # spread out, not one port for every caller

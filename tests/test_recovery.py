@@ -13,7 +13,14 @@ import requests
 from chatq import config, fair, keys
 from scripts.localredis import LocalRedis
 from tests.conftest import Stack, start_stack
-from tests.procs import base_env, leases_count, start_web, start_worker, wait_until
+from tests.procs import (
+    base_env,
+    leases_count,
+    start_web,
+    start_worker,
+    wait_started,
+    wait_until,
+)
 
 pytestmark = pytest.mark.long
 
@@ -165,6 +172,6 @@ def test_the_celery_command_line_runs_the_same_worker(web_only: Stack) -> None:
     ]
     proc = Proc("celery-worker", args, {**web_only.env, "CHATQ_WORKER_METRICS_BIND": ""}).start()
     web_only.procs.append(proc)
-    wait_until(lambda: "ready." in proc.log_text(), 20, "celery worker ready")
+    wait_started(proc, lambda: "ready." in proc.log_text(), 20)
     job = web_only.submit("via celery -A worker", wait=10).json()
     assert job["status"] == "completed" and job["output_text"] == "via celery -A worker"
