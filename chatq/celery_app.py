@@ -70,6 +70,9 @@ def make_celery(settings: Settings, max_connections: int = 200) -> Celery:
     )
     app.conf.update(
         task_ignore_result=True,
+        # No result backend, so one for the whole process: else Celery builds one per thread,
+        # and a gevent pool's greenlets are threads to it (~4.6 % of a busy worker's CPU).
+        result_backend_thread_safe=True,
         task_acks_late=True,
         task_reject_on_worker_lost=False,
         worker_prefetch_multiplier=1,
