@@ -24,7 +24,8 @@ import redis
 def free_port() -> int:
     """A TCP port on 127.0.0.1 that nothing uses now, below the kernel's range for outgoing
     connections: a port from that range can be taken by any client's connect() between this
-    answer and the bind of the server it is for (seen in the tests, with a thousand clients)."""
+    answer and the bind of the server it is for (a test with a thousand clients makes that
+    likely)."""
     low, _high = _outgoing_ports()
     if low <= 2048:  # no room below it: the kernel's choice
         return _bound_port(0)
