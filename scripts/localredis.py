@@ -26,7 +26,7 @@ def free_port() -> int:
     connections: a port from that range can be taken by any client's connect() between this
     answer and the bind of the server it is for (a test with a thousand clients makes that
     likely)."""
-    low, _high = _outgoing_ports()
+    low = _lowest_outgoing_port()
     if low <= 2048:  # no room below it: the kernel's choice
         return _bound_port(0)
     for _ in range(100):
@@ -40,13 +40,13 @@ def free_port() -> int:
 _PICK = random.SystemRandom()
 
 
-def _outgoing_ports() -> tuple[int, int]:
-    """The kernel's range of ports for outgoing connections (Linux's default if unknown)."""
+def _lowest_outgoing_port() -> int:
+    """Where the kernel's range of ports for outgoing connections starts (Linux's default if
+    unknown)."""
     try:
-        low, high = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
-        return int(low), int(high)
-    except (OSError, ValueError):
-        return 32768, 60999
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
 
 
 def _bound_port(port: int) -> int:

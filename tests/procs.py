@@ -193,7 +193,7 @@ def start_web(
     port = free_port()
     proc = Proc("web", ["web"], {**env, "CHATQ_BIND": f"{host}:{port}"}, prefix).start()
     url = f"http://{host}:{port}"
-    wait_started(proc, lambda: requests.get(url + "/healthz", timeout=1).ok, 20)
+    wait_web_up(proc, url)
     return proc, url
 
 
@@ -201,8 +201,18 @@ def start_worker(env: dict[str, str], redis_url: str, prefix: Sequence[str] = ()
     """A `python -m worker` process; returns once it consumes its queues."""
     env = {"CHATQ_WORKER_METRICS_BIND": f"127.0.0.1:{free_port()}", **env}
     proc = Proc("worker", ["worker"], env, prefix).start()
-    wait_started(proc, lambda: "ready." in proc.log_text(), 20)
+    wait_worker_ready(proc)
     return proc
+
+
+def wait_worker_ready(proc: Proc) -> None:
+    """Wait until the worker `proc` consumes its queues (Celery logs "ready.")."""
+    wait_started(proc, lambda: "ready." in proc.log_text(), 20)
+
+
+def wait_web_up(proc: Proc, url: str) -> None:
+    """Wait until the web `proc` answers its health check at `url`."""
+    wait_started(proc, lambda: requests.get(url + "/healthz", timeout=1).ok, 20)
 
 
 def wait_started(proc: Proc, check: Callable[[], Any], timeout_s: float) -> None:

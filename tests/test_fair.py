@@ -27,8 +27,9 @@ from tests.procs import (
     start_fakellm,
     start_web,
     start_worker,
-    wait_started,
     wait_until,
+    wait_web_up,
+    wait_worker_ready,
 )
 
 PLAN = fair.Plan(tenants=("alice", "bob", "carol"), weights=(("alice", 2),))
@@ -236,8 +237,8 @@ def fair_stack() -> Iterator[Stack]:
     worker = Proc("worker", ["worker"], {**env, **metrics_bind}).start()
     url = f"http://127.0.0.1:{free_port()}"
     web = Proc("web", ["web"], {**env, "CHATQ_BIND": url.removeprefix("http://")}).start()
-    wait_started(worker, lambda: "ready." in worker.log_text(), 20)
-    wait_started(web, lambda: requests.get(url + "/healthz", timeout=1).ok, 20)
+    wait_worker_ready(worker)
+    wait_web_up(web, url)
     client = redis.Redis.from_url(server.url, decode_responses=True)
     s = Stack(url=url, redis=client, env=env, procs=[worker, web])
     yield s

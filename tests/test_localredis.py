@@ -51,7 +51,7 @@ def test_a_port_given_by_the_caller_is_not_changed() -> None:
 
 def test_free_ports_are_below_the_range_clients_connect_from() -> None:
     # A client's connect() takes any free port of that range: one handed out from it could be
-    # gone before the server it was for binds it (a worker's metrics port was, in CI).
+    # gone before the server it was for binds it.
     low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
     ports = {free_port() for _ in range(50)}
     assert all(1024 <= port < low for port in ports), sorted(ports)

@@ -18,8 +18,8 @@ from tests.procs import (
     leases_count,
     start_web,
     start_worker,
-    wait_started,
     wait_until,
+    wait_worker_ready,
 )
 
 pytestmark = pytest.mark.long
@@ -172,6 +172,6 @@ def test_the_celery_command_line_runs_the_same_worker(web_only: Stack) -> None:
     ]
     proc = Proc("celery-worker", args, {**web_only.env, "CHATQ_WORKER_METRICS_BIND": ""}).start()
     web_only.procs.append(proc)
-    wait_started(proc, lambda: "ready." in proc.log_text(), 20)
+    wait_worker_ready(proc)
     job = web_only.submit("via celery -A worker", wait=10).json()
     assert job["status"] == "completed" and job["output_text"] == "via celery -A worker"

@@ -22,7 +22,7 @@ from chatq import broker, celery_app, keys
 from chatq.config import load
 from scripts.localredis import LocalRedis
 from tests.conftest import Stack, start_stack
-from tests.procs import Proc, start_fakellm, start_worker, wait_until
+from tests.procs import Proc, start_fakellm, start_worker, wait_until, wait_worker_ready
 
 pytestmark = pytest.mark.long
 
@@ -80,7 +80,7 @@ def test_a_worker_whose_clock_runs_30s_ahead_takes_over_no_healthy_job(
     ahead = Proc("worker-ahead", ["worker"], {**s.env, "CHATQ_WORKER_METRICS_BIND": ""})
     ahead.args = ["faketime", "-f", "+30s", *ahead.args]
     s.procs.append(ahead.start())
-    wait_until(lambda: "ready." in ahead.log_text(), 20, "worker under faketime ready")
+    wait_worker_ready(ahead)
     # Jobs longer than a lease run on both workers while each sweeps the other's leases.
     ids = _submit(s, 20, "fake:ttft=0.2,tps=4,tokens=16", "clock")
     jobs = _all_completed(s, ids)

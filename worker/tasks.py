@@ -46,7 +46,7 @@ CELERY_PER_TASK_LOGGERS = ("celery.worker.strategy", "celery.app.trace")
 
 
 @signals.after_setup_logger.connect
-def _redact_logs(**_: Any) -> None:
+def _set_up_logging(**_: Any) -> None:
     secrets = [settings.upstream_api_key, *(k for _, k in settings.api_keys)]
     logs.setup(settings.log_level, secrets, settings.log_format)
     if settings.log_level.upper() != "DEBUG":
