@@ -1,15 +1,16 @@
 """Issue 14: fair dispatch across tenants.
 
-Two tenants on one worker of 100 slots (10 in quick runs): alice floods 2,000 jobs of 1 s
-at once, bob sends one job of 1 s per second from 2 s after the flood began. Bob's wait
-(his jobs' `started_at` less `created_at`, both from Redis's clock in the job records) is
-compared with his wait when alone, under three dispatch settings, each on a stack of its
-own in the same run: fair dispatch (a queue per tenant, read in turn), fair dispatch with
-alice's running jobs capped below the slots (CHATQ_TENANT_MAX_RUNNING), and one FIFO queue
-per lane (CHATQ_FAIR_DISPATCH=0, chatq before issue 14). Each stack runs several rounds of
-"alone, then beside the flood", pooled: bob's p99 is then not one job's wait, and a machine
-that drifts moves both sides alike. Bob's waits beside the flood are also split in two: his
-jobs made while the flood's submissions were still coming in, and those made after the last.
+Two tenants on two workers of 50 slots each (5 in quick runs), one worker process per core:
+alice floods 2,000 jobs of 1 s at once, bob sends one job of 1 s per second from 2 s after
+the flood began. Bob's wait (his jobs' `started_at` less `created_at`, both from Redis's clock
+in the job records) is compared with his wait when alone, under three dispatch settings, each
+on a stack of its own in the same run: fair dispatch (a queue per tenant, read in turn), fair
+dispatch with alice's running jobs capped below the slots (CHATQ_TENANT_MAX_RUNNING), and one
+FIFO queue per lane (CHATQ_FAIR_DISPATCH=0, chatq before issue 14). Each stack runs six rounds
+of "alone, then beside the flood", pooled: over 100 of bob's jobs a side, so that his p99 is
+not simply his slowest job, and a machine that drifts moves both sides alike. Bob's waits
+beside the flood are also split in two: his jobs made while the flood's submissions were
+still coming in, and those made after the last.
 """
 
 from __future__ import annotations
@@ -37,14 +38,20 @@ VARIANTS = {
 }
 
 
+# One gevent worker per core: a worker is one event loop, and bob's message waited behind
+# each wave of the flood's ends and starts in it (one worker: p99 19.1 ms beside the flood
+# against 7.8 ms with two, the same day; bench/README.md).
+WORKERS = 2
+
+
 def _sizes(lab: Lab) -> tuple[int, int, float, int]:
-    """(flood jobs, light jobs, seconds per job, worker slots)."""
-    return (60, 4, 0.2, 10) if lab.sizes.quick else (2000, 15, 1.0, 100)
+    """(flood jobs, light jobs per round, seconds per job, worker slots in all)."""
+    return (60, 4, 0.2, 10) if lab.sizes.quick else (2000, 17, 1.0, 100)
 
 
 def _rounds(lab: Lab) -> int:
     """Rounds of "alone, then beside the flood" on each stack."""
-    return 1 if lab.sizes.quick else 3
+    return 1 if lab.sizes.quick else 6
 
 
 def _post(session: requests.Session, url: str, job_s: float, text: str) -> str:
@@ -144,8 +151,8 @@ def _variant(lab: Lab, name: str, env: dict[str, str]) -> dict[str, Any]:
     _, _, _, slots = _sizes(lab)
     cap = str(slots - max(2, slots // 10))
     env = {k: v.format(cap=cap) for k, v in env.items()}
-    env["CHATQ_WORKER_CONCURRENCY"] = str(slots)
-    stack = lab.chatq(f"fairness-{name}", None, 1, **env)
+    env["CHATQ_WORKER_CONCURRENCY"] = str(slots // WORKERS)
+    stack = lab.chatq(f"fairness-{name}", None, WORKERS, **env)
     client = stack.client()
     try:
         rounds = [_round(lab, stack.url, client) for _ in range(_rounds(lab))]
@@ -179,6 +186,7 @@ def run(lab: Lab) -> dict[str, Any]:
     flood_n, light_n, job_s, slots = _sizes(lab)
     out: dict[str, Any] = {
         "slots": slots,
+        "workers": WORKERS,
         "flood_jobs": flood_n,
         "light_jobs": light_n,
         "job_s": job_s,
