@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from chatq import keys
+from chatq import heartbeats, keys
 from chatq.config import Settings
 from chatq.config_env import LANES as LANES
 
@@ -88,8 +88,14 @@ def plan(settings: Settings) -> Plan:
 
 class RunningCounts:
     """The tenants at their running cap, as the store counts them, re-read at most every
-    RUNNING_REFRESH_S (one pipelined round trip) and only when a cap is set. Between two
-    reads, each message this process takes counts as one more running job of its tenant."""
+    RUNNING_REFRESH_S (one pipelined round trip) and only when a cap is set.
+
+    A read gives each capped tenant's room (its cap less its running jobs) to the live
+    workers in equal shares, rounded up; each message this process takes uses one of its
+    share until the next read. Workers that each took the whole room from the same read
+    parked all but one worker's worth of it (about 3 in 10 jobs of the bench's capped flood on
+    two workers; README, "Fair dispatch"): shares leave about one job per other worker.
+    """
 
     def __init__(self, plan: Plan, connect: Callable[[], Any]) -> None:
         self.plan = plan
@@ -97,23 +103,23 @@ class RunningCounts:
         self._client: Any = None
         self._lock = threading.Lock()
         self._read_at = -RUNNING_REFRESH_S
-        self._running: dict[str, int] = {}
+        self._share: dict[str, int] = {}
 
     def capped(self) -> frozenset[str]:
-        """The tenants whose running jobs reach their cap (none if the store cannot say)."""
+        """The tenants with no share left to this process (none if the store cannot say)."""
         if not self.plan.capped:
             return frozenset()
         with self._lock:
             if time.monotonic() - self._read_at >= RUNNING_REFRESH_S:
                 self._read_at = time.monotonic()
-                self._running = self._read()
-            return frozenset(t for t, n in self._running.items() if n >= self.plan.cap(t))
+                self._share = self._read()
+            return frozenset(t for t, n in self._share.items() if n <= 0)
 
     def taken(self, tenant: str) -> None:
-        """This process took a message of `tenant`'s: one more running, until the next read."""
+        """This process took a message of `tenant`'s: one less in its share."""
         with self._lock:
-            if tenant in self._running:
-                self._running[tenant] += 1
+            if tenant in self._share:
+                self._share[tenant] -= 1
 
     def _read(self) -> dict[str, int]:
         limited = [t for t in self.plan.tenants if self.plan.cap(t)]
@@ -123,11 +129,17 @@ class RunningCounts:
             pipe = self._client.pipeline(transaction=False)
             for tenant in limited:
                 pipe.scard(keys.tenant_running(tenant))
-            counts = pipe.execute()
+            pipe.hvals(keys.workers())
+            pipe.time()
+            *counts, beats, (seconds, micros) = pipe.execute()
         except Exception as exc:  # the claim still enforces the cap: read all queues meanwhile
             log.warning("cannot read the tenants' running counts: %s", type(exc).__name__)
             return {}
-        return {t: int(n) for t, n in zip(limited, counts, strict=True)}
+        workers = max(1, heartbeats.live_count(beats, seconds + micros / 1e6))
+        return {
+            t: -(-(self.plan.cap(t) - int(n)) // workers)  # rounded up
+            for t, n in zip(limited, counts, strict=True)
+        }
 
 
 class TenantCycle:

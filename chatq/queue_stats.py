@@ -9,11 +9,10 @@ from typing import cast
 
 import redis
 
-from chatq import batches, fair, keys
+from chatq import batches, fair, heartbeats, keys
 from chatq.broker import Broker, RedisBroker
 from chatq.celery_app import QUEUES
 
-WORKER_STALE_S = 10.0
 SAFETY_FACTOR = 1.2
 
 
@@ -72,11 +71,11 @@ def workers(client: redis.Redis, now: float) -> Workers:
     count = slots = busy = 0
     stale = []
     for name, value in client.hgetall(keys.workers()).items():
-        slot_s, busy_s, seen = [*value.split(), "0", "0", "0"][:3]
-        if now - float(seen) > WORKER_STALE_S:
+        beat = heartbeats.parse(value)
+        if not beat.live(now):
             stale.append(name)
             continue
-        count, slots, busy = count + 1, slots + int(slot_s), busy + int(busy_s)
+        count, slots, busy = count + 1, slots + beat.slots, busy + beat.busy
     if stale:
         client.hdel(keys.workers(), *stale)
     return Workers(count, slots, busy)

@@ -122,6 +122,31 @@ def test_the_running_counts_come_from_the_store_and_count_what_this_process_took
         client.delete(keys.tenant_running("dora"), keys.tenant_running("erin"))
 
 
+def test_each_live_worker_takes_its_share_of_a_tenants_room() -> None:
+    """Two live workers and a gone one: a cap of 5 with 1 running leaves each a share of 2."""
+    server = LocalRedis().start()
+    client = redis.Redis.from_url(server.url, decode_responses=True)
+    try:
+        now_s = float(client.time()[0])
+        beats = {"a:1": f"50 0 {now_s}", "b:2": f"50 3 {now_s}", "gone:3": f"50 9 {now_s - 60}"}
+        client.hset(keys.workers(), mapping=beats)
+        client.sadd(keys.tenant_running("dora"), "job_a")
+        plan = fair.Plan(tenants=("dora", "erin"), max_running_overrides=(("dora", 5),))
+        running = fair.RunningCounts(plan, lambda: client)
+        assert running.capped() == frozenset()
+        running.taken("dora")
+        running.taken("erin")  # not capped: nothing to count
+        assert running.capped() == frozenset()
+        running.taken("dora")
+        assert running.capped() == {"dora"}  # the other worker may take the other 2
+        client.hdel(keys.workers(), "b:2")
+        time.sleep(fair.RUNNING_REFRESH_S)
+        assert running.capped() == frozenset()  # read again: alone, the whole room
+    finally:
+        client.close()
+        server.stop()
+
+
 def test_a_job_waits_in_its_owners_queue_or_its_lanes_own() -> None:
     assert PLAN.queue_for("batch", "bob") == "batch.bob"
     assert PLAN.queue_for("interactive", "dave") == "interactive"
