@@ -56,7 +56,7 @@ NUMBERS: dict[str, list[tuple[Any, ...]]] = {
     ],
     "fairness": [
         (variant, when, "p50_ms")
-        for variant in ("fair", "fair_capped", "fifo")
+        for variant in ("fair", "fair_capped", "fifo", "fair_capped_varied")
         for when in ("alone", "with_flood")
     ]
     + [
@@ -359,5 +359,9 @@ def test_fairness_is_met_only_with_both_percentiles_within_one_and_a_half_times(
         "fair": variant(6.2, 60.0),  # 1.55x at p50: rounding to 1.5 must not pass it
         "fifo": variant(9000.0, 14000.0),
     }
-    capped, split, fair, fifo = targets14.fairness({"fairness": section})
+    capped, split, fair, fifo, varied = targets14.fairness({"fairness": section})
     assert (capped.met, split.met, fair.met, fifo.met) == (True, None, False, None)
+    assert varied.met is None and varied.reached == "not measured in this run"
+    section["fair_capped_varied"] = variant(4.0, 40.0)  # shown, never judged: not the target
+    rows = targets14.fairness({"fairness": section})
+    assert [r.met for r in rows[4:]] == [None, None] and "4 / 40 ms vs 4 / 40 ms" in rows[4].reached

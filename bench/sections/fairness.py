@@ -6,7 +6,10 @@ the flood began. Bob's wait (his jobs' `started_at` less `created_at`, both from
 in the job records) is compared with his wait when alone, under three dispatch settings, each
 on a stack of its own in the same run: fair dispatch (a queue per tenant, read in turn), fair
 dispatch with alice's running jobs capped below the slots (CHATQ_TENANT_MAX_RUNNING), and one
-FIFO queue per lane (CHATQ_FAIR_DISPATCH=0, chatq before issue 14). Each stack runs six rounds
+FIFO queue per lane (CHATQ_FAIR_DISPATCH=0, chatq before issue 14). A fourth stack repeats the
+capped one with the flood's jobs lasting 0.5 to 1.5 times the job time (mean: the job time):
+jobs that all last 1 s start and end in waves, once a second, and this shows what the waves
+cost bob. Each stack runs six rounds
 of "alone, then beside the flood", pooled: over 100 of bob's jobs a side, so that his p99 is
 not simply his slowest job, and a machine that drifts moves both sides alike. Bob's waits
 beside the flood are also split in two: his jobs made while the flood's submissions were
@@ -15,6 +18,7 @@ still coming in, and those made after the last.
 
 from __future__ import annotations
 
+import random
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -31,11 +35,15 @@ from tests.procs import ALICE_KEY, BOB_KEY
 
 # Each setting's CHATQ_* on top of the slots; "{cap}": the slots less those left free of the
 # flood, so that bob's jobs find a slot at once.
+CAPPED = {"CHATQ_TENANT_MAX_RUNNING_OVERRIDES": "alice={cap}"}
 VARIANTS = {
     "fair": {},
-    "fair_capped": {"CHATQ_TENANT_MAX_RUNNING_OVERRIDES": "alice={cap}"},
+    "fair_capped": CAPPED,
     "fifo": {"CHATQ_FAIR_DISPATCH": "0"},
+    "fair_capped_varied": CAPPED,
 }
+# How far each of the flood's jobs may be from the job time, as a share of it (a seeded draw).
+SPREAD = {"fair_capped_varied": 0.5}
 
 
 # One gevent worker per core: a worker is one event loop, and bob's message waited behind
@@ -67,13 +75,15 @@ def _session(key: str) -> requests.Session:
     return s
 
 
-def _flood(url: str, count: int, job_s: float) -> list[str]:
+def _flood(url: str, count: int, job_s: float, spread: float) -> list[str]:
     local = threading.local()
+    draw = random.Random(14)
+    times_s = [round(job_s * (1 + draw.uniform(-spread, spread)), 3) for _ in range(count)]
 
     def one(i: int) -> str:
         if not hasattr(local, "s"):
             local.s = _session(ALICE_KEY)
-        return _post(local.s, url, job_s, f"flood {i}")
+        return _post(local.s, url, times_s[i], f"flood {i}")
 
     with ThreadPoolExecutor(16) as pool:
         return list(pool.map(one, range(count)))
@@ -125,18 +135,18 @@ class Round:
         return self.submitting + self.after
 
 
-def _round(lab: Lab, url: str, client: redis.Redis) -> Round:
+def _round(lab: Lab, url: str, client: redis.Redis, spread: float) -> Round:
     """Bob alone, then beside alice's flood, once the flood has ended."""
     flood_n, light_n, job_s, slots = _sizes(lab)
     alone = _waits(_times_s(client, _light(url, light_n, job_s, 0.0), 60))
     with ThreadPoolExecutor(2) as pool:
-        flood = pool.submit(_flood, url, flood_n, job_s)
+        flood = pool.submit(_flood, url, flood_n, job_s, spread)
         light = pool.submit(_light, url, light_n, job_s, 2 * job_s)
         flood_ids, light_ids = flood.result(), light.result()
     timeout_s = flood_n * job_s / slots * 3 + 60
     during = _times_s(client, light_ids, timeout_s)
     flood_times = _times_s(client, flood_ids, timeout_s)
-    time.sleep(2 * job_s)  # the flood's last jobs end before the next round's bob alone
+    time.sleep((2 + spread) * job_s)  # the flood's last jobs end before the next round's bob alone
     first_s, last_s = min(c for c, _ in flood_times), max(c for c, _ in flood_times)
     return Round(
         alone=alone,
@@ -153,12 +163,12 @@ def _variant(lab: Lab, name: str, env: dict[str, str]) -> dict[str, Any]:
     env = {k: v.format(cap=cap) for k, v in env.items()}
     env["CHATQ_WORKER_CONCURRENCY"] = str(slots // WORKERS)
     stack = lab.chatq(f"fairness-{name}", None, WORKERS, **env)
-    client = stack.client()
+    client, spread = stack.client(), SPREAD.get(name, 0.0)
     try:
-        rounds = [_round(lab, stack.url, client) for _ in range(_rounds(lab))]
+        rounds = [_round(lab, stack.url, client, spread) for _ in range(_rounds(lab))]
     finally:
         lab.drop(f"fairness-{name}")
-    return {"env": env, **_pooled(rounds)}
+    return {"env": env, "flood_spread": spread, **_pooled(rounds)}
 
 
 def _pooled(rounds: list[Round]) -> dict[str, Any]:
