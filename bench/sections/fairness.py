@@ -9,11 +9,10 @@ dispatch with alice's running jobs capped below the slots (CHATQ_TENANT_MAX_RUNN
 FIFO queue per lane (CHATQ_FAIR_DISPATCH=0, chatq before issue 14). A fourth stack repeats the
 capped one with the flood's jobs lasting 0.5 to 1.5 times the job time (mean: the job time):
 jobs that all last 1 s start and end in waves, once a second, and this shows what the waves
-cost bob. Each stack runs six rounds
-of "alone, then beside the flood", pooled: over 100 of bob's jobs a side, so that his p99 is
-not simply his slowest job, and a machine that drifts moves both sides alike. Bob's waits
-beside the flood are also split in two: his jobs made while the flood's submissions were
-still coming in, and those made after the last.
+cost bob. Each stack runs six rounds of "alone, then beside the flood", pooled: over 100 of
+bob's jobs a side, so that his p99 is not simply his slowest job, and a machine that drifts
+moves both sides alike. Bob's waits beside the flood are also split in two: his jobs made
+while the flood's submissions were still coming in, and those made after the last.
 """
 
 from __future__ import annotations
