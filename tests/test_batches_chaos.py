@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from chatq import batch_lines, keys
+from chatq import batch_lines, heartbeats, keys
 from tests.batchkit import (
     content,
     own_stack,
@@ -65,11 +65,11 @@ def test_a_worker_killed_while_it_feeds_and_runs_lines_loses_none_and_repeats_no
         feeder = next(p for p in stack.procs if p.name == "worker" and p.pid == int(pid))
         # The worker that feeds the batch also runs lines: killed right after a fresh heartbeat
         # says all its slots are busy, it dies holding lines (each takes 0.6 s or more).
-        first = stack.redis.hget(keys.workers(), f"{host}:{pid}").split()[2]
+        first = heartbeats.parse(stack.redis.hget(keys.workers(), f"{host}:{pid}"))
 
         def fresh_and_full() -> bool:
-            _, busy, at = stack.redis.hget(keys.workers(), f"{host}:{pid}").split()
-            return at != first and int(busy) == SLOTS
+            beat = heartbeats.parse(stack.redis.hget(keys.workers(), f"{host}:{pid}"))
+            return beat.seen_s != first.seen_s and beat.busy == SLOTS
 
         wait_until(fresh_and_full, 10, "the feeder running a line in each slot")
         feeder.kill()

@@ -13,7 +13,7 @@ from typing import Any
 
 import requests
 
-from chatq import jobs, keys
+from chatq import heartbeats, jobs, keys
 from tests.multihost.site import WEBS, Site, job_records
 
 
@@ -76,7 +76,7 @@ def all_terminal(site: Site, ids: list[str]) -> list[dict[str, Any]] | None:
 def busy_by_pid(site: Site) -> dict[int, int]:
     """Jobs each worker process runs, per its last heartbeat: {pid: busy}."""
     beats = site.state.hgetall(keys.workers())
-    return {int(name.rsplit(":", 1)[1]): int(v.split()[1]) for name, v in beats.items()}
+    return {int(name.rsplit(":", 1)[1]): heartbeats.parse(v).busy for name, v in beats.items()}
 
 
 @dataclass
