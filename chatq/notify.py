@@ -96,10 +96,10 @@ class Listener:
         """Ask the listening thread to end."""
         self._stopping.set()
 
-    def drain(self, hold_s: float) -> None:
+    def drain(self, hold_until: float) -> None:
         """The process is stopping: long-polls answer now with what they have; requests that
-        hold on through a drain get `hold_s` more seconds."""
-        self.hold_until = time.monotonic() + hold_s
+        hold on through a drain may go on until `hold_until` (time.monotonic)."""
+        self.hold_until = hold_until
         self.draining = True
         self.wake_all()
 

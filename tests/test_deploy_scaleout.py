@@ -18,6 +18,7 @@ import yaml
 
 from chatq import config
 from tests.test_deploy import CACHE_DIR, K8S_WHEEL, _wheel
+from web.__main__ import ANSWER_MARGIN_S
 
 ROOT = Path(__file__).resolve().parents[1]
 K8S_DIR = ROOT / "deploy" / "k8s"
@@ -111,7 +112,7 @@ def test_web_pods_get_time_to_answer_what_they_hold() -> None:
     pause_s = int(container["lifecycle"]["preStop"]["exec"]["command"][-1])
     graceful_s = int(_env(container)["CHATQ_GRACEFUL_TIMEOUT"])
     assert deployment["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] > (
-        pause_s + graceful_s
+        pause_s + graceful_s + ANSWER_MARGIN_S
     )
 
 

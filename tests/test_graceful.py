@@ -92,6 +92,17 @@ def test_a_held_completion_that_ends_within_the_grace_is_answered(two_webs: Stac
     assert len(_jobs(two_webs)) == 1
 
 
+def test_a_held_completion_that_ends_in_the_last_second_of_the_grace_is_answered(
+    two_webs: Stack,
+) -> None:
+    # The job cannot end before its first token, GRACE_S - 0.7 s after it started (the
+    # SIGTERM comes a moment after the start): a web that held for less than the whole grace
+    # (it held GRACE_S - 1 s) answers 503 instead.
+    answer = _call_then_sigterm_the_first_web(two_webs, f"fake:ttft={GRACE_S - 0.7}")
+    assert isinstance(answer, openai.types.chat.ChatCompletion), answer
+    assert len(_jobs(two_webs)) == 1
+
+
 def test_a_held_completion_past_the_grace_gets_an_answer_sdks_do_not_resend(
     two_webs: Stack,
 ) -> None:

@@ -7,13 +7,19 @@ import os
 import shutil
 import signal
 import tempfile
+import time
 from typing import Any
 
+import gevent
 from gunicorn.app.base import BaseApplication
 
 from chatq import config, tokens
 from web import gunicorn_errors
 from web.gworker import IdleClosingGeventWorker
+
+# gunicorn gives a stopping web this much more than CHATQ_GRACEFUL_TIMEOUT: held requests wait
+# the whole grace, then still have time to send their answers from a loaded process.
+ANSWER_MARGIN_S = 2
 
 
 def _post_worker_init(worker: Any) -> None:
@@ -25,13 +31,19 @@ def _post_worker_init(worker: Any) -> None:
     stop = signal.getsignal(signal.SIGTERM)
 
     def on_term(sig: int, frame: Any) -> None:
-        from web.app import drain
-
-        drain(worker.wsgi)
+        # A handler runs inside whatever greenlet (or the hub) the signal interrupted, maybe
+        # one holding the listener's lock: it only notes the time the grace counts from.
+        gevent.spawn(_drain, worker, time.monotonic())
         if callable(stop):
             stop(sig, frame)
 
     signal.signal(signal.SIGTERM, on_term)
+
+
+def _drain(worker: Any, since: float) -> None:
+    from web.app import drain
+
+    drain(worker.wsgi, since)
 
 
 def _child_exit(_server: Any, worker: Any) -> None:
@@ -59,7 +71,7 @@ class WebServer(BaseApplication):  # type: ignore[misc]
             "worker_connections": s.web_worker_connections,
             "backlog": 4096,
             "keepalive": s.keepalive_s,
-            "graceful_timeout": s.graceful_timeout_s,
+            "graceful_timeout": s.graceful_timeout_s + ANSWER_MARGIN_S,
             "timeout": 60,
             "accesslog": None,
             "loglevel": s.log_level.lower(),

@@ -31,9 +31,6 @@ from web.admission import Admission, add_rate_headers
 from web.auth import KeyRing
 from web.context import Services
 
-# Held requests answer this long before gunicorn's graceful timeout ends the process.
-DRAIN_MARGIN_S = 1.0
-
 
 def _services(settings: Settings) -> Services:
     client = redis_conn.connect_state(settings)
@@ -66,12 +63,11 @@ def _check_redis(settings: Settings, svc: Services) -> None:
         raise SystemExit(3) from None
 
 
-def drain(app: Flask) -> None:
-    """The process is stopping: long-polls answer now with the job as it is; held
-    completions may finish within CHATQ_GRACEFUL_TIMEOUT (less a margin to answer in)."""
+def drain(app: Flask, since: float) -> None:
+    """The process is stopping since `since` (time.monotonic): long-polls answer now with the
+    job as it is; held completions may finish within CHATQ_GRACEFUL_TIMEOUT of it."""
     svc: Services = app.extensions["chatq"]
-    grace_s = svc.settings.graceful_timeout_s
-    svc.listener.drain(hold_s=grace_s - min(DRAIN_MARGIN_S, grace_s / 4))
+    svc.listener.drain(hold_until=since + svc.settings.graceful_timeout_s)
 
 
 def create_app(settings: Settings | None = None) -> Flask:
