@@ -12,9 +12,9 @@ from flask import Blueprint, Response, request
 from chatq import celery_app
 from chatq.errors import ApiError
 from chatq.webhooks import EVENT_TYPES, Event
+from chatq.webhooks_addresses import literal_refused
 from chatq.webhooks_config import url_problem
 from chatq.webhooks_log import MAX_LOG_PAGE, new_delivery_id, public_view
-from chatq.webhooks_net import literal_refused
 from chatq.webhooks_store import API, MAX_ENDPOINTS_PER_KEY, Endpoint
 from web import params
 from web.context import Services, services
@@ -74,8 +74,8 @@ def _url(svc: Services, raw: Any) -> str:
         raise ApiError(
             400,
             "webhook_url_refused",
-            "`url` points at a loopback, private or "
-            "link-local address, which webhooks may not reach.",
+            "`url` points at an address webhooks may not reach (loopback, private, "
+            "link-local, reserved, or an IPv6 form of one): only globally routable ones.",
             param="url",
         )
     if problem:

@@ -1,0 +1,110 @@
+"""The webhook API's own rules, in process (create_app(...).test_client(), no server) on a
+Redis of its own, no worker: which URLs an endpoint may have, the cap of endpoints per key
+under concurrent creates, and what replays cost and leave. Each test has key names of its
+own, so that tests pass alone and in any order."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+import redis
+from flask import Flask
+from werkzeug.test import TestResponse
+
+from chatq import config
+from scripts.localredis import LocalRedis
+from tests.inproc import in_process
+from tests.test_webhooks_units import REFUSED
+
+NAMES = ("urls", "literals", "crowd", "replayer", "bounded")
+KEYS = {name: f"sk-inprocess-hooks-{name}-9d2e" for name in NAMES}
+REPLAY_RPM = 3
+LOG_CAP = 1000
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[LocalRedis]:
+    s = LocalRedis().start()
+    yield s
+    s.stop()
+
+
+@pytest.fixture(scope="module")
+def app(server: LocalRedis) -> Iterator[Flask]:
+    env = {
+        "CHATQ_REDIS_URL": server.url,
+        "CHATQ_API_KEYS": ",".join(f"{name}:{key}" for name, key in KEYS.items()),
+        "CHATQ_KEY_LIMITS": f"replayer=rpm:{REPLAY_RPM}",
+    }
+    with in_process(config.load(env)) as flask_app:
+        yield flask_app
+
+
+@pytest.fixture(scope="module")
+def store(server: LocalRedis) -> redis.Redis:
+    return redis.Redis.from_url(server.url, decode_responses=True)
+
+
+def _auth(name: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {KEYS[name]}"}
+
+
+def _create(app: Flask, name: str, url: str) -> TestResponse:
+    return app.test_client().post("/v1/webhooks", json={"url": url}, headers=_auth(name))
+
+
+def _error(r: TestResponse, status: int, code: str, param: str | None) -> None:
+    assert r.status_code == status, r.get_data(as_text=True)
+    error = r.get_json()["error"]
+    assert set(error) == {"message", "type", "param", "code"}
+    assert (error["code"], error["param"]) == (code, param), error
+
+
+LABEL_63 = "a" * 63
+NAME_253 = ".".join([LABEL_63] * 3 + ["b" * 61])
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        f"https://{'a' * 64}.example.com/hook",  # a label over 63 characters
+        f"https://{NAME_253}x/hook",  # a name over 253 characters
+        "https://hooks..example.com/hook",  # an empty label
+        "https://-hooks.example.com/hook",  # a label starting with a hyphen
+        "https://hooks_1.example.com/hook",  # not a letter, digit or hyphen
+        "https://\N{SNOWMAN}.example/hook",  # not allowed by IDNA 2008
+        "http://hooks.example.123/hook",  # ends in a number, yet no IPv4 address
+        "http://8.8.8.8./hook",  # the resolver reads no name ending in a dot as an address
+    ],
+)
+def test_a_host_that_cannot_be_resolved_as_written_is_a_400_naming_url(
+    app: Flask, url: str
+) -> None:
+    _error(_create(app, "urls", url), 400, "invalid_request", "url")
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        f"https://{LABEL_63}.example.com/hook",
+        f"https://{NAME_253}/hook",
+        "https://b\N{LATIN SMALL LETTER U WITH DIAERESIS}cher.example/hook",
+        "https://xn--bcher-kva.example/hook",
+        "https://Hooks.Example.com./hook",
+        "http://8.8.8.8:8080/hook",
+        "http://[2606:4700:4700::1111]/hook",
+    ],
+)
+def test_a_host_within_the_rules_is_accepted_as_written(app: Flask, url: str) -> None:
+    r = _create(app, "urls", url)
+    assert r.status_code == 200, r.get_data(as_text=True)
+    assert r.get_json()["url"] == url
+    gone = app.test_client().delete(f"/v1/webhooks/{r.get_json()['id']}", headers=_auth("urls"))
+    assert gone.status_code == 200
+
+
+@pytest.mark.parametrize("address", [*REFUSED, "127.1", "2130706433", "0x7f.1"])
+def test_an_address_webhooks_may_not_reach_is_refused_at_creation(app: Flask, address: str) -> None:
+    host = f"[{address}]" if ":" in address else address
+    _error(_create(app, "literals", f"http://{host}/hook"), 400, "webhook_url_refused", "url")
