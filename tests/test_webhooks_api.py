@@ -5,6 +5,7 @@ own, so that tests pass alone and in any order."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 
 import pytest
@@ -12,7 +13,8 @@ import redis
 from flask import Flask
 from werkzeug.test import TestResponse
 
-from chatq import config
+from chatq import config, keys
+from chatq.webhooks_store import MAX_ENDPOINTS_PER_KEY
 from scripts.localredis import LocalRedis
 from tests.inproc import in_process
 from tests.test_webhooks_units import REFUSED
@@ -108,3 +110,25 @@ def test_a_host_within_the_rules_is_accepted_as_written(app: Flask, url: str) ->
 def test_an_address_webhooks_may_not_reach_is_refused_at_creation(app: Flask, address: str) -> None:
     host = f"[{address}]" if ":" in address else address
     _error(_create(app, "literals", f"http://{host}/hook"), 400, "webhook_url_refused", "url")
+
+
+def test_concurrent_creates_make_exactly_the_cap(app: Flask, store: redis.Redis) -> None:
+    tries = 2 * MAX_ENDPOINTS_PER_KEY
+    start = threading.Barrier(tries)
+    statuses: list[int] = []
+
+    def create(n: int) -> None:
+        start.wait()
+        statuses.append(_create(app, "crowd", f"https://hooks.example.com/{n}").status_code)
+
+    _create(app, "crowd", "https://hooks.example.com/first")  # the web's services made
+    threads = [threading.Thread(target=create, args=(n,)) for n in range(tries)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert statuses.count(200) == MAX_ENDPOINTS_PER_KEY - 1
+    assert statuses.count(409) == tries - MAX_ENDPOINTS_PER_KEY + 1
+    assert store.scard(keys.webhooks_of("crowd")) == MAX_ENDPOINTS_PER_KEY
+    listed = app.test_client().get("/v1/webhooks", headers=_auth("crowd")).get_json()
+    assert len(listed["data"]) == MAX_ENDPOINTS_PER_KEY

@@ -120,13 +120,13 @@ def create_endpoint() -> Response:
     body = _body("url", "name", "event_types")
     url, name = _url(svc, body.get("url")), _name(body.get("name"))
     event_types = _event_types(body.get("event_types"))
-    if len(hooks.endpoints.of_owner(owner)) >= MAX_ENDPOINTS_PER_KEY:
+    endpoint = hooks.endpoints.create(owner, url, name, event_types)
+    if endpoint is None:
         raise ApiError(
             409,
             "too_many_webhooks",
             f"A key has at most {MAX_ENDPOINTS_PER_KEY} webhook endpoints; delete one first.",
         )
-    endpoint = hooks.endpoints.create(owner, url, name, event_types)
     log.info(
         "webhook endpoint %s created", endpoint.id, extra={"key": owner, "event": "webhook_created"}
     )
