@@ -14,6 +14,8 @@ from flask import Flask
 from werkzeug.test import TestResponse
 
 from chatq import config, keys
+from chatq.webhooks import Event
+from chatq.webhooks_log import DELIVERED, Attempt, Deliveries
 from chatq.webhooks_store import MAX_ENDPOINTS_PER_KEY
 from scripts.localredis import LocalRedis
 from tests.inproc import in_process
@@ -132,3 +134,66 @@ def test_concurrent_creates_make_exactly_the_cap(app: Flask, store: redis.Redis)
     assert store.scard(keys.webhooks_of("crowd")) == MAX_ENDPOINTS_PER_KEY
     listed = app.test_client().get("/v1/webhooks", headers=_auth("crowd")).get_json()
     assert len(listed["data"]) == MAX_ENDPOINTS_PER_KEY
+
+
+def _endpoint_with_a_delivery(app: Flask, store: redis.Redis, name: str) -> tuple[str, str]:
+    """(endpoint id, delivery id): an endpoint of `name` with one delivery in its log."""
+    r = _create(app, name, "https://hooks.example.com/replayed")
+    assert r.status_code == 200, r.get_data(as_text=True)
+    endpoint_id: str = r.get_json()["id"]
+    event = Event(f"evt_{name}", "job.completed", 1_700_000_000, f"job_{name}")
+    Deliveries(store, 604800, 0.0).add(f"dlv_{name}", endpoint_id, event)
+    return endpoint_id, f"dlv_{name}"
+
+
+def _replay(app: Flask, name: str, endpoint_id: str, delivery_id: str) -> TestResponse:
+    return app.test_client().post(
+        f"/v1/webhooks/{endpoint_id}/deliveries/{delivery_id}/replay", headers=_auth(name)
+    )
+
+
+def test_replays_count_against_the_key_s_requests_per_minute(
+    app: Flask, store: redis.Redis
+) -> None:
+    endpoint_id, delivery_id = _endpoint_with_a_delivery(app, store, "replayer")
+    answers = [_replay(app, "replayer", endpoint_id, delivery_id) for _ in range(REPLAY_RPM + 1)]
+    assert [a.status_code for a in answers] == [200] * REPLAY_RPM + [429]
+    _error(answers[-1], 429, "rate_limit_exceeded", None)
+    refused = answers[-1]
+    assert refused.get_json()["error"]["type"] == "requests"
+    assert refused.headers["x-ratelimit-limit-requests"] == str(REPLAY_RPM)
+    assert refused.headers["x-ratelimit-remaining-requests"] == "0"
+    assert int(refused.headers["Retry-After"]) >= 1
+    assert answers[0].headers["x-ratelimit-remaining-requests"] == str(REPLAY_RPM - 1)
+    log = app.test_client().get(f"/v1/webhooks/{endpoint_id}/deliveries", headers=_auth("replayer"))
+    assert len(log.get_json()["data"]) == 1 + REPLAY_RPM  # the refused replay made none
+
+
+def _delivery_keys(store: redis.Redis, endpoint_id: str) -> set[str]:
+    pattern = keys.webhook_delivery("*")
+    return {
+        k for k in store.scan_iter(pattern, count=1000) if store.hget(k, "endpoint") == endpoint_id
+    }
+
+
+def test_the_log_s_cap_bounds_what_replays_leave(app: Flask, store: redis.Redis) -> None:
+    endpoint_id, retried = _endpoint_with_a_delivery(app, store, "bounded")
+    deliveries = Deliveries(store, 604800, 0.0)
+    event = Event("evt_bounded_2", "job.completed", 1_700_000_001, "job_bounded_2")
+    token = deliveries.add("dlv_bounded_ended", endpoint_id, event)
+    assert deliveries.finish("dlv_bounded_ended", token, Attempt(DELIVERED, "delivered", 200, 0, 0))
+    for n in range(LOG_CAP - 1):
+        deliveries.add(f"dlv_bounded_r{n}", endpoint_id, event, replay_of="dlv_bounded_ended")
+    # Two more through the API: they push the ended delivery and the oldest replay out.
+    for _ in range(2):
+        answer = _replay(app, "bounded", endpoint_id, f"dlv_bounded_r{LOG_CAP - 2}")
+        assert answer.status_code == 200, answer.get_data(as_text=True)
+    log = {str(d) for d in store.zrange(keys.webhook_deliveries(endpoint_id), 0, -1)}
+    assert len(log) == LOG_CAP
+    assert not {retried, "dlv_bounded_ended", "dlv_bounded_r0"} & log
+    # What is left: the log, and the event's first delivery still being retried (it ends on
+    # its schedule); the ended one and the replay pushed out are gone, from the schedule too.
+    kept = {keys.webhook_delivery(d) for d in log | {retried}}
+    assert _delivery_keys(store, endpoint_id) == kept
+    assert store.zscore(keys.webhooks_due(), retried) is not None
+    assert store.zscore(keys.webhooks_due(), "dlv_bounded_r0") is None

@@ -228,6 +228,7 @@ def replay_delivery(endpoint_id: str, delivery_id: str) -> Response:
             409, "webhook_disabled", "This endpoint is disabled; enable it first.", param="id"
         )
     replay_id = new_delivery_id()
+    svc.admission.charge_request(owner, replay_id)
     token = hooks.deliveries.add(
         replay_id, endpoint.id, Event.parse(record["body"]), replay_of=delivery_id
     )
