@@ -52,6 +52,9 @@ def url_problem(url: str) -> str | None:
     connecting, see chatq/webhooks_net.py)."""
     if len(url) > MAX_URL_CHARS:
         return f"a URL of at most {MAX_URL_CHARS} characters is needed"
+    if not url.isprintable() or any(c.isspace() for c in url):
+        # A lone surrogate would fail every delivery outside requests' exceptions.
+        return "a URL has no whitespace, control characters or lone surrogates"
     try:
         parts = urlsplit(url)
         parts.port  # noqa: B018 - raises on a port that is not a number in range
@@ -69,10 +72,11 @@ def url_problem(url: str) -> str | None:
 
 
 def host_problem(host: str) -> str | None:
-    """Why `host` (as urlsplit reads a URL's) is neither an IP address nor a domain name a
-    delivery can resolve, or None. A name is encoded as requests encodes it (the `idna`
-    package: IDNA 2008 with UTS #46 mapping), which also holds each label to 63 characters
-    and the name to 253; the standard library's codec (IDNA 2003) takes names it does not."""
+    """Why `host` (as urlsplit reads a URL's, lowercased) is neither an IP address nor a
+    domain name a delivery can resolve, or None. A name is encoded with the `idna` package
+    (IDNA 2008) as a delivery encodes it: by requests with the UTS #46 mapping, and a
+    non-ASCII one first by urllib3 without it; either also holds each label to 63 characters
+    and the name to 253. The standard library's codec (IDNA 2003) takes names they do not."""
     try:
         if literal_address(host) is not None:
             return None
@@ -80,6 +84,8 @@ def host_problem(host: str) -> str | None:
         return "the host is neither an IP address nor a domain name"
     try:
         idna.encode(host, uts46=True)
+        if not host.isascii():
+            idna.encode(host, strict=True, std3_rules=True)
     except idna.IDNAError as exc:
         return (
             f"the host is not a valid domain name ({exc}): IDNA, each label between dots "

@@ -4,13 +4,18 @@ from __future__ import annotations
 
 import ipaddress
 from datetime import UTC, datetime
+from urllib.parse import urlsplit
 
 import pytest
+import requests
 import standardwebhooks
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from chatq import config, webhooks
 from chatq.config import ConfigError
 from chatq.webhooks_addresses import address_allowed, literal_refused
+from chatq.webhooks_config import url_problem
 
 KEYS = "alice:sk-test-a1,bob:sk-test-b2"
 # Where a webhook may connect: globally routable unicast addresses, and IPv6 forms that carry
@@ -155,3 +160,17 @@ def test_an_address_not_globally_routable_is_refused_in_every_form(address: str)
 @pytest.mark.parametrize("host", ["127.1", "0x7f.1", "2130706433", "017700000001", "10.1"])
 def test_a_host_the_resolver_reads_as_an_ipv4_address_is_checked_as_one(host: str) -> None:
     assert literal_refused(host)
+
+
+HOST_CHARS = st.sampled_from("aZ09.-_:[]%\u00b5\u00fc\u00df\u0661\u3002\u200d\ud800 ")
+
+
+@settings(max_examples=1000, deadline=None, suppress_health_check=list(HealthCheck))
+@given(st.lists(HOST_CHARS, min_size=1, max_size=70).map("".join), st.booleans())
+def test_every_url_accepted_is_one_a_delivery_can_send_to(host: str, long_label: bool) -> None:
+    url = f"https://{'a' * 60 if long_label else ''}{host}/hook"
+    if url_problem(url) is not None:
+        return
+    prepared = requests.Request("POST", url).prepare()  # raises what a delivery would raise
+    name = urlsplit(prepared.url or "").hostname or ""
+    name.encode("idna")  # as socket.getaddrinfo encodes it: labels of 1 to 63 characters

@@ -100,14 +100,22 @@ def _event_types(raw: Any) -> tuple[str, ...]:
     return tuple(dict.fromkeys(raw))
 
 
+def _encodable(text: str) -> bool:
+    try:
+        text.encode()
+    except UnicodeEncodeError:  # a lone surrogate, which JSON's \u escapes can carry
+        return False
+    return True
+
+
 def _name(raw: Any) -> str:
     if raw is None:
         return ""
-    if not isinstance(raw, str) or len(raw) > MAX_NAME_CHARS:
+    if not isinstance(raw, str) or len(raw) > MAX_NAME_CHARS or not _encodable(raw):
         raise ApiError(
             400,
             "invalid_request",
-            f"`name` is a string of at most {MAX_NAME_CHARS} characters.",
+            f"`name` is a string of at most {MAX_NAME_CHARS} characters (no lone surrogates).",
             param="name",
         )
     return raw
