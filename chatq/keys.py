@@ -192,7 +192,8 @@ def webhooks_disabled() -> str:
 
 def webhook_delivery(delivery_id: str) -> str:
     """Hash: one delivery (endpoint, event, payload, status, attempts as JSON, dispatch token);
-    expires CHATQ_WEBHOOK_LOG_TTL s after its last change."""
+    expires CHATQ_WEBHOOK_LOG_TTL s after its last change, deleted when pushed out of its
+    endpoint's log (unless an event's first delivery still pending, chatq/lua/webhook_add.lua)."""
     return f"{GLOBAL}webhooks:delivery:{delivery_id}"
 
 

@@ -9,11 +9,18 @@ import hashlib
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
+import idna
+
+from chatq.webhooks_addresses import literal_address
+
 SECRET_PREFIX = "whsec_"
 # Standard Webhooks: secrets of 24 to 64 random bytes.
 MIN_SECRET_BYTES = 24
 MAX_SECRET_BYTES = 64
 MAX_URL_CHARS = 2048
+# A host name's limits in DNS (RFC 1035), which the `idna` package enforces.
+MAX_LABEL_CHARS = 63
+MAX_NAME_CHARS = 253
 
 
 @dataclass(frozen=True)
@@ -45,6 +52,9 @@ def url_problem(url: str) -> str | None:
     connecting, see chatq/webhooks_net.py)."""
     if len(url) > MAX_URL_CHARS:
         return f"a URL of at most {MAX_URL_CHARS} characters is needed"
+    if not url.isprintable() or any(c.isspace() for c in url):
+        # A lone surrogate would fail every delivery outside requests' exceptions.
+        return "a URL has no whitespace, control characters or lone surrogates"
     try:
         parts = urlsplit(url)
         parts.port  # noqa: B018 - raises on a port that is not a number in range
@@ -52,10 +62,35 @@ def url_problem(url: str) -> str | None:
         return "not a URL"
     if parts.scheme not in ("http", "https") or not parts.hostname:
         return "an http:// or https:// URL with a host is needed"
+    if problem := host_problem(parts.hostname):
+        return problem
     if parts.username is not None or parts.password is not None:
         return "a URL must not carry credentials"
     if parts.fragment:
         return "a URL must not have a #fragment"
+    return None
+
+
+def host_problem(host: str) -> str | None:
+    """Why `host` (as urlsplit reads a URL's, lowercased) is neither an IP address nor a
+    domain name a delivery can resolve, or None. A name is encoded with the `idna` package
+    (IDNA 2008) as a delivery encodes it: by requests with the UTS #46 mapping, and a
+    non-ASCII one first by urllib3 without it; either also holds each label to 63 characters
+    and the name to 253. The standard library's codec (IDNA 2003) takes names they do not."""
+    try:
+        if literal_address(host) is not None:
+            return None
+    except ValueError:
+        return "the host is neither an IP address nor a domain name"
+    try:
+        idna.encode(host, uts46=True)
+        if not host.isascii():
+            idna.encode(host, strict=True, std3_rules=True)
+    except idna.IDNAError as exc:
+        return (
+            f"the host is not a valid domain name ({exc}): IDNA, each label between dots "
+            f"1 to {MAX_LABEL_CHARS} characters, the whole name at most {MAX_NAME_CHARS}"
+        )
     return None
 
 

@@ -1,6 +1,6 @@
 """Where a webhook may connect: the destination's address is checked when connecting, and the
 connection goes to the address checked, so a DNS answer that changes between a check and the
-connect (DNS rebinding) cannot reach a loopback, private or link-local address."""
+connect (DNS rebinding) cannot reach an address chatq/webhooks_addresses.py refuses."""
 
 from __future__ import annotations
 
@@ -15,31 +15,11 @@ from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 from urllib3.exceptions import NewConnectionError
 from urllib3.util.connection import create_connection
 
-IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
-LOCAL_NAMES = ("localhost", "localhost.")
+from chatq.webhooks_addresses import address_allowed
 
 
 class DestinationRefused(NewConnectionError):
     """The destination resolves only to addresses webhooks may not reach."""
-
-
-def address_allowed(address: IPAddress) -> bool:
-    """Whether a webhook may connect to `address`: a global unicast one."""
-    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
-        address = address.ipv4_mapped
-    return address.is_global and not address.is_multicast
-
-
-def literal_refused(host: str) -> bool:
-    """Whether `host`, as written, is certainly refused (an IP literal or localhost); names
-    are resolved and checked only when connecting."""
-    name = host.strip("[]").lower()
-    if name in LOCAL_NAMES or name.endswith((".localhost", ".localhost.")):
-        return True
-    try:
-        return not address_allowed(ipaddress.ip_address(name.split("%")[0]))
-    except ValueError:
-        return False
 
 
 def _allowed_addresses(host: str, port: int) -> list[tuple[str, int]]:

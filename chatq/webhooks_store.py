@@ -12,6 +12,7 @@ from typing import Any
 import redis
 
 from chatq import keys
+from chatq.lua_scripts import register
 from chatq.webhook_owners import KnownOwners, announce_change
 from chatq.webhooks import EVENT_TYPES, new_secret, secret_hint
 from chatq.webhooks_config import WebhookConfig
@@ -86,6 +87,23 @@ def _from_hash(raw: dict[str, str]) -> Endpoint:
     )
 
 
+def _fields(e: Endpoint) -> dict[str, str]:
+    return {
+        "id": e.id,
+        "owner": e.owner,
+        "url": e.url,
+        "name": e.name,
+        "event_types": json.dumps(list(e.event_types)),
+        "secrets": json.dumps(e.secrets),
+        "created_at": str(e.created_at),
+        "updated_at": str(e.updated_at),
+    }
+
+
+def _flat(e: Endpoint) -> list[str]:
+    return [item for pair in _fields(e).items() for item in pair]
+
+
 def new_endpoint_id() -> str:
     """A fresh id for an endpoint made through the API."""
     return "wh_" + secrets.token_urlsafe(18)
@@ -104,6 +122,7 @@ class Endpoints:
         self.configured = {c.endpoint_id: _from_config(c) for c in configured}
         # A web's answers of has_any, kept right by its notification listener.
         self.owners = owners
+        self._create = register(client, "webhook_create")
 
     def _disabled(self, endpoint: Endpoint, reasons: dict[str, str]) -> Endpoint:
         raw = reasons.get(endpoint.id)
@@ -154,31 +173,27 @@ class Endpoints:
             self.owners.put(owner, known, generation)
         return known
 
-    def create(self, owner: str, url: str, name: str, event_types: tuple[str, ...]) -> Endpoint:
-        """A new endpoint of `owner` with a fresh secret."""
+    def create(
+        self, owner: str, url: str, name: str, event_types: tuple[str, ...]
+    ) -> Endpoint | None:
+        """A new endpoint of `owner` with a fresh secret; None when the key has
+        MAX_ENDPOINTS_PER_KEY already (configured ones count), checked and made in one step."""
         now = int(time.time())
         endpoint = Endpoint(
             new_endpoint_id(), owner, url, API, name, event_types, ((new_secret(), 0.0),), now, now
         )
-        self._write(endpoint)
-        self.redis.sadd(keys.webhooks_of(owner), endpoint.id)
+        configured = sum(e.owner == owner for e in self.configured.values())
+        made = self._create(
+            keys=[keys.webhooks_of(owner), keys.webhook(endpoint.id)],
+            args=[endpoint.id, MAX_ENDPOINTS_PER_KEY - configured, *_flat(endpoint)],
+        )
+        if not made:
+            return None
         announce_change(self.redis, owner)
         return endpoint
 
     def _write(self, e: Endpoint) -> None:
-        self.redis.hset(
-            keys.webhook(e.id),
-            mapping={
-                "id": e.id,
-                "owner": e.owner,
-                "url": e.url,
-                "name": e.name,
-                "event_types": json.dumps(list(e.event_types)),
-                "secrets": json.dumps(e.secrets),
-                "created_at": str(e.created_at),
-                "updated_at": str(e.updated_at),
-            },
-        )
+        self.redis.hset(keys.webhook(e.id), items=_flat(e))
 
     def rotate(self, endpoint: Endpoint, keep_old: bool) -> Endpoint:
         """A new secret; the old ones keep signing for a day when `keep_old`."""

@@ -169,10 +169,20 @@ class Admission:
         if prompt_tokens is None:
             prompt_tokens = count_prompt_tokens(request)
         cost = 0 if cached else self.limits.cost(request, prompt_tokens)
-        window = self.limits.admit(owner, job_id, cost, prompt_tokens)
+        window = self._charge(owner, job_id, cost, prompt_tokens)
+        return window.verdict == ADMITTED and cost > 0
+
+    def charge_request(self, owner: str, ref: str) -> None:
+        """Charge one request that costs no tokens (a webhook replay, `ref` its id) to its
+        key's limits: 429 when over them."""
+        if self.limits.enabled:
+            self._charge(owner, ref, 0, 0)
+
+    def _charge(self, owner: str, ref: str, cost: int, prompt_tokens: int) -> Window:
+        window = self.limits.admit(owner, ref, cost, prompt_tokens)
         g.chatq_limits = window
         if window.verdict in (ADMITTED, HELD):
-            return window.verdict == ADMITTED and cost > 0
+            return window
         KEY_REJECTIONS.labels(owner, REASONS[window.verdict]).inc()
         quota = window.verdict in QUOTA_REFUSALS
         metrics.ADMISSION_REJECTIONS.labels("insufficient_quota" if quota else "rate_limited").inc()

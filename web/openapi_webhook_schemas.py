@@ -83,6 +83,10 @@ def _list(item: str) -> Schema:
     )
 
 
+_LABEL = r"[A-Za-z][A-Za-z0-9]{0,48}"
+_URL_PATTERN = rf"^https?://({_LABEL}\.){{0,4}}{_LABEL}(:[1-9][0-9]{{0,3}})?(/[^#\s]*)?$"
+
+
 def schemas() -> dict[str, Schema]:
     """The webhook component schemas."""
     event = _object(
@@ -99,11 +103,19 @@ def schemas() -> dict[str, Schema]:
         "`webhook-timestamp`, `webhook-signature` (`v1,<base64 HMAC-SHA256 "
         "of id.timestamp.body>`, one per active secret)."
     )
-    # An http(s) URL with a host and no credentials or #fragment (what the server accepts).
+    # An http(s) URL with a host and no credentials or #fragment. The pattern is a part of
+    # what the server accepts (a name of up to five labels of letters and digits, each
+    # starting with a letter: nothing IDNA or the 253-character limit refuses); the
+    # description says the whole rule.
     url = {
         "type": "string",
         "maxLength": 2048,
-        "pattern": r"^https?://[A-Za-z0-9.-]+(:[1-9][0-9]{0,3})?(/[^#\s]*)?$",
+        "pattern": _URL_PATTERN,
+        "description": "An http(s) URL with a host and no credentials or #fragment. The host "
+        "is an IP address (an IPv6 one in brackets) or a domain name as IDNA 2008 encodes it: "
+        "labels of at most 63 characters, at most 253 in all. Unless "
+        "CHATQ_WEBHOOK_ALLOW_PRIVATE=1, an address that is not globally routable (or an IPv6 "
+        "form of one) is refused, and names are checked when connecting.",
     }
     request = _object(["url"], url=url, name=_STR, event_types={**_TYPES, "minItems": 1})
     return {

@@ -14,14 +14,16 @@ Schema = dict[str, Any]
 
 _ERRORS = {
     "400": "`invalid_json`, `invalid_request`, `missing_field`: a field is missing or invalid "
-    "(named by `param`); `webhook_url_refused`: `url` is a loopback, private or "
-    "link-local address (unless CHATQ_WEBHOOK_ALLOW_PRIVATE=1).",
+    "(named by `param`; a `url` host is an IP address or an IDNA name, labels of at most 63 "
+    "characters, at most 253 in all); `webhook_url_refused`: `url` is an address that is "
+    "not globally routable, or a form of one (unless CHATQ_WEBHOOK_ALLOW_PRIVATE=1).",
     "401": "`invalid_api_key`: no key or an unknown key.",
     "404": "`webhook_not_found`: no endpoint of this key has that id; `delivery_not_found`.",
     "409": "`webhook_from_config`: the endpoint comes from CHATQ_WEBHOOKS; "
     "`webhook_disabled`: enable it first; `too_many_webhooks`: the key has its 20 "
     "endpoints already.",
-    "429": "`rate_limit_exceeded`: the key's request rate is over its limit.",
+    "429": "`rate_limit_exceeded`: the key's request rate is over its limit (a replay "
+    "also counts against the key's requests per minute, CHATQ_KEY_RPM).",
     "503": "`backend_unavailable`: Redis cannot be reached or cannot serve now.",
 }
 HEADER_PARAMETER: Schema = {

@@ -12,9 +12,9 @@ from flask import Blueprint, Response, request
 from chatq import celery_app
 from chatq.errors import ApiError
 from chatq.webhooks import EVENT_TYPES, Event
+from chatq.webhooks_addresses import literal_refused
 from chatq.webhooks_config import url_problem
 from chatq.webhooks_log import MAX_LOG_PAGE, new_delivery_id, public_view
-from chatq.webhooks_net import literal_refused
 from chatq.webhooks_store import API, MAX_ENDPOINTS_PER_KEY, Endpoint
 from web import params
 from web.context import Services, services
@@ -74,8 +74,8 @@ def _url(svc: Services, raw: Any) -> str:
         raise ApiError(
             400,
             "webhook_url_refused",
-            "`url` points at a loopback, private or "
-            "link-local address, which webhooks may not reach.",
+            "`url` points at an address webhooks may not reach (loopback, private, "
+            "link-local, reserved, or an IPv6 form of one): only globally routable ones.",
             param="url",
         )
     if problem:
@@ -100,14 +100,22 @@ def _event_types(raw: Any) -> tuple[str, ...]:
     return tuple(dict.fromkeys(raw))
 
 
+def _encodable(text: str) -> bool:
+    try:
+        text.encode()
+    except UnicodeEncodeError:  # a lone surrogate, which JSON's \u escapes can carry
+        return False
+    return True
+
+
 def _name(raw: Any) -> str:
     if raw is None:
         return ""
-    if not isinstance(raw, str) or len(raw) > MAX_NAME_CHARS:
+    if not isinstance(raw, str) or len(raw) > MAX_NAME_CHARS or not _encodable(raw):
         raise ApiError(
             400,
             "invalid_request",
-            f"`name` is a string of at most {MAX_NAME_CHARS} characters.",
+            f"`name` is a string of at most {MAX_NAME_CHARS} characters (no lone surrogates).",
             param="name",
         )
     return raw
@@ -120,13 +128,13 @@ def create_endpoint() -> Response:
     body = _body("url", "name", "event_types")
     url, name = _url(svc, body.get("url")), _name(body.get("name"))
     event_types = _event_types(body.get("event_types"))
-    if len(hooks.endpoints.of_owner(owner)) >= MAX_ENDPOINTS_PER_KEY:
+    endpoint = hooks.endpoints.create(owner, url, name, event_types)
+    if endpoint is None:
         raise ApiError(
             409,
             "too_many_webhooks",
             f"A key has at most {MAX_ENDPOINTS_PER_KEY} webhook endpoints; delete one first.",
         )
-    endpoint = hooks.endpoints.create(owner, url, name, event_types)
     log.info(
         "webhook endpoint %s created", endpoint.id, extra={"key": owner, "event": "webhook_created"}
     )
@@ -228,6 +236,7 @@ def replay_delivery(endpoint_id: str, delivery_id: str) -> Response:
             409, "webhook_disabled", "This endpoint is disabled; enable it first.", param="id"
         )
     replay_id = new_delivery_id()
+    svc.admission.charge_request(owner, replay_id)
     token = hooks.deliveries.add(
         replay_id, endpoint.id, Event.parse(record["body"]), replay_of=delivery_id
     )

@@ -16,6 +16,17 @@ redis.call('EXPIRE', key, ttl_s)
 local log = G .. 'webhooks:log:' .. endpoint
 redis.call('ZADD', log, t, id)
 redis.call('ZREMRANGEBYSCORE', log, '-inf', t - ttl_s)
+-- The log keeps the newest 1,000. One pushed out is deleted with it, unless it is an event's
+-- first delivery still being retried (it ends on its schedule, then expires as any does): so
+-- replays, which a key may make at will, leave at most 1,000 deliveries per endpoint.
+for _, old in ipairs(redis.call('ZRANGE', log, 0, -1001)) do
+  local old_key = G .. 'webhooks:delivery:' .. old
+  local v = redis.call('HMGET', old_key, 'status', 'replay_of')
+  if v[1] ~= 'pending' or (v[2] or '') ~= '' then
+    redis.call('DEL', old_key)
+    redis.call('ZREM', G .. 'webhooks:due', old)
+  end
+end
 redis.call('ZREMRANGEBYRANK', log, 0, -1001)
 redis.call('ZADD', G .. 'webhooks:due', t + hold_s, id)
 return token
