@@ -15,6 +15,7 @@ from chatq.batches import BatchStore
 from chatq.errors import ApiError
 from chatq.files import CHUNK_BYTES, DirectoryStorage, is_file_id, new_file_id, storage_for
 from chatq.files_meta import FileIndex
+from web import params
 from web.context import Services, services
 from web.files_upload import Received, Receiver
 from web.guard import authorize
@@ -62,11 +63,10 @@ def expires_after_s(anchor: Any, seconds: Any, param: str) -> int:
         raise ApiError(
             400, "invalid_request", f"`{param}.anchor` must be created_at.", param=f"{param}.anchor"
         )
-    try:
-        value = int(seconds)
-    except (TypeError, ValueError):
-        value = -1
-    if isinstance(seconds, bool) or not EXPIRES_MIN_S <= value <= EXPIRES_MAX_S:
+    value = seconds if isinstance(seconds, int) and not isinstance(seconds, bool) else None
+    if isinstance(seconds, str):  # a form field, or a string in JSON
+        value = params.ascii_int(seconds)
+    if value is None or not EXPIRES_MIN_S <= value <= EXPIRES_MAX_S:
         raise ApiError(
             400,
             "invalid_request",
@@ -145,17 +145,6 @@ def upload() -> Response:
     return json_response(files_meta.public_view(meta))
 
 
-def _limit(default: int, maximum: int) -> int:
-    raw = current_request.args.get("limit")
-    if raw is None:
-        return default
-    if not raw.isdigit() or not 1 <= int(raw) <= maximum:
-        raise ApiError(
-            400, "invalid_request", f"`limit` must be from 1 to {maximum}.", param="limit"
-        )
-    return int(raw)
-
-
 @bp.get("")
 def list_files() -> Response:
     """The key's files, newest first (`order=asc`: oldest), `after` a file id."""
@@ -168,7 +157,7 @@ def list_files() -> Response:
     page = bsvc.files.page(
         owner,
         after=args.get("after", ""),
-        limit=_limit(MAX_LIST_LIMIT, MAX_LIST_LIMIT),
+        limit=params.limit_arg(MAX_LIST_LIMIT, MAX_LIST_LIMIT),
         newest_first=order == "desc",
         purpose=args.get("purpose", ""),
         now=queue_stats.redis_time(svc.redis),
