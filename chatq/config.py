@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import os
 import re
-import tempfile
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 
 from chatq import config_groups
 from chatq.config_env import (
     LANES,
+    default_files_dir,
     parse_overrides,
     parse_urls,
     read_bool,
@@ -103,7 +103,7 @@ class Settings:
     webhook_timeout_s: float = 15.0
     webhook_retry_scale: float = 1.0
     webhook_log_ttl_s: int = 604800
-    files_dir: str = os.path.join(tempfile.gettempdir(), "chatq-files")
+    files_dir: str = field(default_factory=default_files_dir)
     files_max_bytes: int = 200 * 1024 * 1024
     files_max_lines: int = 50000
     files_ttl_s: int = 30 * 86400

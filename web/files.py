@@ -13,7 +13,14 @@ from werkzeug.wsgi import wrap_file
 from chatq import files_meta, queue_stats
 from chatq.batches import BatchStore
 from chatq.errors import ApiError
-from chatq.files import CHUNK_BYTES, DirectoryStorage, is_file_id, new_file_id, storage_for
+from chatq.files import (
+    CHUNK_BYTES,
+    DirectoryStorage,
+    FilesDirRefused,
+    is_file_id,
+    new_file_id,
+    storage_for,
+)
 from chatq.files_meta import FileIndex
 from web import params
 from web.context import Services, services
@@ -42,8 +49,17 @@ def install(app: Flask) -> None:
     app.extensions["chatq_batches"] = BatchServices(
         files=FileIndex(svc.redis),
         batches=BatchStore(svc.redis, svc.settings.files_ttl_s),
-        storage=storage_for(svc.settings.files_dir),
+        storage=_storage(svc.settings.files_dir),
     )
+
+
+def _storage(files_dir: str) -> DirectoryStorage:
+    try:
+        return storage_for(files_dir)
+    except FilesDirRefused as exc:
+        log.error("refusing to start: %s", exc)
+        # gunicorn's "worker failed to boot" status: its master stops instead of respawning.
+        raise SystemExit(3) from None
 
 
 def batch_services() -> BatchServices:
