@@ -22,6 +22,7 @@ from chatq.files import (
     storage_for,
 )
 from chatq.files_meta import FileIndex
+from chatq.files_quota import FileQuota, Hold
 from web import params
 from web.context import Services, services
 from web.files_upload import Received, Receiver
@@ -41,15 +42,18 @@ class BatchServices:
     files: FileIndex
     batches: BatchStore
     storage: DirectoryStorage
+    quota: FileQuota
 
 
 def install(app: Flask) -> None:
     """Add the Files and Batches services to `app` (after its job services)."""
     svc: Services = app.extensions["chatq"]
+    s = svc.settings
     app.extensions["chatq_batches"] = BatchServices(
         files=FileIndex(svc.redis),
-        batches=BatchStore(svc.redis, svc.settings.files_ttl_s),
-        storage=_storage(svc.settings.files_dir),
+        batches=BatchStore(svc.redis, s.files_ttl_s),
+        storage=_storage(s.files_dir),
+        quota=FileQuota(svc.redis, s.files_max_bytes_per_key, s.files_max_count_per_key),
     )
 
 
@@ -123,6 +127,18 @@ def _checked(got: Received, max_lines: int, default_ttl_s: int) -> int:
     return _expiry_s(got.fields, default_ttl_s)
 
 
+def _commit(got: Received, max_lines: int, default_ttl_s: int) -> tuple[int, int]:
+    """The upload's expiry in seconds and its size, once checked and committed."""
+    try:
+        expires_s = _checked(got, max_lines, default_ttl_s)
+        assert got.upload is not None
+        return expires_s, got.upload.commit()
+    except BaseException:
+        if got.upload is not None:
+            got.upload.discard()
+        raise
+
+
 @bp.post("")
 def upload() -> Response:
     """Upload a JSONL file of batch requests, streamed to the file storage."""
@@ -130,14 +146,12 @@ def upload() -> Response:
     owner = authorize(svc)
     s = svc.settings
     file_id = new_file_id()
-    got = Receiver(bsvc.storage, file_id, s.files_max_bytes).receive()
+    hold = Hold(bsvc.quota, owner, file_id, s.files_max_bytes)
     try:
-        expires_s = _checked(got, s.files_max_lines, s.files_ttl_s)
-        assert got.upload is not None
-        size_bytes = got.upload.commit()
+        got = Receiver(bsvc.storage, file_id, s.files_max_bytes, hold).receive()
+        expires_s, size_bytes = _commit(got, s.files_max_lines, s.files_ttl_s)
     except BaseException:
-        if got.upload is not None:
-            got.upload.discard()
+        hold.release()  # the room it held is the key's again
         raise
     now = queue_stats.redis_time(svc.redis)
     meta = files_meta.new_meta(
