@@ -27,7 +27,7 @@ from chatq.redis_conn import BACKEND_ERRORS
 
 # An upload asks for room this far ahead of its bytes (a Redis call per step), and asks
 # again at least once a step, which keeps its hold from lapsing while it streams.
-STEP_BYTES = 1024 * 1024
+STEP_BYTES = 4 * 1024 * 1024
 HOLD_S = 600
 
 
