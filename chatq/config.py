@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import os
 import re
-import tempfile
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 
 from chatq import config_groups
 from chatq.config_env import (
     LANES,
+    default_files_dir,
     parse_overrides,
     parse_urls,
     read_bool,
@@ -103,10 +103,12 @@ class Settings:
     webhook_timeout_s: float = 15.0
     webhook_retry_scale: float = 1.0
     webhook_log_ttl_s: int = 604800
-    files_dir: str = os.path.join(tempfile.gettempdir(), "chatq-files")
+    files_dir: str = field(default_factory=default_files_dir)
     files_max_bytes: int = 200 * 1024 * 1024
     files_max_lines: int = 50000
     files_ttl_s: int = 30 * 86400
+    files_max_bytes_per_key: int = 10 * 1024**3
+    files_max_count_per_key: int = 1000
     batch_max_queued: int = 80
     batch_window_s: float = 86400.0
     key_limits: KeyLimits = NO_LIMITS
@@ -227,6 +229,12 @@ def load(env: Mapping[str, str] | None = None) -> Settings:
         files_max_bytes=read_int(e, "CHATQ_FILES_MAX_BYTES", d.files_max_bytes, 1),
         files_max_lines=read_int(e, "CHATQ_FILES_MAX_LINES", d.files_max_lines, 1),
         files_ttl_s=read_int(e, "CHATQ_FILES_TTL", d.files_ttl_s, 1),
+        files_max_bytes_per_key=read_int(
+            e, "CHATQ_FILES_MAX_BYTES_PER_KEY", d.files_max_bytes_per_key, 1
+        ),
+        files_max_count_per_key=read_int(
+            e, "CHATQ_FILES_MAX_COUNT_PER_KEY", d.files_max_count_per_key, 1
+        ),
         batch_max_queued=read_int(e, "CHATQ_BATCH_MAX_QUEUED", d.batch_max_queued, 1),
         batch_window_s=read_float(e, "CHATQ_BATCH_WINDOW", d.batch_window_s, 0.1),
         **config_groups.limit_settings(e, d),

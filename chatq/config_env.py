@@ -17,6 +17,15 @@ class ConfigError(ValueError):
     """A CHATQ_* variable holds a value that cannot be used."""
 
 
+def default_files_dir() -> str:
+    """CHATQ_FILES_DIR's default: `chatq/files` in the user's data folder ($XDG_DATA_HOME,
+    else ~/.local/share), which no other user can name in advance as in a shared /tmp."""
+    base = os.environ.get("XDG_DATA_HOME", "")
+    if not os.path.isabs(base):  # the XDG spec: a relative path is ignored
+        base = os.path.join(os.path.expanduser("~"), ".local", "share")
+    return os.path.join(base, "chatq", "files")
+
+
 def read_text(env: Mapping[str, str], name: str, default: str) -> str:
     return env.get(name, "").strip() or default
 

@@ -13,6 +13,7 @@ import contextlib
 import os
 import re
 import secrets
+import stat
 import time
 from pathlib import Path
 from typing import BinaryIO, Protocol
@@ -20,6 +21,8 @@ from typing import BinaryIO, Protocol
 FILE_ID = re.compile(r"^file-[A-Za-z0-9_-]{16,64}$")
 CHUNK_BYTES = 64 * 1024
 PARTIAL_DIR = ".partial"
+# Files hold tenants' requests and answers: only chatq's own user may read them.
+DIR_MODE, FILE_MODE = 0o700, 0o600
 
 
 def new_file_id() -> str:
@@ -62,7 +65,7 @@ class _DirectoryUpload:
     def __init__(self, partial: Path, final: Path) -> None:
         self._partial = partial
         self._final = final
-        self._file: BinaryIO | None = open(partial, "wb")  # noqa: SIM115
+        self._file: BinaryIO | None = _create_private(partial)
         self.size_bytes = 0
 
     def write(self, data: bytes) -> None:
@@ -102,7 +105,7 @@ class DirectoryStorage:
         """See FileStorage."""
         final = self._path(file_id)
         partial_dir = self.root / PARTIAL_DIR
-        partial_dir.mkdir(parents=True, exist_ok=True)
+        partial_dir.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
         return _DirectoryUpload(partial_dir / f"{file_id}.{secrets.token_hex(6)}", final)
 
     def open(self, file_id: str) -> BinaryIO:
@@ -127,6 +130,37 @@ class DirectoryStorage:
         return removed
 
 
+def _create_private(path: Path) -> BinaryIO:
+    """A new file for writing that only this user may read (whatever the umask says)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
+    return os.fdopen(fd, "wb")
+
+
+class FilesDirRefused(RuntimeError):
+    """CHATQ_FILES_DIR cannot be kept private: another user owns it, or it cannot be made."""
+
+
+def prepare_dir(files_dir: str) -> None:
+    """Make the folder (0700) if it is missing; refuse one that another user owns, since that
+    user could read or replace every file; take away others' access to one of our own."""
+    path = Path(files_dir)
+    try:
+        path.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
+        info = path.stat()
+    except OSError as exc:
+        raise FilesDirRefused(
+            f"CHATQ_FILES_DIR={files_dir}: cannot make or read it: {exc.strerror or exc}"
+        ) from None
+    if info.st_uid != os.geteuid():
+        raise FilesDirRefused(
+            f"CHATQ_FILES_DIR={files_dir} is owned by uid {info.st_uid}, not by this process's "
+            f"user (uid {os.geteuid()}): another user could read or replace the files there"
+        )
+    if stat.S_IMODE(info.st_mode) != DIR_MODE:
+        path.chmod(DIR_MODE)
+
+
 def storage_for(files_dir: str) -> DirectoryStorage:
-    """The storage named by CHATQ_FILES_DIR."""
+    """The storage named by CHATQ_FILES_DIR, its folder made private (see prepare_dir)."""
+    prepare_dir(files_dir)
     return DirectoryStorage(files_dir)

@@ -80,15 +80,13 @@ class FileIndex:
     def __init__(self, client: redis.Redis) -> None:
         self.redis = client
         self._delete = register(client, "file_delete")
+        self._add = register(client, "file_add")
 
     def add(self, meta: dict[str, str]) -> None:
-        """Record a committed file: its metadata, its owner's list, its expiry."""
-        pipe = self.redis.pipeline(transaction=True)
-        pipe.hset(keys.file_meta(meta["id"]), items=[x for pair in meta.items() for x in pair])
-        pipe.zadd(keys.files_of(meta["owner"]), {meta["id"]: float(meta["created_at"])})
-        if meta.get("expires_at"):
-            pipe.zadd(keys.files_expiry(), {meta["id"]: float(meta["expires_at"])})
-        pipe.execute()
+        """Record a committed file: its metadata, its owner's list, its expiry, and its bytes
+        in its owner's quota, its upload's hold let go (chatq/files_quota.py)."""
+        pairs = [x for pair in meta.items() for x in pair]
+        self._add(keys=[keys.file_meta(meta["id"])], args=pairs)  # the key: a Cluster's slot
 
     def get(self, file_id: str, owner: str, now: float) -> dict[str, str] | None:
         """The file's metadata if it is `owner`'s and has not expired."""

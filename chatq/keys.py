@@ -234,6 +234,24 @@ def files_expiry() -> str:
     return GLOBAL + "files_expiry"
 
 
+def files_usage(owner: str) -> str:
+    """Hash: what the key name's files take, `bytes` and `count` (its uploads and its batches'
+    output and error files, until deleted or swept), and what its uploads in progress hold,
+    `held_bytes` and `held_count` (chatq/files_quota.py); no expiry."""
+    return f"{GLOBAL}files_usage:{owner}"
+
+
+def files_holds(owner: str) -> str:
+    """Hash: upload (file) id -> bytes the upload holds of the key name's quota; no expiry: a
+    hold goes when its upload ends, or when it lapses (files_hold_until)."""
+    return f"{GLOBAL}files_holds:{owner}"
+
+
+def files_hold_until(owner: str) -> str:
+    """Sorted set: upload id -> Redis time at which its hold lapses (its web died); no expiry."""
+    return f"{GLOBAL}files_hold_until:{owner}"
+
+
 def batch(batch_id: str) -> str:
     """Hash: the batch record (status, counts, feeding cursor, usage); no expiry while the
     batch runs, CHATQ_FILES_TTL s once it has ended."""

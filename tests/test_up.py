@@ -18,7 +18,11 @@ from pathlib import Path
 import pytest
 import requests
 
+from tests.procs import LOG_DIR
+
 ROOT = Path(__file__).resolve().parents[1]
+# The newcomer's own data folder, where CHATQ_FILES_DIR defaults to (not the test user's).
+DATA_HOME = LOG_DIR / "up-data-home"
 LAST_LINE = "Ctrl-C stops everything started here."
 START_WAIT_S = 120
 STOP_WAIT_S = 30
@@ -75,7 +79,7 @@ class Up:
 def _env(redis_url: str, **settings: str) -> dict[str, str]:
     """A newcomer's environment: no CHATQ_* but the test's Redis (never the machine's)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("CHATQ_")}
-    return {**env, "CHATQ_REDIS_URL": redis_url, **settings}
+    return {**env, "XDG_DATA_HOME": str(DATA_HOME), "CHATQ_REDIS_URL": redis_url, **settings}
 
 
 @contextlib.contextmanager
@@ -140,6 +144,8 @@ def test_make_up_takes_free_ports_prints_the_readme_banner_and_its_examples_run(
             assert (job["object"], job["status"]) == ("chat.completion.job", "completed")
             assert completion["object"] == "chat.completion"
             assert "chatq_worker_slots" in requests.get(metrics, timeout=10).text
+            # Files go to the user's own data folder, made private.
+            assert (DATA_HOME / "chatq" / "files").stat().st_mode & 0o777 == 0o700
         finally:
             code = up.stop()
     assert code == 0, up.output()[-3000:]

@@ -166,11 +166,9 @@ def list_batches() -> Response:
     """The key's batches, newest first, `after` a batch id, `limit` 1 to 100."""
     svc = services()
     owner = authorize(svc)
-    raw = current_request.args.get("limit", str(DEFAULT_LIST_LIMIT))
-    if not raw.isdigit() or not 1 <= int(raw) <= MAX_LIST_LIMIT:
-        raise _invalid(f"`limit` must be from 1 to {MAX_LIST_LIMIT}.", "limit")
+    limit = params.limit_arg(DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT)
     records, has_more = batch_services().batches.page(
-        owner, current_request.args.get("after", ""), int(raw)
+        owner, current_request.args.get("after", ""), limit
     )
     data = [batches.public_view(r) for r in records]
     return json_response(

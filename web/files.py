@@ -13,8 +13,17 @@ from werkzeug.wsgi import wrap_file
 from chatq import files_meta, queue_stats
 from chatq.batches import BatchStore
 from chatq.errors import ApiError
-from chatq.files import CHUNK_BYTES, DirectoryStorage, is_file_id, new_file_id, storage_for
+from chatq.files import (
+    CHUNK_BYTES,
+    DirectoryStorage,
+    FilesDirRefused,
+    is_file_id,
+    new_file_id,
+    storage_for,
+)
 from chatq.files_meta import FileIndex
+from chatq.files_quota import FileQuota, Hold
+from web import params
 from web.context import Services, services
 from web.files_upload import Received, Receiver
 from web.guard import authorize
@@ -33,16 +42,28 @@ class BatchServices:
     files: FileIndex
     batches: BatchStore
     storage: DirectoryStorage
+    quota: FileQuota
 
 
 def install(app: Flask) -> None:
     """Add the Files and Batches services to `app` (after its job services)."""
     svc: Services = app.extensions["chatq"]
+    s = svc.settings
     app.extensions["chatq_batches"] = BatchServices(
         files=FileIndex(svc.redis),
-        batches=BatchStore(svc.redis, svc.settings.files_ttl_s),
-        storage=storage_for(svc.settings.files_dir),
+        batches=BatchStore(svc.redis, s.files_ttl_s),
+        storage=_storage(s.files_dir),
+        quota=FileQuota(svc.redis, s.files_max_bytes_per_key, s.files_max_count_per_key),
     )
+
+
+def _storage(files_dir: str) -> DirectoryStorage:
+    try:
+        return storage_for(files_dir)
+    except FilesDirRefused as exc:
+        log.error("refusing to start: %s", exc)
+        # gunicorn's "worker failed to boot" status: its master stops instead of respawning.
+        raise SystemExit(3) from None
 
 
 def batch_services() -> BatchServices:
@@ -62,11 +83,10 @@ def expires_after_s(anchor: Any, seconds: Any, param: str) -> int:
         raise ApiError(
             400, "invalid_request", f"`{param}.anchor` must be created_at.", param=f"{param}.anchor"
         )
-    try:
-        value = int(seconds)
-    except (TypeError, ValueError):
-        value = -1
-    if isinstance(seconds, bool) or not EXPIRES_MIN_S <= value <= EXPIRES_MAX_S:
+    value = seconds if isinstance(seconds, int) and not isinstance(seconds, bool) else None
+    if isinstance(seconds, str):  # a form field, or a string in JSON
+        value = params.ascii_int(seconds)
+    if value is None or not EXPIRES_MIN_S <= value <= EXPIRES_MAX_S:
         raise ApiError(
             400,
             "invalid_request",
@@ -107,6 +127,18 @@ def _checked(got: Received, max_lines: int, default_ttl_s: int) -> int:
     return _expiry_s(got.fields, default_ttl_s)
 
 
+def _commit(got: Received, max_lines: int, default_ttl_s: int) -> tuple[int, int]:
+    """The upload's expiry in seconds and its size, once checked and committed."""
+    try:
+        expires_s = _checked(got, max_lines, default_ttl_s)
+        assert got.upload is not None
+        return expires_s, got.upload.commit()
+    except BaseException:
+        if got.upload is not None:
+            got.upload.discard()
+        raise
+
+
 @bp.post("")
 def upload() -> Response:
     """Upload a JSONL file of batch requests, streamed to the file storage."""
@@ -114,14 +146,12 @@ def upload() -> Response:
     owner = authorize(svc)
     s = svc.settings
     file_id = new_file_id()
-    got = Receiver(bsvc.storage, file_id, s.files_max_bytes).receive()
+    hold = Hold(bsvc.quota, owner, file_id, s.files_max_bytes)
     try:
-        expires_s = _checked(got, s.files_max_lines, s.files_ttl_s)
-        assert got.upload is not None
-        size_bytes = got.upload.commit()
+        got = Receiver(bsvc.storage, file_id, s.files_max_bytes, hold).receive()
+        expires_s, size_bytes = _commit(got, s.files_max_lines, s.files_ttl_s)
     except BaseException:
-        if got.upload is not None:
-            got.upload.discard()
+        hold.release()  # the room it held is the key's again
         raise
     now = queue_stats.redis_time(svc.redis)
     meta = files_meta.new_meta(
@@ -145,17 +175,6 @@ def upload() -> Response:
     return json_response(files_meta.public_view(meta))
 
 
-def _limit(default: int, maximum: int) -> int:
-    raw = current_request.args.get("limit")
-    if raw is None:
-        return default
-    if not raw.isdigit() or not 1 <= int(raw) <= maximum:
-        raise ApiError(
-            400, "invalid_request", f"`limit` must be from 1 to {maximum}.", param="limit"
-        )
-    return int(raw)
-
-
 @bp.get("")
 def list_files() -> Response:
     """The key's files, newest first (`order=asc`: oldest), `after` a file id."""
@@ -168,7 +187,7 @@ def list_files() -> Response:
     page = bsvc.files.page(
         owner,
         after=args.get("after", ""),
-        limit=_limit(MAX_LIST_LIMIT, MAX_LIST_LIMIT),
+        limit=params.limit_arg(MAX_LIST_LIMIT, MAX_LIST_LIMIT),
         newest_first=order == "desc",
         purpose=args.get("purpose", ""),
         now=queue_stats.redis_time(svc.redis),

@@ -16,6 +16,7 @@ from werkzeug.sansio.multipart import Data, Epilogue, Field, File, MultipartDeco
 
 from chatq.errors import ApiError
 from chatq.files import CHUNK_BYTES, FileStorage, Upload
+from chatq.files_quota import Hold
 
 # The form around the file: part headers, boundaries and the small fields.
 FORM_OVERHEAD_BYTES = 64 * 1024
@@ -58,10 +59,11 @@ def _boundary() -> bytes:
 class Receiver:
     """Decodes one upload into a Received, its file streamed into `storage` as `file_id`."""
 
-    def __init__(self, storage: FileStorage, file_id: str, max_bytes: int) -> None:
+    def __init__(self, storage: FileStorage, file_id: str, max_bytes: int, hold: Hold) -> None:
         self.storage = storage
         self.file_id = file_id
         self.max_bytes = max_bytes
+        self.hold = hold  # the key's quota, held ahead of the file's bytes
         self.got = Received()
 
     def receive(self) -> Received:
@@ -111,9 +113,17 @@ class Receiver:
             raise _invalid(f"Unknown form field `{event.name[:40]}`.", event.name[:40])
         if self.got.upload is not None:
             raise _invalid("Send one `file`.", "file")
+        self._hold_start()
         self.got.upload = self.storage.create(self.file_id)
         self.got.filename = event.filename[:MAX_FILENAME_CHARS]
         self.got._in_file = True
+
+    def _hold_start(self) -> None:
+        """Room for the file before its first byte: as much as the declared body may carry
+        (all of it but the form around the file is sure to be the file's)."""
+        declared = request.content_length
+        least = max(0, declared - FORM_OVERHEAD_BYTES) if declared is not None else 0
+        self.hold.start(least, declared)
 
     def _start_field(self, name: str) -> None:
         if name == "file":
@@ -138,6 +148,7 @@ class Receiver:
         got.size_bytes += len(data)
         if got.size_bytes > self.max_bytes:
             raise RequestEntityTooLarge()
+        self.hold.cover(got.size_bytes)
         assert got.upload is not None
         got.upload.write(data)
         got.newlines += data.count(b"\n")

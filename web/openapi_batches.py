@@ -48,7 +48,9 @@ def _file_collection() -> dict[str, Schema]:
                     "`invalid_request`, `missing_field`: not multipart, no "
                     "`file` or `purpose`, a `purpose` other than batch, an "
                     "unknown field, a bad `expires_after`, more lines than "
-                    "CHATQ_FILES_MAX_LINES.",
+                    "CHATQ_FILES_MAX_LINES; `files_bytes_quota_exceeded`, "
+                    "`files_count_quota_exceeded`: the key's files would pass "
+                    "CHATQ_FILES_MAX_BYTES_PER_KEY or CHATQ_FILES_MAX_COUNT_PER_KEY.",
                 ),
                 401,
                 (413, "`request_too_large`: the file is over CHATQ_FILES_MAX_BYTES."),

@@ -17,6 +17,12 @@ from chatq.tokens import Policy
 _NUMBER = re.compile(r"([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]{1,3})?\Z")
 _PREFER_WAIT = re.compile(r"(?:^|[,;\s])wait\s*=\s*\"?([^\s,;\"]+)", re.IGNORECASE)
 _JOB_ID = re.compile(r"^job_[A-Za-z0-9_-]{16,64}$")
+# ASCII digits only: int() also takes other scripts' digits ("٣"), spaces, "+" and "_", and
+# raises on some characters str.isdigit() calls digits ("²") and past 4,300 digits.
+_WHOLE = re.compile(r"[0-9]+")
+_SIGNED = re.compile(r"-?[0-9]+")
+MAX_INT_DIGITS = 18
+HUGE_INT = 10**18  # what a longer number reads as
 MAX_IDEMPOTENCY_KEY_CHARS = 255
 
 
@@ -56,6 +62,32 @@ def _parse_wait(raw: str) -> float | None:
         return None
     value = float(raw)
     return value if math.isfinite(value) else None
+
+
+def ascii_int(raw: str, *, signed: bool = False) -> int | None:
+    """`raw` as an integer when it is ASCII digits only (after a `-` if `signed`), else None;
+    past 18 digits it reads as ±10**18, beyond every limit and sequence number."""
+    if not (_SIGNED if signed else _WHOLE).fullmatch(raw):
+        return None
+    if len(raw.lstrip("-").lstrip("0")) > MAX_INT_DIGITS:
+        return -HUGE_INT if raw.startswith("-") else HUGE_INT
+    return int(raw)
+
+
+def limit_arg(default: int, maximum: int) -> int:
+    """`?limit=`: a whole number from 1 to `maximum` (`default` when absent); else a 400."""
+    raw = request.args.get("limit")
+    if raw is None:
+        return default
+    value = ascii_int(raw)
+    if value is None or not 1 <= value <= maximum:
+        raise ApiError(
+            400,
+            "invalid_request",
+            f"`limit` must be a whole number from 1 to {maximum}.",
+            param="limit",
+        )
+    return value
 
 
 def prefers_async() -> bool:

@@ -149,12 +149,12 @@ def _starting_after(stream: bool) -> int:
         raw, param = flask_request.headers.get("Last-Event-ID"), "Last-Event-ID"
     if raw is None:
         return -1
-    try:
-        return max(int(raw), -1)
-    except ValueError:
+    number = params.ascii_int(raw, signed=True)
+    if number is None:
         # A Last-Event-ID is a cursor this API gave out, as on /v1/jobs/{id}/events.
         code = "invalid_request" if param == "starting_after" else "invalid_cursor"
-        raise invalid(f"`{param}` must be an integer (a sequence number).", param, code) from None
+        raise invalid(f"`{param}` must be an integer (a sequence number).", param, code)
+    return max(number, -1)
 
 
 def _check_retrieve_options() -> None:

@@ -195,24 +195,14 @@ def enable_endpoint(endpoint_id: str) -> Response:
     return json_response(_owned(hooks, owner, endpoint_id).public())
 
 
-def _limit() -> int:
-    raw = request.args.get("limit", str(DEFAULT_PAGE))
-    if not raw.isdigit() or not 1 <= int(raw) <= MAX_LOG_PAGE:
-        raise ApiError(
-            400,
-            "invalid_request",
-            f"`limit` is a whole number from 1 to {MAX_LOG_PAGE}.",
-            param="limit",
-        )
-    return int(raw)
-
-
 @bp.get("/<endpoint_id>/deliveries")
 def list_deliveries(endpoint_id: str) -> Response:
     """The endpoint's deliveries, newest first; `after` pages on from a delivery id."""
     _svc, hooks, owner = _caller()
     endpoint = _owned(hooks, owner, endpoint_id)
-    records, more = hooks.deliveries.page(endpoint.id, _limit(), request.args.get("after"))
+    records, more = hooks.deliveries.page(
+        endpoint.id, params.limit_arg(DEFAULT_PAGE, MAX_LOG_PAGE), request.args.get("after")
+    )
     return json_response(
         {"object": "list", "data": [public_view(r) for r in records], "has_more": more}
     )

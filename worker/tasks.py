@@ -11,7 +11,7 @@ import prometheus_client
 from celery import signals
 from kombu.utils.compat import detect_environment
 
-from chatq import celery_app, config, fair, gcpause, logs, redis_check, redis_conn
+from chatq import celery_app, config, fair, files, gcpause, logs, redis_check, redis_conn
 from chatq.celery_app import RUN_JOB_TASK, WEBHOOK_TASK, make_celery
 from chatq.lua_scripts import is_cluster
 from worker import batches, greenlets, metrics, pollfix, relay, webhooks
@@ -106,6 +106,16 @@ def _check_redis(**_: Any) -> None:
         raise SystemExit(1) from None  # before the consumer starts: no job is taken
     finally:
         client.close()
+
+
+@signals.celeryd_after_setup.connect
+def _check_files_dir(**_: Any) -> None:
+    # The batch loop keeps files there: a folder another user owns is refused before any job.
+    if "batch" in settings.worker_lanes:
+        try:
+            files.prepare_dir(settings.files_dir)
+        except files.FilesDirRefused as exc:
+            sys.exit(f"worker: refusing to start: {exc}")
 
 
 @signals.worker_ready.connect

@@ -1,5 +1,6 @@
 -- The batch ends as `completed`, `cancelled`, `expired` or `failed`: its output and error files
--- (already committed to the file storage) are recorded as its owner's, its per-line results
+-- (already committed to the file storage) are recorded as its owner's (and count in its
+-- quota: never refused, as the batch was accepted, but later uploads are), its per-line results
 -- are dropped, it leaves the set of unfinished batches, its input file may be deleted again,
 -- and it expires ttl_s from now.
 --
@@ -22,6 +23,7 @@ for i = 5, #ARGV, 6 do
              'created_at', stamp(t), 'expires_at', stamp(expires_at))
   redis.call('ZADD', G .. 'files:' .. v[2], t, file_id)
   redis.call('ZADD', G .. 'files_expiry', expires_at, file_id)
+  count_file(v[2], file_id, tonumber(ARGV[i + 2]))
   redis.call('HSET', K('batch', id), ARGV[i], file_id)
 end
 redis.call('HSET', K('batch', id), 'status', final, final .. '_at', stamp(t))

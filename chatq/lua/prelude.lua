@@ -215,3 +215,25 @@ local function close_group(id, ending, members, job)
   if #members > 1 then redis.call('DEL', K('followers', id)) end
   if job then release_flight(id, job.flight or '') else release_flight(id) end
 end
+
+-- Files' quotas (chatq/files_quota.py, chatq/keys.py files_usage): what a key's files take
+-- and what its uploads in progress hold.
+local function files_usage(owner) return G .. 'files_usage:' .. owner end
+
+-- An upload's hold gives its room back: it ended (a file, or nothing) or lapsed.
+local function release_file_hold(owner, id)
+  local held = redis.call('HGET', G .. 'files_holds:' .. owner, id)
+  if not held then return end
+  redis.call('HDEL', G .. 'files_holds:' .. owner, id)
+  redis.call('ZREM', G .. 'files_hold_until:' .. owner, id)
+  redis.call('HINCRBY', files_usage(owner), 'held_bytes', 0 - tonumber(held))  -- never -0
+  redis.call('HINCRBY', files_usage(owner), 'held_count', -1)
+end
+
+-- A file joins its owner's usage, once; `counted` tells its delete to give the room back.
+local function count_file(owner, id, bytes)
+  if redis.call('HGET', K('file', id), 'counted') == '1' then return end
+  redis.call('HSET', K('file', id), 'counted', '1')
+  redis.call('HINCRBY', files_usage(owner), 'bytes', bytes)
+  redis.call('HINCRBY', files_usage(owner), 'count', 1)
+end
