@@ -6,19 +6,34 @@ from __future__ import annotations
 import json
 import socket
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import requests
 
+from chatq import batch_lines, batches, tokens
+from chatq.batches import BatchStore
+from chatq.celery_app import make_celery
+from chatq.config import Settings
+from chatq.files import DirectoryStorage, new_file_id
+from chatq.files_meta import FileIndex, new_meta
+from chatq.limits_config import KeyLimits
 from scripts.localredis import LocalRedis
+from tests.batchkit import CHAT, jsonl, request_line
 from tests.conftest import Stack, start_stack
 from tests.procs import ALICE_KEY, wait_until
+from worker.batch_feed import feed, validate
+from worker.batch_turn import Turn
+from worker.context import WorkerContext, _build
 
 # A prompt that takes tiktoken a while: one run of a letter (no spaces for the pre-tokenizer
-# to split at) is the slowest text to encode, about a second for these 2 MiB on 2 cores.
-LARGE_PROMPT_CHARS = 2 * 1024 * 1024
+# to split at) is the slowest text to encode, most of a second for these 1.5 MiB on 2 cores.
+# Its 196,608 tokens are over gpt-4o's 128,000: the web answers 422 as soon as it has counted,
+# with no other wait (a Redis call) in which it could answer another request first.
+LARGE_PROMPT_CHARS = 3 * 512 * 1024
 
 
 @pytest.fixture(scope="module")
@@ -62,31 +77,101 @@ def _post_raw(url: str, path: str, body: bytes) -> tuple[socket.socket, int, int
     return sock, sock.getsockname()[1], int(port)
 
 
-def _read_all(sock: socket.socket) -> bytes:
-    chunks = []
-    while chunk := sock.recv(65536):
-        chunks.append(chunk)
-    return b"".join(chunks)
-
-
 def test_the_web_answers_healthz_while_it_counts_a_large_prompt(web: Stack) -> None:
-    body = {"model": "fake", "messages": [{"role": "user", "content": "a" * LARGE_PROMPT_CHARS}]}
+    content = "a" * LARGE_PROMPT_CHARS
+    body = {"model": "gpt-4o", "messages": [{"role": "user", "content": content}]}
     sock, port, web_port = _post_raw(web.url, "/v1/jobs", json.dumps(body).encode())
     order: list[str] = []
     answer: list[bytes] = []
 
-    def submit_returns() -> None:
-        answer.append(_read_all(sock))
+    def submit_answers() -> None:
+        answer.append(sock.recv(65536))
         order.append("submit")
 
-    reader = threading.Thread(target=submit_returns)
+    reader = threading.Thread(target=submit_answers)
     reader.start()
-    # Every byte of the body is with the web (its socket holds none unread): it is counting.
+    # Every byte of the body is with the web, and read: it is parsing, then counting.
     wait_until(lambda: _queues(port, web_port) == (0, 0), 30, "the body sent")
     wait_until(lambda: (_queues(web_port, port) or (1, 1))[1] == 0, 30, "the body read")
     assert requests.get(web.url + "/healthz", timeout=30).ok
     order.append("healthz")
     reader.join(60)
     sock.close()
-    assert answer and answer[0].startswith(b"HTTP/1.1 202"), answer[:1]
+    assert answer and answer[0].startswith(b"HTTP/1.1 422"), answer[:1]
+    assert b"context_length_exceeded" in answer[0]
     assert order == ["healthz", "submit"]
+
+
+# --- a batch line waiting for its key's tokens ----------------------------------------------
+
+# Each line may ask for 600 tokens of output: the first takes most of the key's minute, the
+# second waits for the bucket to refill (about 13 s at 1,000 a minute).
+TPM, MAX_TOKENS = 1000, 600
+
+
+@pytest.fixture
+def ctx(tmp_path: Path) -> Iterator[WorkerContext]:
+    """A worker's context in process, on a Redis of its own, with alice limited to TPM."""
+    server = LocalRedis().start()
+    settings = Settings(
+        redis_url=server.url,
+        files_dir=str(tmp_path),
+        lease_s=10.0,
+        key_limits=KeyLimits(tokens_per_minute=TPM),
+    )
+    context = _build(settings, make_celery(settings))
+    yield context
+    context.store.redis.close()
+    server.stop()
+
+
+def _running_batch(ctx: WorkerContext, lines: list[dict[str, Any]]) -> Turn:
+    """A batch of alice's on these lines, validated by this worker, which holds its lease."""
+    storage = DirectoryStorage(ctx.settings.files_dir)
+    file_id = new_file_id()
+    upload = storage.create(file_id)
+    upload.write(jsonl(list(lines)))
+    size = upload.commit()
+    now = time.time()
+    meta = new_meta(
+        file_id=file_id,
+        owner="alice",
+        size_bytes=size,
+        lines=len(lines),
+        filename="in.jsonl",
+        purpose="batch",
+        created_at=now,
+        expires_at=now + 3600,
+    )
+    FileIndex(ctx.store.redis).add(meta)
+    store = BatchStore(ctx.store.redis, 3600)
+    record = batches.new_record(
+        batch_id=batches.new_batch_id(),
+        owner="alice",
+        endpoint=CHAT,
+        input_file_id=file_id,
+        metadata=None,
+        output_expires_s=3600,
+    )
+    assert store.create(record, 3600.0) and store.lease(record["id"], "w", 10.0)
+    turn = Turn(ctx, store, storage, "w", store.get(record["id"]) or {})
+    validate(turn)
+    assert turn.reload()["status"] == batches.IN_PROGRESS
+    return turn
+
+
+def test_a_batch_line_waiting_for_its_keys_tokens_is_counted_once(ctx: WorkerContext) -> None:
+    lines = [request_line(f"l{i}", f"line {i} " * 50) for i in (1, 2)]
+    for line in lines:
+        line["body"]["max_tokens"] = MAX_TOKENS
+    turn = _running_batch(ctx, lines)
+    counted_before = tokens.prompts_counted()
+    fed = [feed(turn) for _ in range(4)]  # four turns of the batch: the second line waits
+    assert fed == [1, 0, 0, 0]
+    assert turn.reload()["feed_line"] == "2"
+    assert tokens.prompts_counted() - counted_before == 2  # each line once
+    # The first line's job keeps its count: its run (pacing) does not count it again.
+    job_id = batch_lines.line_job_id(turn.batch_id, 1)
+    claim = ctx.store.claim(job_id=job_id, run_id="r", lease_s=10.0)
+    expected = tokens.count_prompt_tokens({"model": "fake", **lines[0]["body"]})
+    assert claim.claimed and claim.prompt_tokens == expected

@@ -21,15 +21,15 @@ RECORD_FIELDS = ("owner", "model", "cached", "leader", "attempts", "result")
 TOKENS_USED = Counter(
     "chatq_key_tokens_total", "Tokens used by each key's jobs, counted as each job ends", ["key"]
 )
-_limits: dict[int, Limits] = {}
+_limits: dict[int, tuple[WorkerContext, Limits]] = {}
 
 
 def limits_of(ctx: WorkerContext) -> Limits:
-    """This process's view of the keys' limits."""
+    """This process's view of the keys' limits (made again for another context: a test's)."""
     found = _limits.get(ctx.pid)
-    if found is None:
-        found = _limits[ctx.pid] = Limits(ctx.store.redis, ctx.settings)
-    return found
+    if found is None or found[0] is not ctx:
+        found = _limits[ctx.pid] = (ctx, Limits(ctx.store.redis, ctx.settings))
+    return found[1]
 
 
 def _usage_total(result: str | None) -> int | None:
