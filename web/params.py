@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import math
 import random
 import re
@@ -11,6 +10,7 @@ from typing import Any
 from flask import current_app, request
 from werkzeug.exceptions import RequestEntityTooLarge
 
+from chatq import json_input
 from chatq.errors import ApiError
 from chatq.tokens import Policy
 
@@ -18,14 +18,6 @@ _NUMBER = re.compile(r"([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]{1,3})?\Z")
 _PREFER_WAIT = re.compile(r"(?:^|[,;\s])wait\s*=\s*\"?([^\s,;\"]+)", re.IGNORECASE)
 _JOB_ID = re.compile(r"^job_[A-Za-z0-9_-]{16,64}$")
 MAX_IDEMPOTENCY_KEY_CHARS = 255
-
-
-def _no_constants(name: str) -> Any:
-    raise ValueError(f"{name} is not valid JSON")
-
-
-# One decoder for every body: json.loads with an option builds a new one per call.
-_DECODER = json.JSONDecoder(parse_constant=_no_constants)
 
 
 def _read_body() -> bytes:
@@ -39,10 +31,11 @@ def _read_body() -> bytes:
 
 
 def json_body() -> dict[str, Any]:
-    """The body parsed as a JSON object in UTF-8, whatever the Content-Type says."""
+    """The body parsed as a JSON object in UTF-8, whatever the Content-Type says; a number
+    out of a float's range or a lone surrogate is a 400 naming the field (chatq/json_input)."""
     raw = _read_body()
     try:
-        body = _DECODER.decode(raw.decode("utf-8"))
+        body = json_input.parse(raw.decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:
         raise ApiError(400, "invalid_json", "The body is not valid JSON in UTF-8.") from exc
     if not isinstance(body, dict):
