@@ -81,12 +81,24 @@ def _ranks(name: str, sha256: str) -> dict[bytes, int]:
 def encoding(name: str) -> tiktoken.Encoding:
     """The tiktoken encoding `name` (cl100k_base or o200k_base), built offline, once."""
     spec = _SPECS[name]
-    return tiktoken.Encoding(
+    built = tiktoken.Encoding(
         name,
         pat_str=spec.pat_str,
         mergeable_ranks=_ranks(name, spec.sha256),
         special_tokens=spec.special_tokens,
     )
+    _built.add(name)
+    return built
+
+
+_built: set[str] = set()
+
+
+def is_built(model: str) -> bool:
+    """Whether the encoding that counts `model` is built already (else the next count with it
+    spends about half a second building it)."""
+    info = model_info(model)
+    return (info.encoding if info else FALLBACK_ENCODING) in _built
 
 
 def preload(models: Iterable[str]) -> None:

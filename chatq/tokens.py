@@ -11,7 +11,7 @@ from typing import Any, Literal
 import tiktoken
 
 from chatq import offload
-from chatq.encodings import encoding_for
+from chatq.encodings import encoding_for, is_built
 from chatq.errors import ApiError
 from chatq.model_limits import model_info
 
@@ -151,19 +151,23 @@ def prompts_counted() -> int:
 
 def _costs(request: dict[str, Any]) -> tuple[int, list[int]]:
     """The request's fixed tokens and each message's tokens, estimates already scaled up;
-    counted off the event loop unless the request is small."""
+    counted off the event loop unless the request is small and its encoding built."""
     _tally.add()
-    if _shorter_than(request, INLINE_MAX_CHARS):
+    if is_built(_model(request)) and _shorter_than(request, INLINE_MAX_CHARS):
         return _count_costs(request)
     return offload.off_loop(_count_costs, request)
 
 
+def _count_text(model: str, text: str) -> int:
+    enc, factor = encoding_for(model)
+    return math.ceil(_text(enc, text) * factor)
+
+
 def count_text(model: str, text: str) -> int:
     """Tokens of `text` as `model`'s output, off the event loop unless it is short."""
-    enc, factor = encoding_for(model)
-    if len(text) < INLINE_MAX_CHARS:
-        return math.ceil(_text(enc, text) * factor)
-    return math.ceil(offload.off_loop(_text, enc, text) * factor)
+    if is_built(model) and len(text) < INLINE_MAX_CHARS:
+        return _count_text(model, text)
+    return offload.off_loop(_count_text, model, text)
 
 
 def count_prompt_tokens(request: dict[str, Any]) -> int:

@@ -24,7 +24,7 @@ from chatq.limits_config import KeyLimits
 from scripts.localredis import LocalRedis
 from tests.batchkit import CHAT, jsonl, request_line
 from tests.conftest import Stack, start_stack
-from tests.procs import ALICE_KEY, wait_until
+from tests.procs import ALICE_KEY, python_output, wait_until
 from worker.batch_feed import feed, validate
 from worker.batch_turn import Turn
 from worker.context import WorkerContext, _build
@@ -100,6 +100,41 @@ def test_the_web_answers_healthz_while_it_counts_a_large_prompt(web: Stack) -> N
     assert answer and answer[0].startswith(b"HTTP/1.1 422"), answer[:1]
     assert b"context_length_exceeded" in answer[0]
     assert order == ["healthz", "submit"]
+
+
+# In a gevent process of its own: a greenlet that counts while another counts a prompt whose
+# encoding is not built yet (half a second of building) or a large prompt. The counts run on
+# a thread, so the counter greenlet goes on: its last tick comes after the count began.
+_GEVENT_COUNT = """
+from chatq import gevent_patch
+gevent_patch.patch_all()
+import gevent
+from chatq import tokens
+
+ticks = []
+def tick():
+    while True:
+        ticks.append(1)
+        gevent.sleep(0.001)
+
+def ticks_during(request):
+    ticker = gevent.spawn(tick)
+    gevent.sleep(0.01)
+    before = len(ticks)
+    tokens.count_prompt_tokens(request)
+    during = len(ticks) - before
+    ticker.kill()
+    return during
+
+small = {"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]}
+large = {"model": "gpt-4o", "messages": [{"role": "user", "content": "a" * 500_000}]}
+print(ticks_during(small), ticks_during(large))
+"""
+
+
+def test_a_gevent_process_goes_on_while_it_builds_an_encoding_or_counts_a_large_prompt() -> None:
+    building, counting = (int(n) for n in python_output(_GEVENT_COUNT).split())
+    assert building > 0 and counting > 0
 
 
 # --- a batch line waiting for its key's tokens ----------------------------------------------
