@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from chatq import json_input
 from chatq.config import Settings
 from chatq.errors import ApiError, failed_job_status
 from chatq.response_input import invalid
@@ -133,7 +134,9 @@ def _envelope(number: int, raw: bytes) -> JSONDict | LineError:
             number, "line_too_long", f"This line is longer than {MAX_LINE_BYTES} bytes."
         )
     try:
-        value = json.loads(raw.decode("utf-8"))
+        value = json_input.parse(raw.decode("utf-8"))
+    except ApiError as exc:  # JSON, but a number or a string no request can carry
+        return LineError(number, exc.code, exc.message, exc.param)
     except (UnicodeDecodeError, ValueError, RecursionError):
         return LineError(number, "invalid_json_line", "This line is not valid JSON in UTF-8.")
     if not isinstance(value, dict):

@@ -52,6 +52,12 @@ def new_record(
     }
 
 
+def counted_fields(prompt_tokens: int | None) -> dict[str, str]:
+    """The record field that keeps a prompt's token count, once made, so that the job's run
+    (its pacing) does not count it again; none when it was not counted."""
+    return {} if prompt_tokens is None else {"prompt_tokens": str(prompt_tokens)}
+
+
 def _time(raw: str | None) -> float | None:
     return float(raw) if raw else None
 

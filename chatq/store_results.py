@@ -27,13 +27,15 @@ class Created:
 
 @dataclass(frozen=True)
 class Claim:
-    """The answer of `claim`: the job's request and owner, or the status that prevented it."""
+    """The answer of `claim`: the job's request and owner (and its prompt's token count, if
+    made when it was submitted), or the status that prevented it."""
 
     claimed: bool
     status: str = ""
     request: str = ""
     owner: str = ""
     created_at: float = 0.0
+    prompt_tokens: int | None = None
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from chatq import tokens
+from chatq import encodings, tokens
 from chatq.errors import ApiError
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -90,7 +90,7 @@ def _run_offline(code: str, cache_dir: Path) -> Any:
 
 def _cookbook_count(messages: list[dict[str, Any]], encoding: str) -> int:
     """The cookbook's num_tokens_from_messages, verbatim in substance."""
-    enc = tokens.encoding(encoding)
+    enc = encodings.encoding(encoding)
     num = 0
     for message in messages:
         num += 3
@@ -106,15 +106,15 @@ def _req(messages: list[dict[str, Any]], model: str = "gpt-4", **extra: Any) -> 
 
 
 def _cost(message: dict[str, Any], model: str = "gpt-4") -> int:
-    return tokens.message_tokens(tokens.encoding_for(model)[0], message)
+    return tokens.message_tokens(encodings.encoding_for(model)[0], message)
 
 
 def test_counting_from_a_cold_cache_touches_no_network(tmp_path: Path) -> None:
     result = _run_offline(
         """
         import json, tiktoken
-        from chatq import tokens
-        out = {name: len(tokens.encoding(name).encode_ordinary("hello world"))
+        from chatq import encodings, tokens
+        out = {name: len(encodings.encoding(name).encode_ordinary("hello world"))
                for name in ("cl100k_base", "o200k_base")}
         out["gpt-4o"] = tokens.count_prompt_tokens(
             {"model": "gpt-4o", "messages": [{"role": "user", "content": "hello world"}]})
@@ -139,7 +139,7 @@ def test_encodings_equal_tiktokens_own_rank_for_rank(tmp_path: Path) -> None:
         import gzip, hashlib, json, os
         from importlib import resources
         import tiktoken
-        from chatq import tokens
+        from chatq import encodings
         url = "https://openaipublic.blob.core.windows.net/encodings/{}.tiktoken"
         out = {}
         for name in ("cl100k_base", "o200k_base"):
@@ -148,7 +148,7 @@ def test_encodings_equal_tiktokens_own_rank_for_rank(tmp_path: Path) -> None:
             path = os.path.join(os.environ["TIKTOKEN_CACHE_DIR"], key)
             with open(path, "wb") as f:
                 f.write(gzip.decompress(blob.read_bytes()))
-            theirs, ours = tiktoken.get_encoding(name), tokens.encoding(name)
+            theirs, ours = tiktoken.get_encoding(name), encodings.encoding(name)
             out[name] = [theirs._pat_str == ours._pat_str,
                          theirs._special_tokens == ours._special_tokens,
                          theirs._mergeable_ranks == ours._mergeable_ranks]
@@ -169,7 +169,7 @@ def test_encodings_equal_tiktokens_own_rank_for_rank(tmp_path: Path) -> None:
     ],
 )
 def test_known_strings_encode_to_known_ids(encoding: str, text: str, ids: list[int]) -> None:
-    assert tokens.encoding(encoding).encode_ordinary(text) == ids
+    assert encodings.encoding(encoding).encode_ordinary(text) == ids
 
 
 @pytest.mark.parametrize(
@@ -192,7 +192,7 @@ def test_known_strings_encode_to_known_ids(encoding: str, text: str, ids: list[i
 def test_models_count_with_their_families_encoding(
     model: str, encoding: str, factor: float
 ) -> None:
-    enc, got_factor = tokens.encoding_for(model)
+    enc, got_factor = encodings.encoding_for(model)
     assert (enc.name, got_factor) == (encoding, factor)
 
 
@@ -213,7 +213,7 @@ def test_cookbook_example_counts_what_openai_counted(
 
 
 def test_list_content_counts_text_parts_and_each_image_as_85() -> None:
-    enc = tokens.encoding("o200k_base")
+    enc = encodings.encoding("o200k_base")
     parts = [
         {"type": "text", "text": "Describe this picture."},
         {"type": "image_url", "image_url": {"url": "data:image/png;base64," + "A" * 9000}},
@@ -225,7 +225,7 @@ def test_list_content_counts_text_parts_and_each_image_as_85() -> None:
 
 
 def test_tool_calls_and_tool_definitions_count_as_their_json() -> None:
-    enc = tokens.encoding("o200k_base")
+    enc = encodings.encoding("o200k_base")
     tools = [
         {
             "type": "function",
@@ -412,7 +412,7 @@ def test_truncation_fails_when_system_and_last_user_message_do_not_fit() -> None
 def test_counting_builds_the_encoding_once_not_per_request() -> None:
     # Building an encoding takes about half a second; a request must never pay for it.
     request = _req(_conversation(50), "gpt-4o")
-    tokens.encoding.cache_clear()
+    encodings.encoding.cache_clear()
     counts = {tokens.count_prompt_tokens(request) for _ in range(20)}
     assert len(counts) == 1 and counts.pop() > 100
-    assert tokens.encoding.cache_info().misses == 1
+    assert encodings.encoding.cache_info().misses == 1

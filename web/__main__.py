@@ -13,7 +13,7 @@ from typing import Any
 import gevent
 from gunicorn.app.base import BaseApplication
 
-from chatq import config, tokens
+from chatq import config, encodings
 from web import gunicorn_errors
 from web.gworker import IdleClosingGeventWorker
 
@@ -114,7 +114,7 @@ def main() -> None:
     gunicorn_errors.install()
     # Before gunicorn forks: every web process shares these pages (75 MiB for o200k) instead
     # of building its own; another model's encoding is built where it is first needed.
-    tokens.preload([settings.default_model])
+    encodings.preload([settings.default_model])
     WebServer(config.load()).run()
 
 

@@ -101,12 +101,15 @@ HEADERS: dict[str, Schema] = {
 BAD_BODY = (
     "`invalid_json`, `invalid_request`, `missing_field`, `invalid_wait`: the body is "
     "not a JSON object in UTF-8, a field or option is missing or invalid (or out of "
-    "its range or over this server's cap), or `wait` is not a finite number >= 0."
+    "its range or over this server's cap), or `wait` is not a finite number >= 0. "
+    "`number_out_of_range`, `invalid_unicode`: a number beyond a 64-bit float, or a "
+    "string holding a lone UTF-16 surrogate (`param` names it)."
 )
 BAD_JSON = (
     "`invalid_json`, `invalid_request`, `missing_field`: the body is not a JSON object "
     "in UTF-8, or a field is missing, of the wrong type, out of its range or over "
-    "this server's cap."
+    "this server's cap. `number_out_of_range`, `invalid_unicode`: a number beyond a "
+    "64-bit float, or a string holding a lone UTF-16 surrogate (`param` names it)."
 )
 BAD_WAIT = "`invalid_wait`: `wait` is not a finite number >= 0."
 FULL = (

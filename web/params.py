@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import math
 import random
 import re
@@ -11,6 +10,7 @@ from typing import Any
 from flask import current_app, request
 from werkzeug.exceptions import RequestEntityTooLarge
 
+from chatq import json_input
 from chatq.errors import ApiError
 from chatq.tokens import Policy
 
@@ -26,14 +26,6 @@ HUGE_INT = 10**18  # what a longer number reads as
 MAX_IDEMPOTENCY_KEY_CHARS = 255
 
 
-def _no_constants(name: str) -> Any:
-    raise ValueError(f"{name} is not valid JSON")
-
-
-# One decoder for every body: json.loads with an option builds a new one per call.
-_DECODER = json.JSONDecoder(parse_constant=_no_constants)
-
-
 def _read_body() -> bytes:
     """The body, refused with 413 past MAX_CONTENT_LENGTH, with or without Content-Length."""
     limit = current_app.config["MAX_CONTENT_LENGTH"]
@@ -45,10 +37,11 @@ def _read_body() -> bytes:
 
 
 def json_body() -> dict[str, Any]:
-    """The body parsed as a JSON object in UTF-8, whatever the Content-Type says."""
+    """The body parsed as a JSON object in UTF-8, whatever the Content-Type says; a number
+    out of a float's range or a lone surrogate is a 400 naming the field (chatq/json_input)."""
     raw = _read_body()
     try:
-        body = _DECODER.decode(raw.decode("utf-8"))
+        body = json_input.parse(raw.decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:
         raise ApiError(400, "invalid_json", "The body is not valid JSON in UTF-8.") from exc
     if not isinstance(body, dict):

@@ -152,6 +152,7 @@ def submit(
         job_id or job_id_for(svc, owner, request, cache_control),
     )
     job_id = draft.record["id"]
+    draft.record |= jobs.counted_fields(prompt_tokens)
     if not draft.hit:
         svc.admission.check_queue()
     if not svc.admission.admit(owner, job_id, request, prompt_tokens, draft.hit):

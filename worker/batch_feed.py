@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import time
+from dataclasses import replace
 from itertools import islice
 
 from chatq import batch_lines, batches, celery_app, jobs, keys, queue_stats
@@ -241,7 +242,8 @@ def feed_line(turn: Turn, number: int, raw: bytes) -> int:
         if admission.wait:
             return WAIT
         if admission.go:
-            make_job(turn, parsed, admission.charged)
+            line = replace(parsed, fields=parsed.fields | admission.record_fields)
+            make_job(turn, line, admission.charged)
             return 1
         parsed = LineError(number, admission.code, admission.message, None, parsed.custom_id)
     turn.batches.account(

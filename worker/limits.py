@@ -4,16 +4,16 @@ what it used (chatq/limits.py), and the admission of batch lines as they are fed
 from __future__ import annotations
 
 import json
-import math
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
 from prometheus_client import Counter
 
-from chatq import keys
+from chatq import jobs, keys
 from chatq.limits import ADMITTED, HELD, QUOTA_REFUSALS, RATE_REFUSALS, Limits
 from chatq.outbox import Ended
-from chatq.tokens import count_prompt_tokens, encoding_for
+from chatq.tokens import count_prompt_tokens, count_text
 from worker import relay
 from worker.context import WorkerContext
 
@@ -21,15 +21,15 @@ RECORD_FIELDS = ("owner", "model", "cached", "leader", "attempts", "result")
 TOKENS_USED = Counter(
     "chatq_key_tokens_total", "Tokens used by each key's jobs, counted as each job ends", ["key"]
 )
-_limits: dict[int, Limits] = {}
+_limits: dict[int, tuple[WorkerContext, Limits]] = {}
 
 
 def limits_of(ctx: WorkerContext) -> Limits:
-    """This process's view of the keys' limits."""
+    """This process's view of the keys' limits (made again for another context: a test's)."""
     found = _limits.get(ctx.pid)
-    if found is None:
-        found = _limits[ctx.pid] = Limits(ctx.store.redis, ctx.settings)
-    return found
+    if found is None or found[0] is not ctx:
+        found = _limits[ctx.pid] = (ctx, Limits(ctx.store.redis, ctx.settings))
+    return found[1]
 
 
 def _usage_total(result: str | None) -> int | None:
@@ -57,8 +57,7 @@ def used_by(record: dict[str, str], text: str) -> tuple[str, int]:
         return "exact", total
     if int(record.get("attempts") or 0) == 0:
         return "exact", 0  # the upstream was never called
-    enc, factor = encoding_for(record.get("model", ""))
-    return "prompt", math.ceil(len(enc.encode_ordinary(text)) * factor)
+    return "prompt", count_text(record.get("model", ""), text)
 
 
 @relay.handler
@@ -95,20 +94,47 @@ class LineAdmission:
     wait: bool = False
     code: str = ""
     message: str = ""
+    prompt_tokens: int | None = None
+
+    @property
+    def record_fields(self) -> dict[str, str]:
+        """What the line's job record keeps of this admission: its prompt's count, if made."""
+        return jobs.counted_fields(self.prompt_tokens)
+
+
+# The prompt tokens of the lines waiting for their key's minute limits, by job id: a line is
+# tried again every turn of its batch until it passes, and counted only the first time.
+# Bounded: a batch cancelled while a line waits leaves its entry until newer ones push it out.
+MAX_WAITING_LINES = 10_000
+_waiting: OrderedDict[str, int] = OrderedDict()
+
+
+def _prompt_tokens(job_id: str, request: dict[str, Any]) -> int:
+    """The line's prompt tokens, counted when it first waited or now."""
+    counted = _waiting.pop(job_id, None)
+    return count_prompt_tokens(request) if counted is None else counted
+
+
+def _keep_waiting(job_id: str, prompt_tokens: int) -> LineAdmission:
+    _waiting[job_id] = prompt_tokens
+    while len(_waiting) > MAX_WAITING_LINES:
+        _waiting.popitem(last=False)
+    return LineAdmission(go=False, wait=True)
 
 
 def admit_line(
     ctx: WorkerContext, owner: str, job_id: str, request: dict[str, Any]
 ) -> LineAdmission:
-    """Charge a batch line to its key's limits before its job is made."""
+    """Charge a batch line to its key's limits before its job is made; the answer carries
+    the line's prompt tokens when they were counted."""
     limits = limits_of(ctx)
     if not limits.enabled:
         return LineAdmission(go=True)
-    prompt_tokens = count_prompt_tokens(request)
+    prompt_tokens = _prompt_tokens(job_id, request)
     cost = limits.cost(request, prompt_tokens)
     window = limits.admit(owner, job_id, cost, prompt_tokens)
     if window.verdict in RATE_REFUSALS:
-        return LineAdmission(go=False, wait=True)
+        return _keep_waiting(job_id, prompt_tokens)
     if window.verdict in QUOTA_REFUSALS:
         period = "daily" if window.verdict == "day" else "monthly"
         return LineAdmission(
@@ -128,7 +154,8 @@ def admit_line(
                 f"{window.limits.tokens_per_minute} a minute its key allows."
             ),
         )
-    return LineAdmission(go=True, charged=window.verdict == ADMITTED and cost > 0)
+    charged = window.verdict == ADMITTED and cost > 0
+    return LineAdmission(go=True, charged=charged, prompt_tokens=prompt_tokens)
 
 
 def release_line(ctx: WorkerContext, owner: str, job_id: str) -> None:

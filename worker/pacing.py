@@ -12,6 +12,7 @@ import dataclasses
 import logging
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import redis
@@ -45,12 +46,20 @@ class Pacer:
         """Whether calls to `url` are paced (its limits are configured or were seen)."""
         return self.pacing is not None and (self.configured or url in self._known)
 
-    def before(self, url: str, request: dict[str, Any], handle: Handle) -> bool:
+    def before(
+        self,
+        url: str,
+        request: dict[str, Any],
+        handle: Handle,
+        prompt_tokens: Callable[[], int] | None = None,
+    ) -> bool:
         """Wait for the call's turn; False when no turn comes before the job's deadline (or
-        the job was aborted while waiting)."""
+        the job was aborted while waiting). `prompt_tokens` gives the request's count (kept
+        by the job: a retry does not count again), else it is counted here."""
         if self.pacing is None or not self.active(url):
             return True
-        tokens = charged_tokens(request, count_prompt_tokens(request), self.output_budget)
+        prompt = prompt_tokens() if prompt_tokens else count_prompt_tokens(request)
+        tokens = charged_tokens(request, prompt, self.output_budget)
         try:
             turn = self.pacing.take(endpoint_id(url), tokens, handle.remaining_s, self._last(url))
         except STATE_ERRORS:

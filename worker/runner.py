@@ -12,6 +12,7 @@ from typing import Any
 from chatq import jobs
 from chatq.config import Settings
 from chatq.errors import INTERNAL_ERROR, UPSTREAM_TIMEOUT, failed_job_status
+from chatq.tokens import count_prompt_tokens
 from worker import metrics, running
 from worker.attempts import Attempt
 from worker.context import WorkerContext
@@ -34,6 +35,13 @@ class Run:
     owner: str
     started: float = field(default_factory=time.monotonic)
     tried: set[str] = field(default_factory=set)
+    counted: int | None = None
+
+    def prompt_tokens(self) -> int:
+        """The prompt's tokens: as counted at submit, else counted now, once per run."""
+        if self.counted is None:
+            self.counted = count_prompt_tokens(self.request)
+        return self.counted
 
 
 def run_job(ctx: WorkerContext, job_id: str) -> None:
@@ -54,6 +62,7 @@ def run_job(ctx: WorkerContext, job_id: str) -> None:
         json.loads(claim.request or "{}"),
         claim.created_at,
         claim.owner or "-",
+        counted=claim.prompt_tokens,
     )
     transition(run, "in_progress")
     ctx.registry.add(run.handle)
@@ -92,7 +101,7 @@ def _call(ctx: WorkerContext, run: Run) -> tuple[str, Attempt, str]:
     s, handle = ctx.settings, run.handle
     url = ctx.endpoints.choose(run.tried)
     run.tried.add(url)
-    if not ctx.pacer.before(url, run.request, handle):
+    if not ctx.pacer.before(url, run.request, handle, run.prompt_tokens):
         return endpoint_label(url), _no_turn(), ""
     writer = ctx.flusher.writer(handle, s.flush_max_chars)
     timeouts = Timeouts(s.connect_timeout_s, s.first_byte_timeout_s, s.read_timeout_s)

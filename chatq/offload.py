@@ -1,0 +1,49 @@
+"""CPU-heavy work that releases the GIL (tiktoken's encoding, in its Rust core), run where it
+does not stop a gevent process's other greenlets.
+
+In a gevent process (the web, a worker with the gevent pool) one native thread runs every
+greenlet: a call that computes for a second freezes every request and job of the process for
+that second. There the work goes to a small pool of native threads of its own (not gevent's
+hub pool, which also resolves host names: a flood of large prompts must not hold up DNS), and
+the calling greenlet waits for it cooperatively. Elsewhere (a worker with the threads pool, a
+test) the caller is a native thread already and runs the work itself.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+# Counting is CPU work: more threads than this machine's two cores would only take turns,
+# and a bounded pool bounds the CPU that large prompts take from everything else.
+OFFLOAD_THREADS = 2
+
+_pools: dict[int, Any] = {}
+
+
+def _gevent_process() -> bool:
+    """Whether gevent's monkey-patching made threads greenlets in this process."""
+    monkey = sys.modules.get("gevent.monkey")
+    return monkey is not None and bool(monkey.is_module_patched("threading"))
+
+
+def _pool() -> Any:
+    """This process's pool (made after a fork, never inherited from the parent)."""
+    pool = _pools.get(os.getpid())
+    if pool is None:
+        from gevent.threadpool import ThreadPool
+
+        pool = _pools[os.getpid()] = ThreadPool(OFFLOAD_THREADS)
+    return pool
+
+
+def off_loop(work: Callable[..., T], *args: Any) -> T:
+    """`work(*args)`, on a native thread of its own in a gevent process (the caller's greenlet
+    waits, the others run); its exception is raised here."""
+    if not _gevent_process():
+        return work(*args)
+    result: T = _pool().apply(work, args)
+    return result
