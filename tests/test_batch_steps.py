@@ -89,7 +89,7 @@ def _take_over(turn: Turn, token: str) -> Turn:
 def test_a_feeder_that_died_before_moving_its_cursor_makes_no_job_twice(ctx: WorkerContext) -> None:
     first = _batch(ctx, "dies")
     with first.storage.open(first.record["input_file_id"]) as handle:
-        for number, raw, _ in islice(lines_from(handle, 0, 1), 3):
+        for number, raw, _ in islice(lines_from(handle, 0, 1, 1024 * 1024), 3):
             feed_line(first, number, raw)  # jobs made and sent; then the process dies
     successor = _take_over(first, "survives")
     assert feed(successor) == N
@@ -160,24 +160,6 @@ def test_the_janitor_deletes_expired_files_but_not_one_a_batch_reads(ctx: Worker
     assert ctx.store.redis.exists(keys.file_meta(in_use))
     assert (Path(ctx.settings.files_dir) / in_use).exists()
     assert ctx.store.redis.zscore(keys.files_expiry(), in_use) > time.time()
-
-
-def test_a_line_too_long_to_hold_is_read_past_as_an_error(tmp_path: Path) -> None:
-    from chatq.batch_lines import LINE_TOO_LONG, MAX_LINE_BYTES, parse_line
-
-    path = tmp_path / "in.jsonl"
-    long_line = b'{"custom_id": "' + b"x" * (MAX_LINE_BYTES + 10) + b'"}\n'
-    path.write_bytes(b'{"a": 1}\n' + long_line + b"\n" + b'{"b": 2}')
-    with path.open("rb") as handle:
-        found = list(lines_from(handle, 0, 1))
-    assert [(n, raw) for n, raw, _ in found] == [
-        (1, b'{"a": 1}\n'),
-        (2, LINE_TOO_LONG),
-        (4, b'{"b": 2}'),
-    ]
-    assert found[1][2] == 9 + len(long_line) and found[2][2] == path.stat().st_size
-    error = parse_line(LINE_TOO_LONG, 2, CHAT, Settings())
-    assert not isinstance(error, batch_lines.Line) and error.code == "line_too_long"
 
 
 def test_a_fed_line_whose_job_is_gone_is_an_error_so_the_batch_still_ends(

@@ -13,7 +13,6 @@ from __future__ import annotations
 import hashlib
 import logging
 import time
-from itertools import islice
 
 from chatq import batch_lines, batches, celery_app, jobs, keys, queue_stats
 from chatq.batch_lines import ERROR, Line, LineError
@@ -94,7 +93,7 @@ def validate(turn: Turn) -> None:
     found = _Findings()
     previous = 0
     with turn.storage.open(record["input_file_id"]) as handle:
-        for number, raw, _ in lines_from(handle, 0, 1):
+        for number, raw, _ in lines_from(handle, 0, 1, s.max_body_bytes):
             # Blank lines are no requests: marked so that the feeder's scans pass them by.
             found.blank += range(previous + 1, number)
             previous = number
@@ -194,8 +193,7 @@ def _feed_chunk(turn: Turn, size: int) -> tuple[int, bool]:
     ):
         return 0, False
     line, offset = int(record["feed_line"]), int(record["feed_offset"])
-    with turn.storage.open(record["input_file_id"]) as handle:
-        taken = list(islice(lines_from(handle, offset, line), size))
+    taken = turn.read_lines(line, offset, size)
     skips = skip_bits(turn.redis, turn.batch_id, [number for number, _, _ in taken])
     fed, (new_line, new_offset), waits = _feed_lines(turn, taken, skips, (line, offset))
     done = len(taken) < size and not waits
