@@ -176,13 +176,20 @@ class BatchStore:
         record = cast(dict[str, str], self.redis.hgetall(keys.batch(batch_id)))
         return record or None
 
-    def create(self, record: dict[str, str], window_s: float) -> str | None:
-        """Write a new batch; its Redis time of creation, or None when its file is gone."""
+    def create(self, record: dict[str, str], window_s: float, max_active: int) -> str:
+        """Write a new batch unless its owner has `max_active` unfinished ones: 'created',
+        'missing' (its file is gone) or 'limit'."""
         fields = [item for pair in record.items() for item in pair]
         answer = self._run(
-            "create", record["id"], record["owner"], record["input_file_id"], window_s, *fields
+            "create",
+            record["id"],
+            record["owner"],
+            record["input_file_id"],
+            window_s,
+            max_active,
+            *fields,
         )
-        return str(answer[1]) if answer[0] == "created" else None
+        return str(answer[0])
 
     def cancel(self, batch_id: str) -> str:
         """Ask a running batch to stop; its status now."""

@@ -108,6 +108,7 @@ class Settings:
     files_max_lines: int = 50000
     files_ttl_s: int = 30 * 86400
     batch_max_queued: int = 80
+    batch_max_active_per_key: int = 100
     batch_window_s: float = 86400.0
     key_limits: KeyLimits = NO_LIMITS
     key_limit_overrides: tuple[tuple[str, KeyLimits], ...] = ()
@@ -228,6 +229,9 @@ def load(env: Mapping[str, str] | None = None) -> Settings:
         files_max_lines=read_int(e, "CHATQ_FILES_MAX_LINES", d.files_max_lines, 1),
         files_ttl_s=read_int(e, "CHATQ_FILES_TTL", d.files_ttl_s, 1),
         batch_max_queued=read_int(e, "CHATQ_BATCH_MAX_QUEUED", d.batch_max_queued, 1),
+        batch_max_active_per_key=read_int(
+            e, "CHATQ_BATCH_MAX_ACTIVE_PER_KEY", d.batch_max_active_per_key, 1
+        ),
         batch_window_s=read_float(e, "CHATQ_BATCH_WINDOW", d.batch_window_s, 0.1),
         **config_groups.limit_settings(e, d),
         **config_groups.fair_settings(e),

@@ -70,7 +70,7 @@ def _batch(ctx: WorkerContext, token: str) -> Turn:
         metadata=None,
         output_expires_s=3600,
     )
-    assert store.create(record, 3600.0)
+    assert store.create(record, 3600.0, 100) == "created"
     assert store.lease(record["id"], token, 10.0)
     turn = Turn(ctx, store, storage, token, store.get(record["id"]) or {})
     validate(turn)
