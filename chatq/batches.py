@@ -39,6 +39,7 @@ TIMESTAMPS = (
 BATCH_ID = re.compile(r"^batch_[A-Za-z0-9_-]{16,64}$")
 SCRIPTS = ("create", "cancel", "lease", "account", "validated", "feed", "advance", "finish")
 LIST_CHUNK = 200
+LEASE_CHUNK = 500  # leases taken by one script call: Redis waits on no call for long
 
 
 def new_batch_id() -> str:
@@ -229,7 +230,16 @@ class BatchStore:
 
     def lease(self, batch_id: str, token: str, lease_s: float) -> bool:
         """Take or renew the batch's lease for `token`; whether it holds it."""
-        return bool(self._run("lease", batch_id, token, int(lease_s * 1000)))
+        return self.lease_many([batch_id], token, lease_s)[0]
+
+    def lease_many(self, batch_ids: list[str], token: str, lease_s: float) -> list[bool]:
+        """Take or renew the leases of these batches for `token` (a script call per
+        LEASE_CHUNK); whether it holds each."""
+        held: list[bool] = []
+        for start in range(0, len(batch_ids), LEASE_CHUNK):
+            chunk = batch_ids[start : start + LEASE_CHUNK]
+            held += [bool(h) for h in self._run("lease", token, int(lease_s * 1000), *chunk)]
+        return held
 
     def account(
         self,

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from itertools import islice
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,7 @@ from tests.batchkit import CHAT, jsonl, request_line
 from worker.batch_feed import feed, feed_line, validate
 from worker.batch_settle import settle
 from worker.batch_turn import Turn, account_job, lines_from
+from worker.batches import BatchLoop
 from worker.context import WorkerContext, _build
 
 N = 8
@@ -41,8 +43,8 @@ def ctx(tmp_path: Path) -> Iterator[WorkerContext]:
     server.stop()
 
 
-def _batch(ctx: WorkerContext, token: str) -> Turn:
-    """A batch of N lines, validated by the worker holding `token`."""
+def _new_batch(ctx: WorkerContext) -> str:
+    """A batch of alice's of N lines, as POST /v1/batches makes it; its id."""
     storage = DirectoryStorage(ctx.settings.files_dir)
     file_id = new_file_id()
     upload = storage.create(file_id)
@@ -61,7 +63,6 @@ def _batch(ctx: WorkerContext, token: str) -> Turn:
             expires_at=now + 3600,
         )
     )
-    store = BatchStore(ctx.store.redis, 3600)
     record = batches.new_record(
         batch_id=batches.new_batch_id(),
         owner="alice",
@@ -70,9 +71,17 @@ def _batch(ctx: WorkerContext, token: str) -> Turn:
         metadata=None,
         output_expires_s=3600,
     )
-    assert store.create(record, 3600.0, 100) == "created"
-    assert store.lease(record["id"], token, 10.0)
-    turn = Turn(ctx, store, storage, token, store.get(record["id"]) or {})
+    assert BatchStore(ctx.store.redis, 3600).create(record, 3600.0, 100) == "created"
+    return record["id"]
+
+
+def _batch(ctx: WorkerContext, token: str) -> Turn:
+    """A batch of N lines, validated by the worker holding `token`."""
+    store = BatchStore(ctx.store.redis, 3600)
+    batch_id = _new_batch(ctx)
+    assert store.lease(batch_id, token, 10.0)
+    storage = DirectoryStorage(ctx.settings.files_dir)
+    turn = Turn(ctx, store, storage, token, store.get(batch_id) or {})
     validate(turn)
     turn.reload()
     assert turn.record["status"] == batches.IN_PROGRESS
@@ -92,7 +101,7 @@ def test_a_feeder_that_died_before_moving_its_cursor_makes_no_job_twice(ctx: Wor
         for number, raw, _ in islice(lines_from(handle, 0, 1, 1024 * 1024), 3):
             feed_line(first, number, raw)  # jobs made and sent; then the process dies
     successor = _take_over(first, "survives")
-    assert feed(successor) == N
+    assert feed(successor, 100) == N
     record = successor.reload()
     assert record["fed"] == str(N) and record["feed_done"] == "1"
     assert queue_stats.depths(ctx.store.redis)["batch"] == N  # one message per line
@@ -110,7 +119,7 @@ def _end(ctx: WorkerContext, job_id: str) -> None:
 
 def test_a_line_s_end_reported_again_and_again_is_accounted_once(ctx: WorkerContext) -> None:
     turn = _batch(ctx, "w")
-    feed(turn)
+    feed(turn, 100)
     job_id = batch_lines.line_job_id(turn.batch_id, 1)
     _end(ctx, job_id)
     client: redis.Redis = ctx.store.redis
@@ -128,8 +137,6 @@ def test_a_line_s_end_reported_again_and_again_is_accounted_once(ctx: WorkerCont
 
 
 def test_the_janitor_deletes_expired_files_but_not_one_a_batch_reads(ctx: WorkerContext) -> None:
-    from worker.batches import BatchLoop
-
     turn = _batch(ctx, "w")  # its input file is read by an unfinished batch
     files = FileIndex(ctx.store.redis)
     storage = DirectoryStorage(ctx.settings.files_dir)
@@ -166,10 +173,39 @@ def test_a_fed_line_whose_job_is_gone_is_an_error_so_the_batch_still_ends(
     ctx: WorkerContext,
 ) -> None:
     turn = _batch(ctx, "w")
-    feed(turn)
+    feed(turn, 100)
     ctx.store.redis.delete(keys.job(batch_lines.line_job_id(turn.batch_id, 3)))
     assert settle(turn) == 1
     record = turn.reload()
     assert record["failed"] == "1"
     stored = ctx.store.redis.hget(keys.batch_results(turn.batch_id), 3)
     assert stored and '"code":"request_lost"' in stored
+
+
+def _tick_commands(ctx: WorkerContext) -> int:
+    """The commands Redis runs for one tick of a batch loop in a steady state: every batch
+    validated, and as many lines fed as CHATQ_BATCH_MAX_QUEUED allows (no worker runs them)."""
+    loop = BatchLoop(ctx)
+    loop.tick()  # validates the new batches
+    loop.tick()  # feeds up to the bound
+    client: redis.Redis = ctx.store.redis
+    client.config_resetstat()
+    loop.tick()
+    stats = client.info("commandstats")
+    return sum(int(entry["calls"]) for entry in stats.values())
+
+
+def test_a_tick_s_redis_work_grows_with_the_batches_not_their_square(
+    ctx: WorkerContext,
+) -> None:
+    full = _build(replace(ctx.settings, batch_max_queued=2), make_celery(ctx.settings))
+    for _ in range(10):
+        _new_batch(full)
+    ten = _tick_commands(full)
+    for _ in range(30):
+        _new_batch(full)
+    forty = _tick_commands(full)
+    assert queue_stats.batch_lines(full.store.redis).fed == 2
+    # Linear: a + 40 b <= 4 (a + 10 b). Each batch reading every batch's record costs 11x.
+    assert forty <= 4 * ten, (ten, forty)
+    full.store.redis.close()
