@@ -182,13 +182,12 @@ def test_a_fed_line_whose_job_is_gone_is_an_error_so_the_batch_still_ends(
     assert stored and '"code":"request_lost"' in stored
 
 
-def _tick_commands(ctx: WorkerContext) -> int:
+def _tick_commands(loop: BatchLoop) -> int:
     """The commands Redis runs for one tick of a batch loop in a steady state: every batch
     validated, and as many lines fed as CHATQ_BATCH_MAX_QUEUED allows (no worker runs them)."""
-    loop = BatchLoop(ctx)
     loop.tick()  # validates the new batches
     loop.tick()  # feeds up to the bound
-    client: redis.Redis = ctx.store.redis
+    client: redis.Redis = loop.ctx.store.redis
     client.config_resetstat()
     loop.tick()
     stats = client.info("commandstats")
@@ -199,12 +198,13 @@ def test_a_tick_s_redis_work_grows_with_the_batches_not_their_square(
     ctx: WorkerContext,
 ) -> None:
     full = _build(replace(ctx.settings, batch_max_queued=2), make_celery(ctx.settings))
+    loop = BatchLoop(full)
     for _ in range(10):
         _new_batch(full)
-    ten = _tick_commands(full)
+    ten = _tick_commands(loop)
     for _ in range(30):
         _new_batch(full)
-    forty = _tick_commands(full)
+    forty = _tick_commands(loop)
     assert queue_stats.batch_lines(full.store.redis).fed == 2
     # Linear: a + 40 b <= 4 (a + 10 b). Each batch reading every batch's record costs 11x.
     assert forty <= 4 * ten, (ten, forty)
