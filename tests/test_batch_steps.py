@@ -43,12 +43,13 @@ def ctx(tmp_path: Path) -> Iterator[WorkerContext]:
     server.stop()
 
 
-def _new_batch(ctx: WorkerContext) -> str:
-    """A batch of alice's of N lines, as POST /v1/batches makes it; its id."""
+def _new_batch(ctx: WorkerContext, after: list[str] | None = None) -> str:
+    """A batch of alice's of N lines and then `after`, as POST /v1/batches makes it; its id."""
     storage = DirectoryStorage(ctx.settings.files_dir)
     file_id = new_file_id()
     upload = storage.create(file_id)
-    upload.write(jsonl([request_line(f"x{i}", f"line {i}") for i in range(N)]))
+    lines: list[dict[str, Any] | str] = [request_line(f"x{i}", f"line {i}") for i in range(N)]
+    upload.write(jsonl(lines + (after or [])))
     size = upload.commit()
     now = time.time()
     FileIndex(ctx.store.redis).add(
@@ -208,4 +209,18 @@ def test_a_tick_s_redis_work_grows_with_the_batches_not_their_square(
     assert queue_stats.batch_lines(full.store.redis).fed == 2
     # Linear: a + 40 b <= 4 (a + 10 b). Each batch reading every batch's record costs 11x.
     assert forty <= 4 * ten, (ten, forty)
+    full.store.redis.close()
+
+
+def test_a_batch_whose_last_lines_are_not_to_run_is_read_to_its_end_without_room(
+    ctx: WorkerContext,
+) -> None:
+    full = _build(replace(ctx.settings, batch_max_queued=N), make_celery(ctx.settings))
+    batch_id = _new_batch(full, ["not json", "{}"])
+    loop = BatchLoop(full)
+    loop.tick()  # validates it
+    loop.tick()  # feeds its N valid lines: the whole bound, read as one chunk
+    loop.tick()  # no room, and no valid line left: it reads on past the invalid ones
+    record = BatchStore(full.store.redis, 3600).get(batch_id) or {}
+    assert (record["fed"], record["feed_done"]) == (str(N), "1")
     full.store.redis.close()

@@ -28,7 +28,7 @@ from chatq.files_meta import FileIndex
 from chatq.outbox import Ended
 from chatq.redis_conn import is_backend_error
 from worker import batch_share, relay
-from worker.batch_feed import feed, validate
+from worker.batch_feed import FEED_CHUNK, feed, validate
 from worker.batch_finalize import finalize
 from worker.batch_settle import settle, skip_unfed
 from worker.batch_turn import Turn, account_job
@@ -128,7 +128,7 @@ class BatchLoop:
         if lines:
             feed(turn, lines)
         elif turn.record.get("feed_done") != "1" and not progress.waiting_in_file:
-            feed(turn, 1)  # only lines not to run are left: read to the end, feeding none
+            feed(turn, FEED_CHUNK)  # only lines not to run are left: read on to the end
         due = time.monotonic() - self._settled.get(turn.batch_id, 0.0) >= SETTLE_EVERY_S
         if due and progress.fed:
             self._settled[turn.batch_id] = time.monotonic()
