@@ -24,10 +24,6 @@ from chatq.validate import chat_request
 
 JSONDict = dict[str, Any]
 MAX_CUSTOM_ID_CHARS = 512
-# A line longer than this is an error, read past without being held (the file's readers
-# stand it in with LINE_TOO_LONG).
-MAX_LINE_BYTES = 8 * 1024 * 1024
-LINE_TOO_LONG = b"\x00"
 OUTPUT, ERROR = "o", "e"
 CANCELLED_CODE, EXPIRED_CODE, LOST_CODE = "batch_cancelled", "batch_expired", "request_lost"
 ENDED_MESSAGES = {
@@ -36,6 +32,14 @@ ENDED_MESSAGES = {
     LOST_CODE: "This request's job is gone (deleted, or lost with Redis's data) before its "
     "end was recorded.",
 }
+
+
+class TooLong(bytes):
+    """What the file's readers yield for a line longer than CHATQ_MAX_BODY_BYTES, read past
+    without being held: no line read from a file is one."""
+
+
+LINE_TOO_LONG = TooLong()
 
 
 # A line's request as its job holds it: the chat request sent upstream, and the job
@@ -128,10 +132,13 @@ class LineError:
         }
 
 
-def _envelope(number: int, raw: bytes) -> JSONDict | LineError:
-    if raw == LINE_TOO_LONG:
+def _envelope(number: int, raw: bytes, max_line_bytes: int) -> JSONDict | LineError:
+    if isinstance(raw, TooLong):
         return LineError(
-            number, "line_too_long", f"This line is longer than {MAX_LINE_BYTES} bytes."
+            number,
+            "request_too_large",
+            f"This line is longer than {max_line_bytes} bytes (CHATQ_MAX_BODY_BYTES, the "
+            "largest request body chatq takes).",
         )
     try:
         value = json_input.parse(raw.decode("utf-8"))
@@ -176,7 +183,7 @@ def _route_error(number: int, line: JSONDict, endpoint: str) -> tuple[str, str, 
 
 def parse_line(raw: bytes, number: int, endpoint: str, settings: Settings) -> Line | LineError:
     """The line `number` of an input file, checked for a batch on `endpoint`."""
-    line = _envelope(number, raw)
+    line = _envelope(number, raw, settings.max_body_bytes)
     if isinstance(line, LineError):
         return line
     custom_id = _custom_id(number, line)

@@ -39,6 +39,7 @@ TIMESTAMPS = (
 BATCH_ID = re.compile(r"^batch_[A-Za-z0-9_-]{16,64}$")
 SCRIPTS = ("create", "cancel", "lease", "account", "validated", "feed", "advance", "finish")
 LIST_CHUNK = 200
+LEASE_CHUNK = 500  # leases taken by one script call: Redis waits on no call for long
 
 
 def new_batch_id() -> str:
@@ -176,13 +177,20 @@ class BatchStore:
         record = cast(dict[str, str], self.redis.hgetall(keys.batch(batch_id)))
         return record or None
 
-    def create(self, record: dict[str, str], window_s: float) -> str | None:
-        """Write a new batch; its Redis time of creation, or None when its file is gone."""
+    def create(self, record: dict[str, str], window_s: float, max_active: int) -> str:
+        """Write a new batch unless its owner has `max_active` unfinished ones: 'created',
+        'missing' (its file is gone) or 'limit'."""
         fields = [item for pair in record.items() for item in pair]
         answer = self._run(
-            "create", record["id"], record["owner"], record["input_file_id"], window_s, *fields
+            "create",
+            record["id"],
+            record["owner"],
+            record["input_file_id"],
+            window_s,
+            max_active,
+            *fields,
         )
-        return str(answer[1]) if answer[0] == "created" else None
+        return str(answer[0])
 
     def cancel(self, batch_id: str) -> str:
         """Ask a running batch to stop; its status now."""
@@ -222,7 +230,16 @@ class BatchStore:
 
     def lease(self, batch_id: str, token: str, lease_s: float) -> bool:
         """Take or renew the batch's lease for `token`; whether it holds it."""
-        return bool(self._run("lease", batch_id, token, int(lease_s * 1000)))
+        return self.lease_many([batch_id], token, lease_s)[0]
+
+    def lease_many(self, batch_ids: list[str], token: str, lease_s: float) -> list[bool]:
+        """Take or renew the leases of these batches for `token` (a script call per
+        LEASE_CHUNK); whether it holds each."""
+        held: list[bool] = []
+        for start in range(0, len(batch_ids), LEASE_CHUNK):
+            chunk = batch_ids[start : start + LEASE_CHUNK]
+            held += [bool(h) for h in self._run("lease", token, int(lease_s * 1000), *chunk)]
+        return held
 
     def account(
         self,

@@ -110,6 +110,7 @@ class Settings:
     files_max_bytes_per_key: int = 10 * 1024**3
     files_max_count_per_key: int = 1000
     batch_max_queued: int = 80
+    batch_max_active_per_key: int = 100
     batch_window_s: float = 86400.0
     key_limits: KeyLimits = NO_LIMITS
     key_limit_overrides: tuple[tuple[str, KeyLimits], ...] = ()
@@ -236,6 +237,9 @@ def load(env: Mapping[str, str] | None = None) -> Settings:
             e, "CHATQ_FILES_MAX_COUNT_PER_KEY", d.files_max_count_per_key, 1
         ),
         batch_max_queued=read_int(e, "CHATQ_BATCH_MAX_QUEUED", d.batch_max_queued, 1),
+        batch_max_active_per_key=read_int(
+            e, "CHATQ_BATCH_MAX_ACTIVE_PER_KEY", d.batch_max_active_per_key, 1
+        ),
         batch_window_s=read_float(e, "CHATQ_BATCH_WINDOW", d.batch_window_s, 0.1),
         **config_groups.limit_settings(e, d),
         **config_groups.fair_settings(e),

@@ -268,6 +268,12 @@ def batches_active() -> str:
     return GLOBAL + "batches_active"
 
 
+def batches_active_of(owner: str) -> str:
+    """Set: ids of the key name's batches not yet ended (CHATQ_BATCH_MAX_ACTIVE_PER_KEY caps
+    it); no expiry."""
+    return f"{GLOBAL}batches_active:{owner}"
+
+
 def batch_lease(batch_id: str) -> str:
     """String: the worker that runs the batch's next step now; expires after CHATQ_LEASE s."""
     return f"{GLOBAL}lease:{batch_id}"

@@ -118,27 +118,32 @@ def create_batch(url: str, file_id: str, key: str = ALICE_KEY, **fields: Any) ->
     return session(key).post(f"{url}/v1/batches", json=body, timeout=30)
 
 
-def run_batch(url: str, lines: list[dict[str, Any] | str], **fields: Any) -> dict[str, Any]:
+def run_batch(
+    url: str, lines: list[dict[str, Any] | str], key: str = ALICE_KEY, **fields: Any
+) -> dict[str, Any]:
     """Upload the lines, create a batch on them; the batch object as created."""
-    uploaded = upload(url, jsonl(lines))
+    uploaded = upload(url, jsonl(lines), key)
     assert uploaded.status_code == 200, uploaded.text
-    created = create_batch(url, uploaded.json()["id"], **fields)
+    created = create_batch(url, uploaded.json()["id"], key, **fields)
     assert created.status_code == 200, created.text
     return dict(created.json())
 
 
-def get_batch(url: str, batch_id: str, wait_s: float = 0) -> dict[str, Any]:
+def get_batch(url: str, batch_id: str, wait_s: float = 0, key: str = ALICE_KEY) -> dict[str, Any]:
     """GET /v1/batches/{id}, long-polled `wait_s`."""
-    r = session().get(f"{url}/v1/batches/{batch_id}", params={"wait": wait_s}, timeout=70)
+    r = session(key).get(f"{url}/v1/batches/{batch_id}", params={"wait": wait_s}, timeout=70)
     assert r.status_code == 200, r.text
     return dict(r.json())
 
 
-def wait_ended(url: str, batch_id: str, timeout_s: float = 60) -> dict[str, Any]:
+def wait_ended(
+    url: str, batch_id: str, timeout_s: float = 60, key: str = ALICE_KEY
+) -> dict[str, Any]:
     """The batch once it has ended (long-polls; fails after `timeout_s`)."""
     deadline = time.monotonic() + timeout_s
     while True:
-        batch = get_batch(url, batch_id, wait_s=min(20, max(0.1, deadline - time.monotonic())))
+        wait_s = min(20, max(0.1, deadline - time.monotonic()))
+        batch = get_batch(url, batch_id, wait_s, key)
         if batch["status"] in ENDED:
             return batch
         assert time.monotonic() < deadline, f"batch not ended: {batch}"
@@ -155,11 +160,11 @@ def wait_for(url: str, batch_id: str, check: Any, timeout_s: float = 60) -> dict
         time.sleep(0.1)
 
 
-def content(url: str, file_id: str | None) -> list[OutputLine]:
+def content(url: str, file_id: str | None, key: str = ALICE_KEY) -> list[OutputLine]:
     """The lines of an output or error file (none when there is no file)."""
     if file_id is None:
         return []
-    r = session().get(f"{url}/v1/files/{file_id}/content", timeout=30)
+    r = session(key).get(f"{url}/v1/files/{file_id}/content", timeout=30)
     assert r.status_code == 200, r.text
     return parse_output(r.text)
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from itertools import islice
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,7 @@ from tests.batchkit import CHAT, jsonl, request_line
 from worker.batch_feed import feed, feed_line, validate
 from worker.batch_settle import settle
 from worker.batch_turn import Turn, account_job, lines_from
+from worker.batches import BatchLoop
 from worker.context import WorkerContext, _build
 
 N = 8
@@ -41,12 +43,13 @@ def ctx(tmp_path: Path) -> Iterator[WorkerContext]:
     server.stop()
 
 
-def _batch(ctx: WorkerContext, token: str) -> Turn:
-    """A batch of N lines, validated by the worker holding `token`."""
+def _new_batch(ctx: WorkerContext, after: list[str] | None = None) -> str:
+    """A batch of alice's of N lines and then `after`, as POST /v1/batches makes it; its id."""
     storage = DirectoryStorage(ctx.settings.files_dir)
     file_id = new_file_id()
     upload = storage.create(file_id)
-    upload.write(jsonl([request_line(f"x{i}", f"line {i}") for i in range(N)]))
+    lines: list[dict[str, Any] | str] = [request_line(f"x{i}", f"line {i}") for i in range(N)]
+    upload.write(jsonl(lines + (after or [])))
     size = upload.commit()
     now = time.time()
     FileIndex(ctx.store.redis).add(
@@ -61,7 +64,6 @@ def _batch(ctx: WorkerContext, token: str) -> Turn:
             expires_at=now + 3600,
         )
     )
-    store = BatchStore(ctx.store.redis, 3600)
     record = batches.new_record(
         batch_id=batches.new_batch_id(),
         owner="alice",
@@ -70,9 +72,17 @@ def _batch(ctx: WorkerContext, token: str) -> Turn:
         metadata=None,
         output_expires_s=3600,
     )
-    assert store.create(record, 3600.0)
-    assert store.lease(record["id"], token, 10.0)
-    turn = Turn(ctx, store, storage, token, store.get(record["id"]) or {})
+    assert BatchStore(ctx.store.redis, 3600).create(record, 3600.0, 100) == "created"
+    return record["id"]
+
+
+def _batch(ctx: WorkerContext, token: str) -> Turn:
+    """A batch of N lines, validated by the worker holding `token`."""
+    store = BatchStore(ctx.store.redis, 3600)
+    batch_id = _new_batch(ctx)
+    assert store.lease(batch_id, token, 10.0)
+    storage = DirectoryStorage(ctx.settings.files_dir)
+    turn = Turn(ctx, store, storage, token, store.get(batch_id) or {})
     validate(turn)
     turn.reload()
     assert turn.record["status"] == batches.IN_PROGRESS
@@ -89,10 +99,10 @@ def _take_over(turn: Turn, token: str) -> Turn:
 def test_a_feeder_that_died_before_moving_its_cursor_makes_no_job_twice(ctx: WorkerContext) -> None:
     first = _batch(ctx, "dies")
     with first.storage.open(first.record["input_file_id"]) as handle:
-        for number, raw, _ in islice(lines_from(handle, 0, 1), 3):
+        for number, raw, _ in islice(lines_from(handle, 0, 1, 1024 * 1024), 3):
             feed_line(first, number, raw)  # jobs made and sent; then the process dies
     successor = _take_over(first, "survives")
-    assert feed(successor) == N
+    assert feed(successor, 100) == N
     record = successor.reload()
     assert record["fed"] == str(N) and record["feed_done"] == "1"
     assert queue_stats.depths(ctx.store.redis)["batch"] == N  # one message per line
@@ -110,7 +120,7 @@ def _end(ctx: WorkerContext, job_id: str) -> None:
 
 def test_a_line_s_end_reported_again_and_again_is_accounted_once(ctx: WorkerContext) -> None:
     turn = _batch(ctx, "w")
-    feed(turn)
+    feed(turn, 100)
     job_id = batch_lines.line_job_id(turn.batch_id, 1)
     _end(ctx, job_id)
     client: redis.Redis = ctx.store.redis
@@ -128,8 +138,6 @@ def test_a_line_s_end_reported_again_and_again_is_accounted_once(ctx: WorkerCont
 
 
 def test_the_janitor_deletes_expired_files_but_not_one_a_batch_reads(ctx: WorkerContext) -> None:
-    from worker.batches import BatchLoop
-
     turn = _batch(ctx, "w")  # its input file is read by an unfinished batch
     files = FileIndex(ctx.store.redis)
     storage = DirectoryStorage(ctx.settings.files_dir)
@@ -162,32 +170,57 @@ def test_the_janitor_deletes_expired_files_but_not_one_a_batch_reads(ctx: Worker
     assert ctx.store.redis.zscore(keys.files_expiry(), in_use) > time.time()
 
 
-def test_a_line_too_long_to_hold_is_read_past_as_an_error(tmp_path: Path) -> None:
-    from chatq.batch_lines import LINE_TOO_LONG, MAX_LINE_BYTES, parse_line
-
-    path = tmp_path / "in.jsonl"
-    long_line = b'{"custom_id": "' + b"x" * (MAX_LINE_BYTES + 10) + b'"}\n'
-    path.write_bytes(b'{"a": 1}\n' + long_line + b"\n" + b'{"b": 2}')
-    with path.open("rb") as handle:
-        found = list(lines_from(handle, 0, 1))
-    assert [(n, raw) for n, raw, _ in found] == [
-        (1, b'{"a": 1}\n'),
-        (2, LINE_TOO_LONG),
-        (4, b'{"b": 2}'),
-    ]
-    assert found[1][2] == 9 + len(long_line) and found[2][2] == path.stat().st_size
-    error = parse_line(LINE_TOO_LONG, 2, CHAT, Settings())
-    assert not isinstance(error, batch_lines.Line) and error.code == "line_too_long"
-
-
 def test_a_fed_line_whose_job_is_gone_is_an_error_so_the_batch_still_ends(
     ctx: WorkerContext,
 ) -> None:
     turn = _batch(ctx, "w")
-    feed(turn)
+    feed(turn, 100)
     ctx.store.redis.delete(keys.job(batch_lines.line_job_id(turn.batch_id, 3)))
     assert settle(turn) == 1
     record = turn.reload()
     assert record["failed"] == "1"
     stored = ctx.store.redis.hget(keys.batch_results(turn.batch_id), 3)
     assert stored and '"code":"request_lost"' in stored
+
+
+def _tick_commands(loop: BatchLoop) -> int:
+    """The commands Redis runs for one tick of a batch loop in a steady state: every batch
+    validated, and as many lines fed as CHATQ_BATCH_MAX_QUEUED allows (no worker runs them)."""
+    loop.tick()  # validates the new batches
+    loop.tick()  # feeds up to the bound
+    client: redis.Redis = loop.ctx.store.redis
+    client.config_resetstat()
+    loop.tick()
+    stats = client.info("commandstats")
+    return sum(int(entry["calls"]) for entry in stats.values())
+
+
+def test_a_tick_s_redis_work_grows_with_the_batches_not_their_square(
+    ctx: WorkerContext,
+) -> None:
+    full = _build(replace(ctx.settings, batch_max_queued=2), make_celery(ctx.settings))
+    loop = BatchLoop(full)
+    for _ in range(10):
+        _new_batch(full)
+    ten = _tick_commands(loop)
+    for _ in range(30):
+        _new_batch(full)
+    forty = _tick_commands(loop)
+    assert queue_stats.batch_lines(full.store.redis).fed == 2
+    # Linear: a + 40 b <= 4 (a + 10 b). Each batch reading every batch's record costs 11x.
+    assert forty <= 4 * ten, (ten, forty)
+    full.store.redis.close()
+
+
+def test_a_batch_whose_last_lines_are_not_to_run_is_read_to_its_end_without_room(
+    ctx: WorkerContext,
+) -> None:
+    full = _build(replace(ctx.settings, batch_max_queued=N), make_celery(ctx.settings))
+    batch_id = _new_batch(full, ["not json", "{}"])
+    loop = BatchLoop(full)
+    loop.tick()  # validates it
+    loop.tick()  # feeds its N valid lines: the whole bound, read as one chunk
+    loop.tick()  # no room, and no valid line left: it reads on past the invalid ones
+    record = BatchStore(full.store.redis, 3600).get(batch_id) or {}
+    assert (record["fed"], record["feed_done"]) == (str(N), "1")
+    full.store.redis.close()

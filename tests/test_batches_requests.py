@@ -4,7 +4,9 @@
 from __future__ import annotations
 
 import io
+import threading
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +14,8 @@ import pytest
 from flask.testing import FlaskClient
 from werkzeug.test import TestResponse
 
+from chatq import keys
+from chatq.batches import BatchStore
 from chatq.config import Settings
 from scripts.localredis import LocalRedis
 from tests.batchkit import CHAT, jsonl, request_line
@@ -272,3 +276,54 @@ def test_batches_list_newest_first_a_page_at_a_time(client: FlaskClient) -> None
     assert r.status_code == 200 and r.get_json()["status"] == "cancelling"
     deleted = client.delete(f"/v1/files/{file_id}", headers=AUTH)
     _error(deleted, 409, "file_in_use", "id")
+
+
+def test_a_key_s_unfinished_batches_are_capped_even_when_created_at_once(
+    tmp_path: Path,
+) -> None:
+    """12 creates at once against a cap of 3: exactly 3 made, 9 get 429 naming the limit;
+    a batch that ends (or whose record is lost) makes room for one more."""
+    server = LocalRedis().start()
+    settings = Settings(
+        redis_url=server.url,
+        api_keys=(("alice", KEY),),
+        default_model="fake",
+        files_dir=str(tmp_path),
+        batch_max_active_per_key=3,
+    )
+    try:
+        with in_process(settings) as app:
+            clients = [app.test_client() for _ in range(12)]
+            file_id = _file_id(clients[0])
+            body = {"input_file_id": file_id, "endpoint": CHAT, "completion_window": "24h"}
+            start = threading.Barrier(len(clients))
+
+            def create(client: FlaskClient) -> TestResponse:
+                start.wait()
+                return client.post("/v1/batches", json=body, headers=AUTH)
+
+            with ThreadPoolExecutor(len(clients)) as pool:
+                answers = list(pool.map(create, clients))
+            made = [r.get_json()["id"] for r in answers if r.status_code == 200]
+            assert len(made) == 3, [r.status_code for r in answers]
+            refused = [r for r in answers if r.status_code != 200]
+            for r in refused:
+                error = _error(r, 429, "active_batch_limit_exceeded", None)
+                assert "CHATQ_BATCH_MAX_ACTIVE_PER_KEY" in error["message"], error
+            again = clients[0].post("/v1/batches", json=body, headers=AUTH)
+            _error(again, 429, "active_batch_limit_exceeded", None)
+            store = BatchStore(app.extensions["chatq"].store.redis, 3600)
+            assert store.lease(made[0], "w", 10.0)
+            assert store.finish(made[0], "w", "cancelled", []) == "cancelled"
+            assert clients[0].post("/v1/batches", json=body, headers=AUTH).status_code == 200
+            _error(
+                clients[0].post("/v1/batches", json=body, headers=AUTH),
+                429,
+                "active_batch_limit_exceeded",
+                None,
+            )
+            # A batch whose record went with Redis's data leaves the loop's set alone.
+            store.redis.srem(keys.batches_active(), made[1])
+            assert clients[0].post("/v1/batches", json=body, headers=AUTH).status_code == 200
+    finally:
+        server.stop()

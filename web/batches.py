@@ -105,7 +105,11 @@ def create_batch() -> Response:
         raise _invalid(
             "`input_file_id` must name a file uploaded with purpose batch.", "input_file_id"
         )
-    if bsvc.batches.create(record, svc.settings.batch_window_s) is None:
+    max_active = svc.settings.batch_max_active_per_key
+    created = bsvc.batches.create(record, svc.settings.batch_window_s, max_active)
+    if created == "limit":
+        raise too_many_active(owner, max_active)
+    if created != "created":
         raise file_not_found("input_file_id")  # deleted or expired since it was read
     log.info(
         "batch %s created on %s",
@@ -114,6 +118,17 @@ def create_batch() -> Response:
         extra={"key": owner, "event": "batch_created"},
     )
     return json_response(batches.public_view(_owned(svc, record["id"], owner)))
+
+
+def too_many_active(owner: str, max_active: int) -> ApiError:
+    """429: the key has CHATQ_BATCH_MAX_ACTIVE_PER_KEY batches not yet ended."""
+    return ApiError(
+        429,
+        "active_batch_limit_exceeded",
+        f"Active batch limit reached for key {owner}. Limit: {max_active} batches not yet "
+        "ended (CHATQ_BATCH_MAX_ACTIVE_PER_KEY). Please try again once some of its batches "
+        "have ended, or cancel one.",
+    )
 
 
 def batch_not_found() -> ApiError:

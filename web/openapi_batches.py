@@ -149,7 +149,12 @@ def _batch_collection() -> dict[str, Schema]:
                 401,
                 (404, _FILE_404 + " (`input_file_id`)"),
                 413,
-                429,
+                (
+                    429,
+                    "`rate_limit_exceeded`: the key's request rate is over its limit; "
+                    "`active_batch_limit_exceeded`: the key has "
+                    "CHATQ_BATCH_MAX_ACTIVE_PER_KEY batches not yet ended.",
+                ),
                 503,
             ),
         },

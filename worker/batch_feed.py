@@ -14,7 +14,6 @@ import hashlib
 import logging
 import time
 from dataclasses import replace
-from itertools import islice
 
 from chatq import batch_lines, batches, celery_app, jobs, keys, queue_stats
 from chatq.batch_lines import ERROR, Line, LineError
@@ -28,6 +27,9 @@ FEED_CHUNK = 100
 YIELD_EVERY_LINES = 200
 INVALID_FLUSH = 200
 MAX_ERRORS_SHOWN = 100
+# How long a batch whose line waits for its key's rate limits gets no share of the room:
+# other batches feed meanwhile, and the line is tried again (a tick or two later).
+WAIT_HINT_S = 1.0
 
 
 class _Findings:
@@ -95,7 +97,7 @@ def validate(turn: Turn) -> None:
     found = _Findings()
     previous = 0
     with turn.storage.open(record["input_file_id"]) as handle:
-        for number, raw, _ in lines_from(handle, 0, 1):
+        for number, raw, _ in lines_from(handle, 0, 1, s.max_body_bytes):
             # Blank lines are no requests: marked so that the feeder's scans pass them by.
             found.blank += range(previous + 1, number)
             previous = number
@@ -178,25 +180,18 @@ def _send(ctx: WorkerContext, job_id: str, owner: str) -> None:
         log.exception("could not send the message of %s; the sweeper will", job_id)
 
 
-def _room(turn: Turn) -> int:
-    """How many more lines may be fed now: CHATQ_BATCH_MAX_QUEUED less the lines of every
-    batch that are fed and not done (waiting in the `batch` lane, or running)."""
-    in_flight = queue_stats.batch_lines(turn.redis).fed
-    return turn.ctx.settings.batch_max_queued - in_flight
-
-
-def _feed_chunk(turn: Turn, size: int) -> tuple[int, bool]:
-    """Feed up to `size` lines from the cursor: (lines fed, whether there may be more)."""
+def _feed_chunk(turn: Turn, size: int) -> tuple[int, bool, bool]:
+    """Feed up to `size` lines from the cursor: (lines fed, whether there may be more,
+    whether a line waits for its key's rate limits)."""
     record = turn.reload()
     if (
         record.get("feed_done") == "1"
         or record["status"] != batches.IN_PROGRESS
         or record.get("ending")
     ):
-        return 0, False
+        return 0, False, False
     line, offset = int(record["feed_line"]), int(record["feed_offset"])
-    with turn.storage.open(record["input_file_id"]) as handle:
-        taken = list(islice(lines_from(handle, offset, line), size))
+    taken = turn.read_lines(line, offset, size)
     skips = skip_bits(turn.redis, turn.batch_id, [number for number, _, _ in taken])
     fed, (new_line, new_offset), waits = _feed_lines(turn, taken, skips, (line, offset))
     done = len(taken) < size and not waits
@@ -209,7 +204,9 @@ def _feed_chunk(turn: Turn, size: int) -> tuple[int, bool]:
         lines=fed,
         done=done,
     )
-    return (fed, not done and not waits) if moved else (0, False)
+    if not moved:
+        return 0, False, False
+    return fed, not done and not waits, waits
 
 
 def _feed_lines(
@@ -257,14 +254,16 @@ def feed_line(turn: Turn, number: int, raw: bytes) -> int:
     return 0
 
 
-def feed(turn: Turn) -> int:
-    """Feed lines while fewer than CHATQ_BATCH_MAX_QUEUED are in flight; the lines fed."""
+def feed(turn: Turn, max_lines: int) -> int:
+    """Feed up to `max_lines` lines (the batch's share of CHATQ_BATCH_MAX_QUEUED now, from
+    worker/batch_share.py); the lines fed. A line over its key's rate limits stops the feed
+    and leaves the batch out of the shares for WAIT_HINT_S."""
     total = 0
     more = True
-    while more and turn.keep_lease():
-        room = _room(turn)
-        if room <= 0:
-            break
-        fed, more = _feed_chunk(turn, min(room, FEED_CHUNK))
+    while more and total < max_lines and turn.keep_lease():
+        fed, more, waits = _feed_chunk(turn, min(max_lines - total, FEED_CHUNK))
         total += fed
+        if waits:
+            until_s = queue_stats.redis_time(turn.redis) + WAIT_HINT_S
+            turn.redis.hset(keys.batch(turn.batch_id), "feed_waits_until", repr(until_s))
     return total

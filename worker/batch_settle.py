@@ -10,11 +10,10 @@ cost about the lines in flight, not the whole batch.
 from __future__ import annotations
 
 import logging
-from itertools import islice
 
 from chatq import batch_lines, jobs, keys, queue_stats
 from chatq.batch_lines import ERROR, LineError
-from worker.batch_turn import Turn, account_job, lines_from, skip_bits
+from worker.batch_turn import Turn, account_job, skip_bits
 
 log = logging.getLogger(__name__)
 MAX_SCAN_LINES = 5000
@@ -112,8 +111,7 @@ def skip_unfed(turn: Turn, code: str) -> bool:
         if record.get("feed_done") == "1":
             return True
         line, offset = int(record["feed_line"]), int(record["feed_offset"])
-        with turn.storage.open(record["input_file_id"]) as handle:
-            taken = list(islice(lines_from(handle, offset, line), SKIP_CHUNK))
+        taken = turn.read_lines(line, offset, SKIP_CHUNK)
         skips = skip_bits(turn.redis, turn.batch_id, [number for number, _, _ in taken])
         fed = sum(
             _skip_line(turn, number, raw, code)

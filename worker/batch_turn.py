@@ -5,20 +5,14 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from itertools import islice
 from typing import BinaryIO
 
 import redis
 from prometheus_client import Counter
 
 from chatq import batch_lines, jobs, keys
-from chatq.batch_lines import (
-    CANCELLED_CODE,
-    ERROR,
-    EXPIRED_CODE,
-    LINE_TOO_LONG,
-    MAX_LINE_BYTES,
-    OUTPUT,
-)
+from chatq.batch_lines import CANCELLED_CODE, ERROR, EXPIRED_CODE, LINE_TOO_LONG, OUTPUT
 from chatq.batches import BatchStore, Usage
 from chatq.files import DirectoryStorage
 from worker.context import WorkerContext
@@ -86,23 +80,46 @@ class Turn:
         self.record = self.batches.get(self.batch_id) or self.record
         return self.record
 
+    def read_lines(self, line: int, offset: int, count: int) -> list[tuple[int, bytes, int]]:
+        """Up to `count` non-blank lines of the input file from line `line` at `offset`."""
+        max_line_bytes = self.ctx.settings.max_body_bytes
+        with self.storage.open(self.record["input_file_id"]) as handle:
+            return list(islice(lines_from(handle, offset, line, max_line_bytes), count))
 
-def lines_from(handle: BinaryIO, offset: int, number: int) -> Iterator[tuple[int, bytes, int]]:
+
+UTF8_BOM = b"\xef\xbb\xbf"
+
+
+def lines_from(
+    handle: BinaryIO, offset: int, number: int, max_line_bytes: int
+) -> Iterator[tuple[int, bytes, int]]:
     """(line number, line, offset after it) of each non-blank line from `offset`, which is
-    the start of line `number`. A line over MAX_LINE_BYTES is never held whole: it comes as
-    LINE_TOO_LONG."""
+    the start of line `number`. A UTF-8 BOM that starts the file is no part of line 1. A line
+    of more than `max_line_bytes` (its end of line not counted) is never held whole: it comes
+    as LINE_TOO_LONG."""
+    if offset == 0 and handle.read(len(UTF8_BOM)) == UTF8_BOM:
+        offset = len(UTF8_BOM)
     handle.seek(offset)
-    while raw := handle.readline(MAX_LINE_BYTES):
+    # Room for the longest line allowed and its "\r\n": what reads more is too long.
+    while raw := handle.readline(max_line_bytes + 2):
         offset += len(raw)
-        if len(raw) == MAX_LINE_BYTES and not raw.endswith(b"\n"):
-            while rest := handle.readline(MAX_LINE_BYTES):
-                offset += len(rest)
-                if rest.endswith(b"\n"):
-                    break
+        if len(raw) - raw.endswith(b"\n") - raw.endswith(b"\r\n") > max_line_bytes:
+            if not raw.endswith(b"\n"):
+                offset += _read_past_line(handle, max_line_bytes)
             raw = LINE_TOO_LONG
-        if raw.strip():
+        if raw is LINE_TOO_LONG or raw.strip():
             yield number, raw, offset
         number += 1
+
+
+def _read_past_line(handle: BinaryIO, chunk_bytes: int) -> int:
+    """Read to the end of the current line, `chunk_bytes` at a time: the bytes read."""
+    read = 0
+    while rest := handle.readline(chunk_bytes):
+        read += len(rest)
+        if rest.endswith(b"\n"):
+            break
+    return read
 
 
 def skip_bits(client: redis.Redis, batch_id: str, numbers: list[int]) -> list[bool]:

@@ -1,7 +1,9 @@
 """The batch loop: in every worker process, a thread that moves the unfinished batches on.
 
-Each tick it takes (or renews) the lease of each unfinished batch it can and runs that
-batch's next step: validate the input file, feed lines into the `batch` lane, settle the
+Each tick it takes (or renews) the lease of each unfinished batch it can, reads every
+unfinished batch's record, works out how many lines each may feed now (its share of
+CHATQ_BATCH_MAX_QUEUED, worker/batch_share.py), and runs the next step of each batch it
+holds: validate the input file, feed its share of lines into the `batch` lane, settle the
 lines that ended, stop the lines of a cancelled or expired batch, write the files. A lease
 runs out CHATQ_LEASE seconds after its holder last renewed it, so a worker that dies hands
 its batches to another within seconds; every step may be run again from the start without
@@ -25,8 +27,8 @@ from chatq.files import DirectoryStorage, storage_for
 from chatq.files_meta import FileIndex
 from chatq.outbox import Ended
 from chatq.redis_conn import is_backend_error
-from worker import relay
-from worker.batch_feed import feed, validate
+from worker import batch_share, relay
+from worker.batch_feed import FEED_CHUNK, feed, validate
 from worker.batch_finalize import finalize
 from worker.batch_settle import settle, skip_unfed
 from worker.batch_turn import Turn, account_job
@@ -69,31 +71,42 @@ class BatchLoop:
                     log.exception("batch loop tick failed")
 
     def tick(self) -> None:
-        """One pass over the unfinished batches, then the expired files when due."""
-        active = cast(set[str], self.ctx.store.redis.smembers(keys.batches_active()))
-        for batch_id in sorted(active):
+        """One pass over the unfinished batches, then the expired files when due. Its Redis
+        work grows with the batches, not their square: the leases in one call, every record
+        in one round trip, the shares worked out once (worker/batch_share.py)."""
+        client = self.ctx.store.redis
+        ids = sorted(cast(set[str], client.smembers(keys.batches_active())))
+        held = self.batches.lease_many(ids, self.token, self.ctx.settings.lease_s)
+        leased_at = time.monotonic()
+        active = batch_share.read_active(client, ids)
+        if active.gone:
+            client.srem(keys.batches_active(), *active.gone)
+        lines = batch_share.shares(active.records, self.ctx.settings, active.now_s)
+        mine = {batch_id for batch_id, h in zip(ids, held, strict=True) if h}
+        self._settled = {b: t for b, t in self._settled.items() if b in mine}
+        for record in active.records:
             if self._stop.is_set():
                 return
-            if self.batches.lease(batch_id, self.token, self.ctx.settings.lease_s):
-                self._turn(batch_id)
+            if record["id"] in mine:
+                turn = Turn(self.ctx, self.batches, self.storage, self.token, record, leased_at)
+                self._turn(turn, lines.get(record["id"], 0), active.now_s)
         if time.monotonic() >= self._janitor_at:
             self._janitor_at = time.monotonic() + JANITOR_EVERY_S
             self.sweep_files()
 
-    def _turn(self, batch_id: str) -> None:
-        record = self.batches.get(batch_id)
-        if record is None or record.get("status") in batches.ENDED:
-            self.ctx.store.redis.srem(keys.batches_active(), batch_id)
+    def _turn(self, turn: Turn, lines: int, now_s: float) -> None:
+        if turn.record["status"] in batches.ENDED:
+            self.ctx.store.redis.srem(keys.batches_active(), turn.batch_id)
             return
-        turn = Turn(self.ctx, self.batches, self.storage, self.token, record)
         try:
-            self.step(turn)
+            self.step(turn, lines, now_s)
         except FileNotFoundError:
-            log.error("batch %s: its input file's bytes are gone; it fails", batch_id)
+            log.error("batch %s: its input file's bytes are gone; it fails", turn.batch_id)
             finalize(turn, batches.FAILED)
 
-    def step(self, turn: Turn) -> None:
-        """The next step of one batch, by its state."""
+    def step(self, turn: Turn, lines: int, now_s: float) -> None:
+        """The next step of one batch, by its state; `lines`: how many it may feed now,
+        `now_s`: Redis's time at the start of this tick."""
         record = turn.record
         status, ending = record["status"], record.get("ending", "")
         if record.get("validated") != "1":
@@ -103,19 +116,27 @@ class BatchLoop:
         elif ending:
             self._wind_down(turn, ending)
         elif status == batches.IN_PROGRESS:
-            self._run_lines(turn)
+            self._run_lines(turn, lines, now_s)
         elif status == batches.FINALIZING:
             finalize(turn, batches.COMPLETED)
 
-    def _run_lines(self, turn: Turn) -> None:
-        now = queue_stats.redis_time(self.ctx.store.redis)
-        if now >= float(turn.record["expires_at"]):
+    def _run_lines(self, turn: Turn, lines: int, now_s: float) -> None:
+        if now_s >= float(turn.record["expires_at"]):
             turn.batches.advance(turn.batch_id, turn.token, "expire")
             return
-        feed(turn)
-        if time.monotonic() - self._settled.get(turn.batch_id, 0.0) >= SETTLE_EVERY_S:
+        progress = batches.progress(turn.record)
+        if lines:
+            feed(turn, lines)
+        elif turn.record.get("feed_done") != "1" and not progress.waiting_in_file:
+            feed(turn, FEED_CHUNK)  # only lines not to run are left: read on to the end
+        due = time.monotonic() - self._settled.get(turn.batch_id, 0.0) >= SETTLE_EVERY_S
+        if due and progress.fed:
             self._settled[turn.batch_id] = time.monotonic()
             settle(turn)
+        record = turn.record
+        done = int(record.get("completed") or 0) + int(record.get("failed") or 0)
+        if record.get("feed_done") != "1" or done < int(record.get("total") or 0):
+            return  # not all accounted: no need to ask the script
         if turn.batches.advance(turn.batch_id, turn.token, "finalize") == batches.FINALIZING:
             finalize(turn, batches.COMPLETED)
 

@@ -1,8 +1,8 @@
 -- The batch ends as `completed`, `cancelled`, `expired` or `failed`: its output and error files
 -- (already committed to the file storage) are recorded as its owner's (and count in its
 -- quota: never refused, as the batch was accepted, but later uploads are), its per-line results
--- are dropped, it leaves the set of unfinished batches, its input file may be deleted again,
--- and it expires ttl_s from now.
+-- are dropped, it leaves the sets of unfinished batches (all, and its owner's), its input file
+-- may be deleted again, and it expires ttl_s from now.
 --
 -- ARGV: batch id, lease holder, final status, ttl_s, then for each file written:
 --       'output_file_id' or 'error_file_id', file id, bytes, lines, filename, expires_s.
@@ -28,6 +28,7 @@ for i = 5, #ARGV, 6 do
 end
 redis.call('HSET', K('batch', id), 'status', final, final .. '_at', stamp(t))
 redis.call('SREM', G .. 'batches_active', id)
+redis.call('SREM', G .. 'batches_active:' .. v[2], id)
 redis.call('SREM', K('file_batches', v[3]), id)
 redis.call('DEL', K('results', id), K('order', id), K('invalid', id), K('lease', id))
 redis.call('EXPIRE', K('batch', id), ttl_s)

@@ -1,13 +1,20 @@
--- Take or renew the lease of one batch: the worker holding it runs the batch's next step.
+-- Take or renew the leases of batches: the worker holding a batch's lease runs its next step.
 --
--- ARGV: batch id, holder token, lease in milliseconds.
--- Answers 1 when `token` holds the lease now, 0 when another does.
-local key = K('lease', ARGV[1])
-local holder = redis.call('GET', key)
-if holder == ARGV[2] then
-  redis.call('PEXPIRE', key, ARGV[3])
-  return 1
+-- ARGV: holder token, lease in milliseconds, then the batch ids.
+-- Answers, for each id in order, 1 when `token` holds its lease now, 0 when another does.
+local token, lease_ms = ARGV[1], ARGV[2]
+local held = {}
+for i = 3, #ARGV do
+  local key = K('lease', ARGV[i])
+  local holder = redis.call('GET', key)
+  if holder == token then
+    redis.call('PEXPIRE', key, lease_ms)
+    held[#held + 1] = 1
+  elseif holder then
+    held[#held + 1] = 0
+  else
+    redis.call('SET', key, token, 'PX', lease_ms)
+    held[#held + 1] = 1
+  end
 end
-if holder then return 0 end
-redis.call('SET', key, ARGV[2], 'PX', ARGV[3])
-return 1
+return held

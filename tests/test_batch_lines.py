@@ -1,0 +1,80 @@
+"""The reader of a batch's input file and the check of each line, in process: a BOM, a line
+over CHATQ_MAX_BODY_BYTES, a line that is only a NUL byte."""
+
+from __future__ import annotations
+
+import io
+import json
+
+from chatq.batch_lines import Line, LineError, parse_line
+from chatq.config import Settings
+from tests.batchkit import CHAT, request_line
+from worker.batch_turn import lines_from
+
+MAX_BYTES = 256
+
+
+def _read(data: bytes, offset: int = 0, number: int = 1) -> list[tuple[int, bytes, int]]:
+    return list(lines_from(io.BytesIO(data), offset, number, MAX_BYTES))
+
+
+def _parsed(data: bytes) -> list[Line | LineError]:
+    settings = Settings(max_body_bytes=MAX_BYTES)
+    return [parse_line(raw, n, CHAT, settings) for n, raw, _ in _read(data)]
+
+
+def _codes(data: bytes) -> list[str]:
+    return [p.code if isinstance(p, LineError) else "ok" for p in _parsed(data)]
+
+
+def _short_line(custom_id: str) -> bytes:
+    line = json.dumps(request_line(custom_id, "hi"), separators=(",", ":")).encode()
+    assert len(line) <= MAX_BYTES
+    return line
+
+
+def test_a_utf8_bom_at_the_start_of_the_file_is_no_part_of_line_1() -> None:
+    data = b"\xef\xbb\xbf" + _short_line("a") + b"\n" + _short_line("b") + b"\n"
+    found = _read(data)
+    assert [(n, raw) for n, raw, _ in found] == [
+        (1, _short_line("a") + b"\n"),
+        (2, _short_line("b") + b"\n"),
+    ]
+    assert found[-1][2] == len(data)
+    assert _codes(data) == ["ok", "ok"]
+    # Read on from the cursor after line 1: the BOM is behind it.
+    assert _read(data, found[0][2], 2) == found[1:]
+
+
+def test_a_bom_that_does_not_start_the_file_is_the_line_s() -> None:
+    data = _short_line("a") + b"\n\xef\xbb\xbf" + _short_line("b") + b"\n"
+    assert _codes(data) == ["ok", "invalid_json_line"]
+
+
+def test_a_last_line_that_is_a_nul_byte_is_invalid_json_not_too_long() -> None:
+    data = _short_line("a") + b"\n\x00"
+    assert _codes(data) == ["ok", "invalid_json_line"]
+    assert _codes(b"\x00\n" + _short_line("a")) == ["invalid_json_line", "ok"]
+
+
+def test_a_line_over_the_body_limit_is_read_past_as_request_too_large() -> None:
+    long_line = b'{"custom_id": "' + b"x" * (3 * MAX_BYTES) + b'"}\n'
+    data = _short_line("a") + b"\n" + long_line + b"\n" + _short_line("b")
+    found = _read(data)
+    assert [n for n, _, _ in found] == [1, 2, 4]
+    assert found[1][2] == len(_short_line("a")) + 1 + len(long_line)
+    assert found[2][2] == len(data)
+    parsed = _parsed(data)
+    assert isinstance(parsed[1], LineError) and parsed[1].code == "request_too_large"
+    assert str(MAX_BYTES) in parsed[1].message and "CHATQ_MAX_BODY_BYTES" in parsed[1].message
+    assert isinstance(parsed[0], Line) and isinstance(parsed[2], Line)
+
+
+def test_the_body_limit_counts_a_line_without_its_end_of_line() -> None:
+    padded = b" " * (MAX_BYTES - 2)
+    at_limit = b"{}" + padded  # MAX_BYTES bytes: allowed, whatever ends it
+    over = b"{}" + padded + b" "
+    for end in (b"\n", b"\r\n", b""):
+        assert [raw for _, raw, _ in _read(at_limit + end)] == [at_limit + end], end
+        assert _codes(over + end) == ["request_too_large"], end
+    assert _codes(over + b"\r\n" + _short_line("a")) == ["request_too_large", "ok"]
