@@ -12,8 +12,7 @@ from typing import Any
 from gunicorn.app.base import BaseApplication
 
 from chatq import config, tokens
-from web import gunicorn_errors
-from web.gworker import IdleClosingGeventWorker
+from web import gunicorn_errors, gworker
 
 
 def _post_worker_init(worker: Any) -> None:
@@ -54,7 +53,7 @@ class WebServer(BaseApplication):  # type: ignore[misc]
         options: dict[str, Any] = {
             "bind": s.bind,
             "workers": s.web_workers,
-            "worker_class": IdleClosingGeventWorker,
+            "worker_class": gworker.worker_class(s.header_timeout_s),
             # Parked long-polls count as connections: this caps them per process.
             "worker_connections": s.web_worker_connections,
             "backlog": 4096,
