@@ -79,9 +79,9 @@ class _WaitForRequest:
 
     def __init__(self, worker: IdleClosingGeventWorker) -> None:
         self.worker = worker
-        self.reading = gevent.getcurrent() in worker.fresh
+        self.headers_due = gevent.getcurrent() in worker.fresh
         worker.fresh.discard(gevent.getcurrent())
-        seconds = worker.header_timeout_s if self.reading else worker.cfg.keepalive
+        seconds = worker.header_timeout_s if self.headers_due else worker.cfg.keepalive
         self.timeout = gevent.Timeout(seconds, False)
 
     def __enter__(self) -> None:
@@ -93,8 +93,8 @@ class _WaitForRequest:
 
     def bytes_arrived(self) -> None:
         """The request has begun: its headers are due within the header timeout."""
-        if not self.reading:
-            self.reading = True
+        if not self.headers_due:
+            self.headers_due = True
             self.timeout.close()  # a gevent timer's interval is set when it is made
             self.timeout = gevent.Timeout(self.worker.header_timeout_s, False)
             self.timeout.start()
