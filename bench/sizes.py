@@ -44,6 +44,9 @@ class Sizes:
     waitermem_waiters: int
     pacing_jobs: int
     pacing_window_s: float
+    bodies_upload_bytes: int
+    bodies_refused_bytes: int
+    bodies_refused_window_s: float
 
 
 FULL = Sizes(
@@ -87,6 +90,9 @@ FULL = Sizes(
     waitermem_waiters=1000,
     pacing_jobs=2000,
     pacing_window_s=60.0,
+    bodies_upload_bytes=200_000_000,
+    bodies_refused_bytes=100_000_000,
+    bodies_refused_window_s=5.0,
 )
 
 QUICK = Sizes(
@@ -125,4 +131,7 @@ QUICK = Sizes(
     waitermem_waiters=50,
     pacing_jobs=120,
     pacing_window_s=1.0,
+    bodies_upload_bytes=4_000_000,
+    bodies_refused_bytes=2_000_000,
+    bodies_refused_window_s=0.5,
 )

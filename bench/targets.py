@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from bench import soakrows, targets12, targets14
+from bench import bodyrows, soakrows, targets12, targets14
 from bench.rows import JSON, Row, dig, fmt, level, missing
 
 __all__ = ["JSON", "Row", "dig", "evaluate"]
@@ -204,6 +204,7 @@ JUDGES: list[Callable[[JSON], list[Row]]] = [
     *EARLIER,
     targets14.fairness,
     targets14.pacing,
+    bodyrows.bodies,
 ]
 
 

@@ -86,6 +86,7 @@ class Settings:
     rate_limit: str = ""
     rate_limit_overrides: tuple[tuple[str, str], ...] = ()
     keepalive_s: int = 75
+    header_timeout_s: float = 10.0
     cancel_on_disconnect: bool = False
     sse_keepalive_s: float = 15.0
     graceful_timeout_s: int = 30
@@ -211,6 +212,7 @@ def load(env: Mapping[str, str] | None = None) -> Settings:
         rate_limit=e.get("CHATQ_RATE_LIMIT", "").strip(),
         rate_limit_overrides=parse_overrides(e.get("CHATQ_RATE_LIMIT_OVERRIDES", "")),
         keepalive_s=read_int(e, "CHATQ_KEEPALIVE", d.keepalive_s, 1),
+        header_timeout_s=read_float(e, "CHATQ_HEADER_TIMEOUT", d.header_timeout_s, 0.1),
         sse_keepalive_s=read_float(e, "CHATQ_SSE_KEEPALIVE", d.sse_keepalive_s, 0.1),
         cancel_on_disconnect=read_bool(e, "CHATQ_CANCEL_ON_DISCONNECT", d.cancel_on_disconnect),
         graceful_timeout_s=read_int(e, "CHATQ_GRACEFUL_TIMEOUT", d.graceful_timeout_s, 1),

@@ -18,6 +18,8 @@ import time
 from pathlib import Path
 from typing import BinaryIO, Protocol
 
+from chatq import blocking_io
+
 FILE_ID = re.compile(r"^file-[A-Za-z0-9_-]{16,64}$")
 CHUNK_BYTES = 64 * 1024
 PARTIAL_DIR = ".partial"
@@ -76,7 +78,8 @@ class _DirectoryUpload:
     def commit(self) -> int:
         assert self._file is not None, "committed twice"
         self._file.flush()
-        os.fsync(self._file.fileno())  # durable before Redis says the file exists
+        # Durable before Redis says the file exists; seconds for a large file, off the loop.
+        blocking_io.call(os.fsync, self._file.fileno())
         self._file.close()
         self._file = None
         os.replace(self._partial, self._final)

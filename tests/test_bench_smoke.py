@@ -121,6 +121,10 @@ NUMBERS: dict[str, list[tuple[Any, ...]]] = {
         ("cpu_burner_control", "burning", "latency", "p99_ms"),
         ("cpu_burner_control", "idle", "latency", "p99_ms"),
     ],
+    "bodies": [
+        (part, "healthz", key) for part in ("idle", "upload", "refused") for key in ("n", "p99_ms")
+    ]
+    + [("upload", "seconds"), ("refused", "bodies"), ("upload", "web_cpu_per_wall")],
 }
 
 

@@ -73,6 +73,7 @@ def test_the_readme_defaults_are_the_code_defaults() -> None:
         ({"CHATQ_JOB_TTL": "60"}, "job_ttl_s", 60),
         ({"CHATQ_MAX_BODY_BYTES": "2048"}, "max_body_bytes", 2048),
         ({"CHATQ_KEEPALIVE": " 80 "}, "keepalive_s", 80),
+        ({"CHATQ_HEADER_TIMEOUT": "2.5"}, "header_timeout_s", 2.5),
         ({"CHATQ_WORKER_CONCURRENCY": "120"}, "worker_concurrency", 120),
         ({"CHATQ_MAX_QUEUE_DEPTH": "0"}, "max_queue_depth", 0),
         ({"CHATQ_CACHE_TTL": "0"}, "cache_ttl_s", 0),
@@ -150,6 +151,7 @@ BAD = [
     ("CHATQ_RETRY_BASE", "-0.5"),
     ("CHATQ_CACHE_LOCAL_TTL", "1m"),
     ("CHATQ_SSE_KEEPALIVE", "0"),
+    ("CHATQ_HEADER_TIMEOUT", "0"),
     # booleans and choices
     ("CHATQ_CACHE_SHARED", "maybe"),
     ("CHATQ_CANCEL_ON_DISCONNECT", "2"),

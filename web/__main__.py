@@ -14,8 +14,7 @@ import gevent
 from gunicorn.app.base import BaseApplication
 
 from chatq import config, encodings
-from web import gunicorn_errors
-from web.gworker import IdleClosingGeventWorker
+from web import gunicorn_errors, gworker
 
 # gunicorn gives a stopping web this much more than CHATQ_GRACEFUL_TIMEOUT: held requests wait
 # the whole grace, then still have time to send their answers from a loaded process.
@@ -66,7 +65,7 @@ class WebServer(BaseApplication):  # type: ignore[misc]
         options: dict[str, Any] = {
             "bind": s.bind,
             "workers": s.web_workers,
-            "worker_class": IdleClosingGeventWorker,
+            "worker_class": gworker.worker_class(s.header_timeout_s),
             # Parked long-polls count as connections: this caps them per process.
             "worker_connections": s.web_worker_connections,
             "backlog": 4096,

@@ -8,6 +8,7 @@ may be larger than CHATQ_MAX_BODY_BYTES: its own limit is CHATQ_FILES_MAX_BYTES.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 
 from flask import request
@@ -77,6 +78,9 @@ class Receiver:
             while chunk := stream.read(CHUNK_BYTES):
                 decoder.receive_data(chunk)
                 self._drain(decoder)
+                # A fast sender's next bytes are always ready, so reading them never switches
+                # to another greenlet: let the process's other requests run between chunks.
+                time.sleep(0)
             decoder.receive_data(None)
             self._drain(decoder)
         except RequestEntityTooLarge as exc:

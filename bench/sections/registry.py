@@ -10,6 +10,7 @@ from bench.lab import Lab, Recipe
 from bench.sections import (
     background,
     batch,
+    bodies,
     cache,
     compare,
     connections,
@@ -46,6 +47,7 @@ MODULES: dict[str, ModuleType] = {
     "batch": batch,
     "fairness": fairness,
     "pacing": pacing,
+    "bodies": bodies,
 }
 SECTIONS: dict[str, Section] = {name: module.run for name, module in MODULES.items()}
 
