@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import BinaryIO, Protocol
 
-from chatq import blocking_io
+from chatq import offload
 
 FILE_ID = re.compile(r"^file-[A-Za-z0-9_-]{16,64}$")
 CHUNK_BYTES = 64 * 1024
@@ -79,7 +79,7 @@ class _DirectoryUpload:
         assert self._file is not None, "committed twice"
         self._file.flush()
         # Durable before Redis says the file exists; seconds for a large file, off the loop.
-        blocking_io.call(os.fsync, self._file.fileno())
+        offload.blocking(os.fsync, self._file.fileno())
         self._file.close()
         self._file = None
         os.replace(self._partial, self._final)

@@ -1,12 +1,17 @@
-"""CPU-heavy work that releases the GIL (tiktoken's encoding, in its Rust core), run where it
-does not stop a gevent process's other greenlets.
+"""Work kept off a gevent process's event loop, so that it does not stop the other greenlets.
 
 In a gevent process (the web, a worker with the gevent pool) one native thread runs every
-greenlet: a call that computes for a second freezes every request and job of the process for
-that second. There the work goes to a small pool of native threads of its own (not gevent's
-hub pool, which also resolves host names: a flood of large prompts must not hold up DNS), and
-the calling greenlet waits for it cooperatively. Elsewhere (a worker with the threads pool, a
-test) the caller is a native thread already and runs the work itself.
+greenlet: a call that computes for a second, or blocks in the kernel without a socket, freezes
+every request and job of the process for that second. Two kinds go to native threads while the
+calling greenlet waits cooperatively:
+
+- CPU work that releases the GIL (tiktoken's encoding, in its Rust core): `off_loop`, on a
+  small pool of its own (not gevent's hub pool, which also resolves host names: a flood of
+  large prompts must not hold up DNS);
+- blocking system calls (`fsync`): `blocking`, on gevent's hub pool.
+
+Elsewhere (a worker with the threads pool, a test's in-process app) the caller is a native
+thread already and runs the work itself.
 """
 
 from __future__ import annotations
@@ -46,4 +51,15 @@ def off_loop(work: Callable[..., T], *args: Any) -> T:
     if not _gevent_process():
         return work(*args)
     result: T = _pool().apply(work, args)
+    return result
+
+
+def blocking(call: Callable[..., T], *args: Any) -> T:
+    """`call(*args)`, a blocking system call, on one of gevent's threads in a gevent process
+    (the loop goes on meanwhile); in place elsewhere."""
+    if not _gevent_process():
+        return call(*args)
+    from gevent import get_hub
+
+    result: T = get_hub().threadpool.apply(call, args)
     return result
