@@ -47,6 +47,7 @@ class Settings:
     bind: str = "127.0.0.1:8000"
     web_workers: int = 1
     web_worker_connections: int = 12000
+    max_held_requests_per_key: int = 1000
     worker_concurrency: int = 100
     worker_pool: str = "gevent"
     worker_lanes: tuple[str, ...] = LANES
@@ -162,6 +163,9 @@ def load(env: Mapping[str, str] | None = None) -> Settings:
         web_workers=read_int(e, "CHATQ_WEB_WORKERS", d.web_workers, 1),
         web_worker_connections=read_int(
             e, "CHATQ_WEB_WORKER_CONNECTIONS", d.web_worker_connections, 1
+        ),
+        max_held_requests_per_key=read_int(
+            e, "CHATQ_MAX_HELD_REQUESTS_PER_KEY", d.max_held_requests_per_key
         ),
         worker_concurrency=read_int(e, "CHATQ_WORKER_CONCURRENCY", d.worker_concurrency, 1),
         worker_metrics_bind=e.get("CHATQ_WORKER_METRICS_BIND", d.worker_metrics_bind).strip(),

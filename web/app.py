@@ -30,6 +30,7 @@ from web import (
 from web.admission import Admission, add_rate_headers
 from web.auth import KeyRing
 from web.context import Services
+from web.holds import HeldCounts, mark_unheld
 
 # Held requests answer this long before gunicorn's graceful timeout ends the process.
 DRAIN_MARGIN_S = 1.0
@@ -55,6 +56,7 @@ def _services(settings: Settings) -> Services:
         local_cache=LocalCache(settings.cache_local_entries, settings.cache_local_ttl_s),
         admission=Admission(settings, client, messages),
         broker=messages,
+        held=HeldCounts(settings.max_held_requests_per_key),
     )
 
 
@@ -100,4 +102,5 @@ def create_app(settings: Settings | None = None) -> Flask:
     app.register_blueprint(batches.bp)
     app.register_blueprint(usage.bp)
     app.after_request(add_rate_headers)
+    app.after_request(mark_unheld)
     return app
