@@ -83,6 +83,7 @@ class Settings:
     log_format: str = "text"
     access_log: bool = True
     metrics_dir: str = ""
+    metrics_token: str = ""
     max_queue_depth: int = 10000
     rate_limit: str = ""
     rate_limit_overrides: tuple[tuple[str, str], ...] = ()
@@ -126,9 +127,9 @@ class Settings:
         return f"Settings({shown})"
 
 
-# A field whose name ends so holds secrets (api_keys, upstream_api_key, a future
-# webhook_secret): a repr never shows its values.
-SECRET_SUFFIXES = ("_key", "_keys", "_secret", "_secrets", "_password")
+# A field whose name ends so holds secrets (api_keys, upstream_api_key, metrics_token, a
+# future webhook_secret): a repr never shows its values.
+SECRET_SUFFIXES = ("_key", "_keys", "_secret", "_secrets", "_password", "_token")
 MASK = "***"
 _URL_PASSWORD = re.compile(r"(?<=://)([^/@:\s]*):[^/@\s]*@")
 
@@ -208,6 +209,7 @@ def load(env: Mapping[str, str] | None = None) -> Settings:
         log_format=read_choice(e, "CHATQ_LOG_FORMAT", d.log_format, ("text", "json")),
         access_log=read_bool(e, "CHATQ_ACCESS_LOG", d.access_log),
         metrics_dir=e.get("CHATQ_METRICS_DIR", "").strip(),
+        metrics_token=e.get("CHATQ_METRICS_TOKEN", "").strip(),
         max_queue_depth=read_int(e, "CHATQ_MAX_QUEUE_DEPTH", d.max_queue_depth),
         rate_limit=e.get("CHATQ_RATE_LIMIT", "").strip(),
         rate_limit_overrides=parse_overrides(e.get("CHATQ_RATE_LIMIT_OVERRIDES", "")),

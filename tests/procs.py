@@ -141,6 +141,7 @@ def base_env(redis_url: str, upstream_url: str, **overrides: str) -> dict[str, s
         CHATQ_UPSTREAM_URLS=upstream_url,
         CHATQ_UPSTREAM_API_KEY=UPSTREAM_KEY,
         CHATQ_API_KEYS=f"alice:{ALICE_KEY},bob:{BOB_KEY}",
+        CHATQ_METRICS_TOKEN=METRICS_TOKEN,
         CHATQ_DEFAULT_MODEL="fake",
         CHATQ_LOG_LEVEL="INFO",
         # Idle keep-alive connections would hold a stopping web for the whole grace period.
@@ -159,7 +160,10 @@ def base_env(redis_url: str, upstream_url: str, **overrides: str) -> dict[str, s
 ALICE_KEY = "sk-test-alice-0f3a9c5e7b21"
 BOB_KEY = "sk-test-bob-77d1e04c9a6f"
 UPSTREAM_KEY = "sk-test-upstream-5be2c8a41d93"
-TEST_KEYS = {"alice": ALICE_KEY, "bob": BOB_KEY, "upstream": UPSTREAM_KEY}
+METRICS_TOKEN = "test-metrics-token-9e04b7c2a815"
+TEST_KEYS = {"alice": ALICE_KEY, "bob": BOB_KEY, "upstream": UPSTREAM_KEY, "metrics": METRICS_TOKEN}
+# What a scrape sends to read every series, those that name a key too.
+METRICS_AUTH = {"Authorization": f"Bearer {METRICS_TOKEN}"}
 
 
 def leaked_keys(log_dir: Path) -> list[tuple[Path, str]]:

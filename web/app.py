@@ -79,7 +79,8 @@ def drain(app: Flask) -> None:
 def create_app(settings: Settings | None = None) -> Flask:
     """Build the app; `settings` default to the CHATQ_* environment."""
     settings = settings or config.load()
-    secrets = [key for _, key in settings.api_keys] + [settings.upstream_api_key]
+    secrets = [key for _, key in settings.api_keys]
+    secrets += [settings.upstream_api_key, settings.metrics_token]
     logs.setup(settings.log_level, secrets, settings.log_format)
     app = Flask(__name__)
     app.config["MAX_CONTENT_LENGTH"] = settings.max_body_bytes

@@ -222,11 +222,17 @@ def _openai_paths() -> dict[str, Schema]:
     return {"/v1/chat/completions": {"post": completions}}
 
 
+# /metrics: open, its series that name a key only with the metrics token.
+_OPEN_SECURITY: dict[str, list[Schema]] = {"/metrics": [{}, {"metricsToken": []}]}
+
+
 def _secured(paths: dict[str, Schema]) -> dict[str, Schema]:
-    """Bearer auth on every /v1/* operation; none elsewhere."""
+    """Bearer auth on every /v1/* operation; none elsewhere (optional on /metrics)."""
     for path, item in paths.items():
         for op in item.values():
-            op["security"] = [{"bearerAuth": []}] if path.startswith("/v1/") else []
+            op["security"] = (
+                [{"bearerAuth": []}] if path.startswith("/v1/") else _OPEN_SECURITY.get(path, [])
+            )
     return paths
 
 
@@ -269,7 +275,12 @@ def document(settings: Settings | None = None) -> dict[str, Any]:
                     "type": "http",
                     "scheme": "bearer",
                     "description": "A key from CHATQ_API_KEYS.",
-                }
+                },
+                "metricsToken": {
+                    "type": "http",
+                    "scheme": "bearer",
+                    "description": "CHATQ_METRICS_TOKEN: /metrics with the series that name a key.",
+                },
             },
         },
     }

@@ -74,9 +74,15 @@ def ops_paths() -> dict[str, Schema]:
                 "Prometheus metrics",
                 {
                     "200": response_object(
-                        "Prometheus text format, names prefixed `chatq_`.",
+                        "Prometheus text format, names prefixed `chatq_`. The series that "
+                        "name a key (label `key`) only with `Authorization: Bearer "
+                        "<CHATQ_METRICS_TOKEN>`; without an `Authorization` header, all "
+                        "the others.",
                         {"text/plain; version=0.0.4": text},
-                    )
+                    ),
+                    **error_responses(
+                        (401, "`invalid_metrics_token`: credentials other than the token.")
+                    ),
                 },
             )
         },

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from flask import Blueprint, Response
+from flask import Blueprint, Response, request
 
 from chatq import queue_stats, redis_check, redis_conn
 from chatq.errors import ApiError, backend_unavailable
+from chatq.metrics import Scrape, metrics_refusal, scrape_access
 from chatq.redis_conn import BACKEND_ERRORS
 from web.context import services
 from web.guard import authorize
@@ -56,8 +57,13 @@ def queue() -> Response:
 
 @bp.get("/metrics")
 def metrics() -> Response:
-    """Prometheus text format: HTTP, long-poll, cache and queue metrics of this web."""
-    body, content_type = render_metrics(services())
+    """Prometheus text format: HTTP, long-poll, cache and queue metrics of this web; those
+    that name a key only with `Authorization: Bearer <CHATQ_METRICS_TOKEN>`."""
+    svc = services()
+    access = scrape_access(request.headers.get("Authorization", ""), svc.settings.metrics_token)
+    if access is Scrape.REFUSED:
+        raise metrics_refusal()
+    body, content_type = render_metrics(svc, tenants=access is Scrape.ALL)
     return Response(body, content_type=content_type)
 
 
