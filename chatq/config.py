@@ -53,6 +53,7 @@ class Settings:
     worker_lanes: tuple[str, ...] = LANES
     worker_metrics_bind: str = "127.0.0.1:9101"
     api_keys: tuple[tuple[str, str], ...] = ()
+    admin_key_names: tuple[str, ...] = ()
     upstream_urls: tuple[str, ...] = ("http://127.0.0.1:9100/v1",)
     upstream_api_key: str = ""
     upstream_ca_file: str = ""
@@ -173,6 +174,7 @@ def load(env: Mapping[str, str] | None = None) -> Settings:
         worker_pool=read_choice(e, "CHATQ_WORKER_POOL", d.worker_pool, ("gevent", "threads")),
         worker_lanes=config_groups.worker_lanes(e, broker_url),
         api_keys=parse_api_keys(e.get("CHATQ_API_KEYS", "")),
+        admin_key_names=config_groups.admin_key_names(e),
         upstream_urls=parse_urls(e.get("CHATQ_UPSTREAM_URLS", ""), d.upstream_urls),
         upstream_api_key=e.get("CHATQ_UPSTREAM_API_KEY", "").strip(),
         upstream_ca_file=read_file_path(e, "CHATQ_UPSTREAM_CA_FILE"),

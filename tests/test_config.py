@@ -163,6 +163,7 @@ BAD = [
     ("CHATQ_API_KEYS", ":sk-a"),
     ("CHATQ_RATE_LIMIT_OVERRIDES", "alice"),
     ("CHATQ_RATE_LIMIT_OVERRIDES", "=10/second"),
+    ("CHATQ_ADMIN_KEYS", "nobody"),
 ]
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from flask import Blueprint, Response, request
 
-from chatq import queue_stats, redis_check, redis_conn
+from chatq import queue_share, queue_stats, redis_check, redis_conn
 from chatq.errors import ApiError, backend_unavailable
 from chatq.metrics import Scrape, metrics_refusal, scrape_access
 from chatq.redis_conn import BACKEND_ERRORS
@@ -49,9 +49,12 @@ def readyz() -> Response:
 
 @bp.get("/v1/queue")
 def queue() -> Response:
-    """Queue depth, age, workers and rates, for people and autoscalers."""
+    """Queue depth, age, workers and rates, for people and autoscalers: the whole picture to
+    an admin key (CHATQ_ADMIN_KEYS), the key's own share to any other."""
     svc = services()
-    authorize(svc)
+    owner = authorize(svc)
+    if owner not in svc.settings.admin_key_names:
+        return json_response(queue_share.share(svc.redis, svc.broker, owner).body())
     return json_response(queue_stats.snapshot(svc.redis, svc.broker).body())
 
 
