@@ -222,3 +222,25 @@ def test_counts_stay_within_the_cap_and_come_back() -> None:
     assert counts.count("a") == 0
     uncapped = HeldCounts(0)
     assert all(uncapped.take("a") for _ in range(100))
+
+
+def test_a_stream_counts_until_it_ends(capped: Stack) -> None:
+    s = capped
+    job_id = _submit(s, ALICE_KEY)
+    sse = {"Accept": "text/event-stream"}
+    url = f"{s.url}/v1/jobs/{job_id}/events"
+    streams = [
+        Call(lambda: s.session(ALICE_KEY).get(url, headers=sse, timeout=90)) for _ in range(CAP)
+    ]
+    _parked(s, CAP)
+    refused = _at_once(s, _poll(s, ALICE_KEY, f"/v1/jobs/{job_id}", wait=55))
+    assert refused.status_code == 202 and "Retry-After" in refused.headers
+    _cancel(s, job_id, ALICE_KEY)
+    for stream in streams:
+        assert '"status": "cancelled"' in stream.result().text
+    # The streams' slots are free again: her next long-poll is held.
+    again = _submit(s, ALICE_KEY)
+    held = _poll(s, ALICE_KEY, f"/v1/jobs/{again}", wait=55)
+    _parked(s, 1)
+    _cancel(s, again, ALICE_KEY)
+    assert held.result().json()["status"] == "cancelled"
