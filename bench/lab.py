@@ -21,8 +21,13 @@ from bench.stack import ChatqStack, start_chatq
 from scripts.localredis import LocalRedis, free_port
 from tests.procs import Proc, start_fakellm, wait_until
 
-# The main stack: enough worker slots for the 1 s upstream, jobs that outlive every section.
-MAIN_ENV = {"CHATQ_WORKER_CONCURRENCY": "300", "CHATQ_JOB_TTL": "600"}
+# The main stack: enough worker slots for the 1 s upstream, jobs that outlive every section,
+# and no cap on the requests one key holds open (every section's clients share one key).
+MAIN_ENV = {
+    "CHATQ_WORKER_CONCURRENCY": "300",
+    "CHATQ_JOB_TTL": "600",
+    "CHATQ_MAX_HELD_REQUESTS_PER_KEY": "0",
+}
 Recipe = tuple[str, dict[str, Any]]
 
 

@@ -100,11 +100,19 @@ class RedisBroker:
 
     def oldest_ages_s(self, now: float) -> dict[str, float | None]:
         """From the message at the tail of each lane's lists and its job's created_at."""
-        return {queue: self._oldest_age_s(queue, now) for queue in QUEUES}
+        return {queue: self.oldest_age_s(self._lists(queue), now) for queue in QUEUES}
 
-    def _oldest_age_s(self, lane: str, now: float) -> float:
+    def tenant_lists(self, lane: str, owner: str) -> list[str] | None:
+        """The lists of `owner`'s own queue in `lane`; None when its jobs wait in a queue
+        shared with other tenants (fair dispatch off, or a name not configured)."""
+        if owner not in self.plan.tenants:
+            return None
+        return queue_keys(fair.queue_name(lane, owner))
+
+    def oldest_age_s(self, lists: list[str], now: float) -> float:
+        """Age of the oldest message at the tail of `lists`, from its job's created_at."""
         oldest = 0.0
-        for key in self._lists(lane):
+        for key in lists:
             raw = self.redis.lindex(key, -1)
             if raw is None:
                 continue

@@ -47,11 +47,13 @@ class Settings:
     bind: str = "127.0.0.1:8000"
     web_workers: int = 1
     web_worker_connections: int = 12000
+    max_held_requests_per_key: int = 1000
     worker_concurrency: int = 100
     worker_pool: str = "gevent"
     worker_lanes: tuple[str, ...] = LANES
     worker_metrics_bind: str = "127.0.0.1:9101"
     api_keys: tuple[tuple[str, str], ...] = ()
+    admin_key_names: tuple[str, ...] = ()
     upstream_urls: tuple[str, ...] = ("http://127.0.0.1:9100/v1",)
     upstream_api_key: str = ""
     upstream_ca_file: str = ""
@@ -82,6 +84,7 @@ class Settings:
     log_format: str = "text"
     access_log: bool = True
     metrics_dir: str = ""
+    metrics_token: str = ""
     max_queue_depth: int = 10000
     rate_limit: str = ""
     rate_limit_overrides: tuple[tuple[str, str], ...] = ()
@@ -129,9 +132,9 @@ class Settings:
         return f"Settings({shown})"
 
 
-# A field whose name ends so holds secrets (api_keys, upstream_api_key, a future
-# webhook_secret): a repr never shows its values.
-SECRET_SUFFIXES = ("_key", "_keys", "_secret", "_secrets", "_password")
+# A field whose name ends so holds secrets (api_keys, upstream_api_key, metrics_token, a
+# future webhook_secret): a repr never shows its values.
+SECRET_SUFFIXES = ("_key", "_keys", "_secret", "_secrets", "_password", "_token")
 MASK = "***"
 _URL_PASSWORD = re.compile(r"(?<=://)([^/@:\s]*):[^/@\s]*@")
 
@@ -167,11 +170,15 @@ def load(env: Mapping[str, str] | None = None) -> Settings:
         web_worker_connections=read_int(
             e, "CHATQ_WEB_WORKER_CONNECTIONS", d.web_worker_connections, 1
         ),
+        max_held_requests_per_key=read_int(
+            e, "CHATQ_MAX_HELD_REQUESTS_PER_KEY", d.max_held_requests_per_key
+        ),
         worker_concurrency=read_int(e, "CHATQ_WORKER_CONCURRENCY", d.worker_concurrency, 1),
         worker_metrics_bind=e.get("CHATQ_WORKER_METRICS_BIND", d.worker_metrics_bind).strip(),
         worker_pool=read_choice(e, "CHATQ_WORKER_POOL", d.worker_pool, ("gevent", "threads")),
         worker_lanes=config_groups.worker_lanes(e, broker_url),
         api_keys=parse_api_keys(e.get("CHATQ_API_KEYS", "")),
+        admin_key_names=config_groups.admin_key_names(e),
         upstream_urls=parse_urls(e.get("CHATQ_UPSTREAM_URLS", ""), d.upstream_urls),
         upstream_api_key=e.get("CHATQ_UPSTREAM_API_KEY", "").strip(),
         upstream_ca_file=read_file_path(e, "CHATQ_UPSTREAM_CA_FILE"),
@@ -208,6 +215,7 @@ def load(env: Mapping[str, str] | None = None) -> Settings:
         log_format=read_choice(e, "CHATQ_LOG_FORMAT", d.log_format, ("text", "json")),
         access_log=read_bool(e, "CHATQ_ACCESS_LOG", d.access_log),
         metrics_dir=e.get("CHATQ_METRICS_DIR", "").strip(),
+        metrics_token=e.get("CHATQ_METRICS_TOKEN", "").strip(),
         max_queue_depth=read_int(e, "CHATQ_MAX_QUEUE_DEPTH", d.max_queue_depth),
         rate_limit=e.get("CHATQ_RATE_LIMIT", "").strip(),
         rate_limit_overrides=parse_overrides(e.get("CHATQ_RATE_LIMIT_OVERRIDES", "")),

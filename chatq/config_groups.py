@@ -35,6 +35,20 @@ def worker_lanes(e: Mapping[str, str], broker_url: str) -> tuple[str, ...]:
     return lanes
 
 
+def admin_key_names(e: Mapping[str, str]) -> tuple[str, ...]:
+    """CHATQ_ADMIN_KEYS: names of keys of CHATQ_API_KEYS that see the whole of /v1/queue."""
+    names = {name for name, _ in parse_api_keys(e.get("CHATQ_API_KEYS", ""))}
+    admins = tuple(dict.fromkeys(n.strip() for n in e.get("CHATQ_ADMIN_KEYS", "").split(",")))
+    admins = tuple(name for name in admins if name)
+    if any(name not in names for name in admins):
+        # Not repeated: a key put here by mistake would be printed.
+        raise ConfigError(
+            "CHATQ_ADMIN_KEYS takes names of keys of CHATQ_API_KEYS (`name` of `name:key`), "
+            "and one of them is not"
+        )
+    return admins
+
+
 def sentinel_settings(e: Mapping[str, str], d: Settings) -> dict[str, Any]:
     """The Redis behind Sentinel (CHATQ_REDIS_SENTINELS …) and the replicas a write waits for."""
     return {

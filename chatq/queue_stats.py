@@ -9,7 +9,7 @@ from typing import cast
 
 import redis
 
-from chatq import batches, fair, heartbeats, keys
+from chatq import batches, fair, heartbeats, keys, rates
 from chatq.broker import Broker, RedisBroker
 from chatq.celery_app import QUEUES
 
@@ -30,18 +30,19 @@ class Window:
     mean_job_s: float
 
 
-def window(client: redis.Redis, now: float | None = None) -> Window:
+def window(client: redis.Redis, now: float | None = None, owner: str = "") -> Window:
     """Arrivals, runs ended and their mean time over the last full minute and the current
-    one (counted per minute, chatq/rates.py)."""
+    one (counted per minute, chatq/rates.py): of every job, or of key name `owner`'s."""
     now_s = now or time.time()
     minute = int(now_s // 60)
+    fields = [rates.owner_field(name, owner) if owner else name for name in rates.COUNTS]
     pipe = client.pipeline(transaction=False)
     for m in (minute - 1, minute):
-        pipe.hgetall(keys.stats(m))
-    totals = {"arrivals": 0.0, "done": 0.0, "busy_s": 0.0}
+        pipe.hmget(keys.stats(m), fields)
+    totals = dict.fromkeys(rates.COUNTS, 0.0)
     for bucket in pipe.execute():
-        for name in totals:
-            totals[name] += float(bucket.get(name) or 0)
+        for name, value in zip(rates.COUNTS, bucket, strict=True):
+            totals[name] += float(value or 0)
     span_s = 60 + (now_s - minute * 60)
     done = totals["done"]
     return Window(
@@ -104,13 +105,17 @@ class BatchLines:
         }
 
 
-def batch_lines(client: redis.Redis) -> BatchLines:
-    """Sum the progress of every unfinished batch."""
+def batch_lines(client: redis.Redis, owner: str | None = None) -> BatchLines:
+    """Sum the progress of every unfinished batch (of key name `owner`, if given)."""
     ids = sorted(cast(set[str], client.smembers(keys.batches_active())))
     pipe = client.pipeline(transaction=False)
     for batch_id in ids:
         pipe.hgetall(keys.batch(batch_id))
-    found = [batches.progress(r) for r in pipe.execute() if r]
+    found = [
+        batches.progress(r)
+        for r in pipe.execute()
+        if r and (owner is None or r.get("owner") == owner)
+    ]
     return BatchLines(
         len(found),
         sum(p.total for p in found),

@@ -1,4 +1,5 @@
-"""The counts behind /v1/queue's rates: kept in each process, added to Redis once a second.
+"""The counts behind /v1/queue's rates, in all and per key name: kept in each process, added
+to Redis once a second.
 
 A job's own scripts no longer count it (three commands a job); a process sends its counts in
 one pipeline a second, only when it has some. What a process had not sent when it stopped is
@@ -20,6 +21,13 @@ log = logging.getLogger(__name__)
 
 FLUSH_EVERY_S = 1.0
 KEEP_S = 300  # a minute's counts outlive the window that reads them (two minutes)
+COUNTS = ("arrivals", "done", "busy_s")
+
+
+def owner_field(name: str, owner: str) -> str:
+    """The field of a minute's hash that holds count `name` of key name `owner`'s jobs (a key
+    name holds no `:`, CHATQ_API_KEYS)."""
+    return f"{name}:{owner}"
 
 
 class Rates:
@@ -32,28 +40,29 @@ class Rates:
     def __init__(self, client: redis.Redis | None = None) -> None:
         self._client = client
         self._lock = threading.Lock()
-        self._arrivals = 0
-        self._done = 0
-        self._busy_s = 0.0
+        self._counts: dict[str, float] = {}
         self._flusher_pid = 0
 
-    def arrived(self) -> None:
-        """A job was queued (not a cache hit, nor one following an identical job)."""
+    def _add(self, owner: str, **amounts: float) -> None:
+        """Add to the totals, and to `owner`'s own counts when the job has one."""
         with self._lock:
-            self._arrivals += 1
+            for name, amount in amounts.items():
+                for field in (name, owner_field(name, owner)) if owner else (name,):
+                    self._counts[field] = self._counts.get(field, 0) + amount
         self._start()
 
-    def ran(self, busy_s: float) -> None:
-        """A worker's run of a job ended after `busy_s` seconds in its slot."""
-        with self._lock:
-            self._done += 1
-            self._busy_s += busy_s
-        self._start()
+    def arrived(self, owner: str = "") -> None:
+        """A job of key name `owner` was queued (not a cache hit, nor one following an
+        identical job)."""
+        self._add(owner, arrivals=1)
+
+    def ran(self, busy_s: float, owner: str = "") -> None:
+        """A worker's run of a job of `owner` ended after `busy_s` seconds in its slot."""
+        self._add(owner, done=1, busy_s=busy_s)
 
     def _take(self) -> dict[str, float]:
         with self._lock:
-            counts = {"arrivals": self._arrivals, "done": self._done, "busy_s": self._busy_s}
-            self._arrivals, self._done, self._busy_s = 0, 0, 0.0
+            counts, self._counts = self._counts, {}
         return {name: amount for name, amount in counts.items() if amount}
 
     def flush(self) -> None:

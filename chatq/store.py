@@ -173,7 +173,7 @@ class Store:
         )
         created = Created(CreateKind(kind), value, created_at)
         if created.kind is CreateKind.CREATED and not cached:
-            self.rates.arrived()
+            self.rates.arrived(record.get("owner", ""))
         return created
 
     def watch(self, *, job_id: str) -> bool:

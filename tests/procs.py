@@ -141,6 +141,9 @@ def base_env(redis_url: str, upstream_url: str, **overrides: str) -> dict[str, s
         CHATQ_UPSTREAM_URLS=upstream_url,
         CHATQ_UPSTREAM_API_KEY=UPSTREAM_KEY,
         CHATQ_API_KEYS=f"alice:{ALICE_KEY},bob:{BOB_KEY}",
+        # alice sees the whole of GET /v1/queue; bob (and any other key) sees its own share.
+        CHATQ_ADMIN_KEYS="alice",
+        CHATQ_METRICS_TOKEN=METRICS_TOKEN,
         CHATQ_DEFAULT_MODEL="fake",
         CHATQ_LOG_LEVEL="INFO",
         # Idle keep-alive connections would hold a stopping web for the whole grace period.
@@ -152,14 +155,26 @@ def base_env(redis_url: str, upstream_url: str, **overrides: str) -> dict[str, s
         PYTHONUNBUFFERED="1",
     )
     env.update(overrides)
+    if "CHATQ_ADMIN_KEYS" not in overrides and "alice" not in key_names(env["CHATQ_API_KEYS"]):
+        del env["CHATQ_ADMIN_KEYS"]  # keys of a test's own: no admin unless it names one
     return env
+
+
+def key_names(api_keys: str) -> set[str]:
+    """The names of the keys of a CHATQ_API_KEYS value."""
+    from chatq.config import parse_api_keys
+
+    return {name for name, _ in parse_api_keys(api_keys)}
 
 
 # Test-only keys; the session fails if one appears in any log (tests/conftest.py).
 ALICE_KEY = "sk-test-alice-0f3a9c5e7b21"
 BOB_KEY = "sk-test-bob-77d1e04c9a6f"
 UPSTREAM_KEY = "sk-test-upstream-5be2c8a41d93"
-TEST_KEYS = {"alice": ALICE_KEY, "bob": BOB_KEY, "upstream": UPSTREAM_KEY}
+METRICS_TOKEN = "test-metrics-token-9e04b7c2a815"
+TEST_KEYS = {"alice": ALICE_KEY, "bob": BOB_KEY, "upstream": UPSTREAM_KEY, "metrics": METRICS_TOKEN}
+# What a scrape sends to read every series, those that name a key too.
+METRICS_AUTH = {"Authorization": f"Bearer {METRICS_TOKEN}"}
 
 
 def leaked_keys(log_dir: Path) -> list[tuple[Path, str]]:

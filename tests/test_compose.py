@@ -131,6 +131,7 @@ def test_the_schema_check_does_reject_a_broken_compose_file(schema: dict[str, An
 
 SECRETS = {
     "CHATQ_API_KEYS": "demo:sk-compose-test-key",
+    "CHATQ_METRICS_TOKEN": "compose-test-metrics-token",
     "REDIS_PASSWORD": "0123abcdef",
     "GRAFANA_ADMIN_PASSWORD": "grafana-test-password",
 }
@@ -213,6 +214,7 @@ def test_compose_refuses_to_start_without_each_secret(
     for name in ("web", "worker"):
         env = _environment(resolved["services"][name])
         assert env["CHATQ_API_KEYS"] == SECRETS["CHATQ_API_KEYS"]
+        assert env["CHATQ_METRICS_TOKEN"] == SECRETS["CHATQ_METRICS_TOKEN"]
 
 
 def _ports(service: dict[str, Any]) -> list[tuple[str, str, str]]:

@@ -75,6 +75,7 @@ def test_the_readme_defaults_are_the_code_defaults() -> None:
         ({"CHATQ_KEEPALIVE": " 80 "}, "keepalive_s", 80),
         ({"CHATQ_HEADER_TIMEOUT": "2.5"}, "header_timeout_s", 2.5),
         ({"CHATQ_WORKER_CONCURRENCY": "120"}, "worker_concurrency", 120),
+        ({"CHATQ_MAX_HELD_REQUESTS_PER_KEY": "0"}, "max_held_requests_per_key", 0),
         ({"CHATQ_MAX_QUEUE_DEPTH": "0"}, "max_queue_depth", 0),
         ({"CHATQ_CACHE_TTL": "0"}, "cache_ttl_s", 0),
         ({"CHATQ_LOG_LEVEL": "debug"}, "log_level", "DEBUG"),
@@ -133,6 +134,7 @@ BAD = [
     ("CHATQ_MAX_BODY_BYTES", "1MB"),
     ("CHATQ_JOB_TTL", "0"),
     ("CHATQ_MAX_QUEUE_DEPTH", "-1"),
+    ("CHATQ_MAX_HELD_REQUESTS_PER_KEY", "-1"),
     ("CHATQ_KEEPALIVE", "75s"),
     ("CHATQ_UPSTREAM_MAX_ATTEMPTS", "0"),
     ("CHATQ_BACKEND_RETRY_AFTER", "0"),
@@ -163,6 +165,7 @@ BAD = [
     ("CHATQ_API_KEYS", ":sk-a"),
     ("CHATQ_RATE_LIMIT_OVERRIDES", "alice"),
     ("CHATQ_RATE_LIMIT_OVERRIDES", "=10/second"),
+    ("CHATQ_ADMIN_KEYS", "nobody"),
 ]
 
 

@@ -10,6 +10,7 @@ BARE_KEY = "bare-2c7e91f04a5d6b38e1"
 NAMED_KEY = "sk-named-8d0b3f6e2a91"
 UPSTREAM_KEY = "up-secret-47c1d9a0e6"
 REDIS_PASSWORD = "redis-pw-5e8a2c"
+METRICS_TOKEN = "metrics-token-1b7d40c9e2"
 
 
 def test_a_bare_key_is_named_by_its_hash_never_by_itself() -> None:
@@ -29,12 +30,13 @@ def test_no_repr_of_the_settings_shows_a_key_or_a_password() -> None:
         {
             "CHATQ_API_KEYS": f"{BARE_KEY},alice:{NAMED_KEY}",
             "CHATQ_UPSTREAM_API_KEY": UPSTREAM_KEY,
+            "CHATQ_METRICS_TOKEN": METRICS_TOKEN,
             "CHATQ_REDIS_URL": f"redis://default:{REDIS_PASSWORD}@127.0.0.1:6379/0",
             "CHATQ_UPSTREAM_URLS": f"https://user:{REDIS_PASSWORD}x@llm.example/v1",
         }
     )
     for shown in (repr(settings), str(settings), f"{settings}", f"{settings!r}"):
-        for secret in (BARE_KEY, NAMED_KEY, UPSTREAM_KEY, REDIS_PASSWORD):
+        for secret in (BARE_KEY, NAMED_KEY, UPSTREAM_KEY, REDIS_PASSWORD, METRICS_TOKEN):
             assert secret not in shown, secret
         # What is not secret is still there to read.
         assert "alice" in shown and config.bare_key_name(BARE_KEY) in shown
@@ -42,6 +44,7 @@ def test_no_repr_of_the_settings_shows_a_key_or_a_password() -> None:
         assert "llm.example" in shown and "max_n=8" in shown
     # The values themselves are untouched: only their repr is masked.
     assert settings.upstream_api_key == UPSTREAM_KEY
+    assert settings.metrics_token == METRICS_TOKEN
     assert dict(settings.api_keys)["alice"] == NAMED_KEY
 
 

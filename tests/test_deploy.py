@@ -489,9 +489,46 @@ def _promtool(promtool: str, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([promtool, *args], capture_output=True, text=True, timeout=60)
 
 
-def test_prometheus_config_passes_promtool(promtool: str) -> None:
-    done = _promtool(promtool, "check", "config", str(PROMETHEUS_YML))
+# Where Compose mounts CHATQ_METRICS_TOKEN in the Prometheus container (`secrets:`).
+TOKEN_FILE = "/run/secrets/chatq-metrics-token"
+
+
+def _with_token_file(config: dict[str, Any], tmp_path: Path) -> Path:
+    """`config` written to tmp_path, each job's token file one that exists here (promtool
+    checks that it does)."""
+    token = tmp_path / "chatq-metrics-token"
+    token.write_text("a-token")
+    for job in config["scrape_configs"]:
+        if "authorization" in job:
+            assert job["authorization"]["credentials_file"] == TOKEN_FILE
+            job["authorization"]["credentials_file"] = str(token)
+    path = tmp_path / "prometheus.yml"
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+def test_prometheus_config_passes_promtool(promtool: str, tmp_path: Path) -> None:
+    path = _with_token_file(_yaml(PROMETHEUS_YML), tmp_path)
+    done = _promtool(promtool, "check", "config", str(path))
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def _chatq_jobs() -> list[dict[str, Any]]:
+    jobs = [j for j in _yaml(PROMETHEUS_YML)["scrape_configs"] if j["job_name"] != "prometheus"]
+    return [*jobs, *yaml.safe_load(_commented_block(PROMETHEUS_YML, "kubernetes example"))]
+
+
+def test_every_chatq_scrape_sends_the_metrics_token(compose: dict[str, Any]) -> None:  # noqa: F811
+    # Without it chatq serves only the series that name no key (README, "Metrics").
+    for job in _chatq_jobs():
+        assert job["authorization"] == {"type": "Bearer", "credentials_file": TOKEN_FILE}, job
+    prometheus = compose["services"]["prometheus"]
+    (secret,) = prometheus["secrets"]
+    assert f"/run/secrets/{secret}" == TOKEN_FILE
+    assert compose["secrets"][secret] == {"environment": "CHATQ_METRICS_TOKEN"}
+    for name in ("web", "worker"):
+        token = _environment(compose["services"][name])["CHATQ_METRICS_TOKEN"]
+        assert token == "${CHATQ_METRICS_TOKEN:?set CHATQ_METRICS_TOKEN}"
 
 
 def test_kubernetes_example_passes_promtool(promtool: str, tmp_path: Path) -> None:
@@ -503,8 +540,7 @@ def test_kubernetes_example_passes_promtool(promtool: str, tmp_path: Path) -> No
     job["static_configs"] = [{"targets": ["10.0.0.1"]}]
     config = _yaml(PROMETHEUS_YML)
     config["scrape_configs"].append(job)
-    path = tmp_path / "prometheus.yml"
-    path.write_text(yaml.safe_dump(config))
+    path = _with_token_file(config, tmp_path)
     done = _promtool(promtool, "check", "config", str(path))
     assert done.returncode == 0, done.stdout + done.stderr
 

@@ -24,7 +24,7 @@ from chatq.tokens import count_prompt_tokens
 from scripts.localredis import LocalRedis
 from tests.batchkit import jsonl, request_line
 from tests.conftest import Stack, start_stack
-from tests.procs import ALICE_KEY, wait_until
+from tests.procs import ALICE_KEY, METRICS_AUTH, wait_until
 from tests.webhook_receiver import Receiver
 from web.openapi import document
 
@@ -118,7 +118,7 @@ def _settled(stack: Stack, name: str) -> dict[str, Any]:
 
 
 def _metrics(url: str) -> str:
-    return requests.get(f"{url}/metrics", timeout=10).text
+    return requests.get(f"{url}/metrics", headers=METRICS_AUTH, timeout=10).text
 
 
 def _sample(text: str, name: str, *labels: str) -> float:

@@ -30,6 +30,7 @@ from web import (
 from web.admission import Admission, add_rate_headers
 from web.auth import KeyRing
 from web.context import Services
+from web.holds import HeldCounts, mark_unheld
 
 
 def _services(settings: Settings) -> Services:
@@ -52,6 +53,7 @@ def _services(settings: Settings) -> Services:
         local_cache=LocalCache(settings.cache_local_entries, settings.cache_local_ttl_s),
         admission=Admission(settings, client, messages),
         broker=messages,
+        held=HeldCounts(settings.max_held_requests_per_key),
     )
 
 
@@ -73,7 +75,8 @@ def drain(app: Flask, since: float) -> None:
 def create_app(settings: Settings | None = None) -> Flask:
     """Build the app; `settings` default to the CHATQ_* environment."""
     settings = settings or config.load()
-    secrets = [key for _, key in settings.api_keys] + [settings.upstream_api_key]
+    secrets = [key for _, key in settings.api_keys]
+    secrets += [settings.upstream_api_key, settings.metrics_token]
     logs.setup(settings.log_level, secrets, settings.log_format)
     app = Flask(__name__)
     app.config["MAX_CONTENT_LENGTH"] = settings.max_body_bytes
@@ -96,4 +99,5 @@ def create_app(settings: Settings | None = None) -> Flask:
     app.register_blueprint(batches.bp)
     app.register_blueprint(usage.bp)
     app.after_request(add_rate_headers)
+    app.after_request(mark_unheld)
     return app

@@ -12,7 +12,7 @@ from flask import request as current_request
 from chatq import batches, files_meta
 from chatq.batch_lines import ENDPOINTS
 from chatq.errors import ApiError
-from web import metrics, params
+from web import holds, metrics, params
 from web.context import Services, services
 from web.files import batch_services, expires_after_s, file_not_found, owned_file
 from web.guard import authorize
@@ -169,7 +169,8 @@ def get_batch(batch_id: str) -> Response:
     owner = authorize(svc)
     wait_s, asked = params.requested_wait(0.0, svc.settings.max_wait_s)
     record = _owned(svc, batch_id, owner)
-    record = _wait_ended(svc, record, params.jittered(wait_s))
+    if record["status"] not in batches.ENDED:
+        record = _wait_ended(svc, record, params.jittered(holds.poll_wait(svc, owner, wait_s)))
     applied = preference_applied(wait_s if asked else None)
     return json_response(
         batches.public_view(record), 200, {"Preference-Applied": applied} if applied else None

@@ -15,6 +15,7 @@ from chatq.notify import Listener
 from chatq.store import Store
 from web.admission import Admission
 from web.auth import KeyRing
+from web.holds import HeldCounts
 
 
 @dataclass
@@ -30,6 +31,7 @@ class Services:
     local_cache: LocalCache
     admission: Admission
     broker: Broker
+    held: HeldCounts
 
 
 def services() -> Services:

@@ -14,7 +14,7 @@ from chatq import jobs
 from chatq.errors import ApiError, job_not_found
 from chatq.job_events import Event
 from chatq.redis_conn import BACKEND_ERRORS
-from web import params
+from web import holds, params
 from web.context import Services, services
 from web.guard import authorize
 from web.responses import json_response
@@ -76,10 +76,13 @@ def job_events(job_id: str) -> Response:
         cursor = valid_cursor(request.args.get("cursor"))
     if not params.is_job_id(job_id):
         raise job_not_found()
-    load_owned(svc, job_id, owner)
+    record = load_owned(svc, job_id, owner)
     if sse:
+        if not jobs.is_terminal(record["status"]):
+            holds.hold(svc, owner)
         return sse_response(sse_events(svc, job_id, cursor))
-    events, status = wait_events(svc, job_id, cursor, params.jittered(wait_s) if wait_s else 0)
+    poll_s = holds.poll_wait(svc, owner, wait_s)
+    events, status = wait_events(svc, job_id, cursor, params.jittered(poll_s) if poll_s else 0)
     headers = {"Preference-Applied": f"wait={wait_s:g}"} if asked else {}
     return json_response(_page(job_id, events, status, cursor), 200, headers)
 

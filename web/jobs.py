@@ -10,7 +10,7 @@ from flask import request as current_request
 from chatq import jobs
 from chatq.errors import ApiError, job_not_found
 from chatq.validate import chat_request, fit_context
-from web import params
+from web import holds, params
 from web.context import Services, services
 from web.guard import authorize
 from web.responses import failed_job_error, job_response, json_response
@@ -34,6 +34,12 @@ def _wait(svc: Services, default_s: float) -> tuple[float, float | None]:
     return wait_s, (wait_s if asked else None)
 
 
+def _poll_wait(svc: Services, owner: str, default_s: float) -> tuple[float, float | None]:
+    """A long-poll's wait: 0 when the key holds its cap of requests open (web/holds.py)."""
+    wait_s, echo = _wait(svc, default_s)
+    return holds.poll_wait(svc, owner, wait_s), echo
+
+
 @bp.post("")
 def create_job() -> Response:
     """Enqueue a chat job; answer at once, or when it ends if `wait` is given."""
@@ -55,6 +61,8 @@ def create_job() -> Response:
     fitted = fit_context(request, svc.settings.max_context_tokens, overflow)
     request = fitted.request
     request.pop("stream", None)
+    if wait_s > 0:
+        holds.hold(svc, owner)
     cache_control = current_request.headers.get("Cache-Control", "")
     job_id = job_id_for(svc, owner, request, cache_control)
     with watching(svc, job_id, wait_s) as waiter:
@@ -77,7 +85,7 @@ def get_job(job_id: str) -> Response:
     """The job; with `wait`, held until it ends or the wait runs out."""
     svc = services()
     owner = authorize(svc)
-    wait_s, echo = _wait(svc, 0.0)
+    wait_s, echo = _poll_wait(svc, owner, 0.0)
     return job_response(_owned(svc, owner, job_id, wait_s), echo)
 
 
@@ -86,7 +94,7 @@ def get_result(job_id: str) -> Response:
     """The bare upstream completion once completed; its error once failed."""
     svc = services()
     owner = authorize(svc)
-    wait_s, echo = _wait(svc, svc.settings.result_wait_s)
+    wait_s, echo = _poll_wait(svc, owner, svc.settings.result_wait_s)
     record = _owned(svc, owner, job_id, wait_s)
     if record["status"] == jobs.COMPLETED:
         headers = {"Preference-Applied": f"wait={echo:g}"} if echo is not None else {}

@@ -24,6 +24,12 @@ ADMISSION_REJECTIONS = Counter(
 WAITERS = Gauge(
     "chatq_longpoll_waiters", "Requests parked waiting on a job", multiprocess_mode="livesum"
 )
+HELD_OVER_CAP = Counter(
+    "chatq_held_requests_over_cap_total",
+    "Requests of a key holding CHATQ_MAX_HELD_REQUESTS_PER_KEY open in its web process: "
+    "long-polls answered at once, others refused",
+    ["answer"],
+)
 # Observed once per request in the request hook (web/observability.py): these are the names
 # prometheus-flask-exporter gave them, without its per-request cost.
 HTTP_DURATION = Histogram(

@@ -13,6 +13,7 @@ from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.registry import Collector
 
 from chatq import gcpause, queue_stats
+from chatq.metrics import untenanted
 from chatq.redis_conn import BACKEND_ERRORS
 from web import batch_metrics, metrics
 from web.context import Services
@@ -64,17 +65,18 @@ class QueueCollector(Collector):
         yield from batch_metrics.gauges(snap.batches)
 
 
-def render_metrics(svc: Services) -> tuple[bytes, str]:
-    """The text exposition: every gunicorn worker's metrics summed, plus the queue's."""
+def render_metrics(svc: Services, tenants: bool) -> tuple[bytes, str]:
+    """The text exposition: every gunicorn worker's metrics summed, plus the queue's; the
+    series that name a tenant (key) only with `tenants`."""
     queue = CollectorRegistry()
     queue.register(QueueCollector(svc))
-    queue.register(UsageCollector(svc))
+    if tenants:
+        queue.register(UsageCollector(svc))
+    registry = REGISTRY
     if svc.settings.metrics_dir:
         registry = CollectorRegistry()
         MultiProcessCollector(registry, path=svc.settings.metrics_dir)  # type: ignore[no-untyped-call]
-        body = generate_latest(registry)
-    else:
-        body = generate_latest(REGISTRY)
+    body = generate_latest(registry if tenants else untenanted(registry))
     return body + generate_latest(queue), CONTENT_TYPE_LATEST
 
 

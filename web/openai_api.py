@@ -14,7 +14,7 @@ from chatq import jobs
 from chatq.errors import ApiError
 from chatq.notify import Waiter
 from chatq.validate import chat_request, fit_context
-from web import params
+from web import holds, params
 from web.chunks import ChunkMaker, sse, tool_call_deltas
 from web.context import Services, services
 from web.events import STREAM_ENDING_ERRORS, follow, sse_response
@@ -40,6 +40,8 @@ def chat_completions() -> Response:
     request = fitted.request
     stream = request.pop("stream", None) is True
     options = request.pop("stream_options", None) or {}
+    if holds.holds_open(stream, svc.settings.max_wait_s):
+        holds.hold(svc, owner)
     cache_control = flask_request.headers.get("Cache-Control", "")
     job_id = job_id_for(svc, owner, request, cache_control)
     with watching(svc, job_id, 0.0 if stream else 1.0) as waiter:

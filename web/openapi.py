@@ -10,6 +10,7 @@ from web import (
     openapi_batch_schemas,
     openapi_batches,
     openapi_limits,
+    openapi_queue,
     openapi_service,
     openapi_webhook_schemas,
     openapi_webhooks,
@@ -222,11 +223,17 @@ def _openai_paths() -> dict[str, Schema]:
     return {"/v1/chat/completions": {"post": completions}}
 
 
+# /metrics: open, its series that name a key only with the metrics token.
+_OPEN_SECURITY: dict[str, list[Schema]] = {"/metrics": [{}, {"metricsToken": []}]}
+
+
 def _secured(paths: dict[str, Schema]) -> dict[str, Schema]:
-    """Bearer auth on every /v1/* operation; none elsewhere."""
+    """Bearer auth on every /v1/* operation; none elsewhere (optional on /metrics)."""
     for path, item in paths.items():
         for op in item.values():
-            op["security"] = [{"bearerAuth": []}] if path.startswith("/v1/") else []
+            op["security"] = (
+                [{"bearerAuth": []}] if path.startswith("/v1/") else _OPEN_SECURITY.get(path, [])
+            )
     return paths
 
 
@@ -261,6 +268,7 @@ def document(settings: Settings | None = None) -> dict[str, Any]:
                 **openapi_webhook_schemas.schemas(),
                 **openapi_batch_schemas.schemas(),
                 **openapi_limits.schemas(),
+                **openapi_queue.schemas(),
             },
             "parameters": copy.deepcopy(PARAMETERS),
             "headers": {**copy.deepcopy(HEADERS), **openapi_limits.headers()},
@@ -269,7 +277,12 @@ def document(settings: Settings | None = None) -> dict[str, Any]:
                     "type": "http",
                     "scheme": "bearer",
                     "description": "A key from CHATQ_API_KEYS.",
-                }
+                },
+                "metricsToken": {
+                    "type": "http",
+                    "scheme": "bearer",
+                    "description": "CHATQ_METRICS_TOKEN: /metrics with the series that name a key.",
+                },
             },
         },
     }

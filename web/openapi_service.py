@@ -9,7 +9,7 @@ from web.openapi_parts import (
     operation,
     response_object,
 )
-from web.openapi_schemas import Schema
+from web.openapi_schemas import Schema, ref
 
 
 def listing_paths() -> dict[str, Schema]:
@@ -29,7 +29,10 @@ def listing_paths() -> dict[str, Schema]:
         "Load, for people and autoscalers",
         {
             "200": response_object(
-                "Queue depths, workers and the recommended concurrency.", json_ref("Queue")
+                "To a key of CHATQ_ADMIN_KEYS, queue depths, workers, rates and the "
+                "recommended concurrency (`Queue`); to any other key, its own depths, "
+                "rates and batches, and totals that name no key (`QueueShare`).",
+                {"application/json": {"oneOf": [ref("Queue"), ref("QueueShare")]}},
             ),
             **error_responses(401, 429, 503),
         },
@@ -74,9 +77,15 @@ def ops_paths() -> dict[str, Schema]:
                 "Prometheus metrics",
                 {
                     "200": response_object(
-                        "Prometheus text format, names prefixed `chatq_`.",
+                        "Prometheus text format, names prefixed `chatq_`. The series that "
+                        "name a key (label `key`) only with `Authorization: Bearer "
+                        "<CHATQ_METRICS_TOKEN>`; without an `Authorization` header, all "
+                        "the others.",
                         {"text/plain; version=0.0.4": text},
-                    )
+                    ),
+                    **error_responses(
+                        (401, "`invalid_metrics_token`: credentials other than the token.")
+                    ),
                 },
             )
         },

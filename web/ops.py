@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from flask import Blueprint, Response
+from flask import Blueprint, Response, request
 
-from chatq import queue_stats, redis_check, redis_conn
+from chatq import queue_share, queue_stats, redis_check, redis_conn
 from chatq.errors import ApiError, backend_unavailable
+from chatq.metrics import Scrape, metrics_refusal, scrape_access
 from chatq.redis_conn import BACKEND_ERRORS
 from web.context import services
 from web.guard import authorize
@@ -48,16 +49,24 @@ def readyz() -> Response:
 
 @bp.get("/v1/queue")
 def queue() -> Response:
-    """Queue depth, age, workers and rates, for people and autoscalers."""
+    """Queue depth, age, workers and rates, for people and autoscalers: the whole picture to
+    an admin key (CHATQ_ADMIN_KEYS), the key's own share to any other."""
     svc = services()
-    authorize(svc)
+    owner = authorize(svc)
+    if owner not in svc.settings.admin_key_names:
+        return json_response(queue_share.share(svc.redis, svc.broker, owner).body())
     return json_response(queue_stats.snapshot(svc.redis, svc.broker).body())
 
 
 @bp.get("/metrics")
 def metrics() -> Response:
-    """Prometheus text format: HTTP, long-poll, cache and queue metrics of this web."""
-    body, content_type = render_metrics(services())
+    """Prometheus text format: HTTP, long-poll, cache and queue metrics of this web; those
+    that name a key only with `Authorization: Bearer <CHATQ_METRICS_TOKEN>`."""
+    svc = services()
+    access = scrape_access(request.headers.get("Authorization", ""), svc.settings.metrics_token)
+    if access is Scrape.REFUSED:
+        raise metrics_refusal()
+    body, content_type = render_metrics(svc, tenants=access is Scrape.ALL)
     return Response(body, content_type=content_type)
 
 

@@ -18,7 +18,7 @@ from chatq.response_view import render
 from chatq.responses import conversation, is_stored, job_id_of, response_id, translate
 from chatq.tokens import Policy
 from chatq.validate import chat_request, fit_context
-from web import params
+from web import holds, params
 from web.context import Services, services
 from web.events import sse_response
 from web.guard import authorize
@@ -87,6 +87,9 @@ def create_response() -> Response:
     asked = translate(body, svc.settings, _history(svc, owner, body.get("previous_response_id")))
     request = chat_request(asked.request, svc.settings)
     fitted = fit_context(request, svc.settings.max_context_tokens, _overflow(svc, asked.truncate))
+    held = asked.stream or not asked.background  # a background response answers at once
+    if held and holds.holds_open(asked.stream, svc.settings.max_wait_s):
+        holds.hold(svc, owner)
     cache_control = flask_request.headers.get("Cache-Control", "")
     record = submit(
         svc,
@@ -176,8 +179,10 @@ def get_response(rid: str) -> Response:
     wait_s, asked = params.requested_wait(0.0, svc.settings.max_wait_s)
     record = owned_response(svc, owner, rid)
     if stream:
+        if not jobs.is_terminal(record["status"]):
+            holds.hold(svc, owner)
         return sse_response(response_stream(svc, record, starting_after, False, False))
-    record = wait_terminal(svc, record, wait_s)
+    record = wait_terminal(svc, record, holds.poll_wait(svc, owner, wait_s))
     headers = {"Preference-Applied": f"wait={wait_s:g}"} if asked else {}
     return json_response(render(record), 200, headers)
 

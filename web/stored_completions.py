@@ -8,8 +8,10 @@ import re
 
 from flask import Blueprint, Response, g
 
+from chatq import jobs
 from chatq.errors import job_not_found
 from chatq.responses import is_response
+from web import holds
 from web.context import services
 from web.guard import authorize
 from web.openai_api import _hold as hold_completion
@@ -33,4 +35,6 @@ def stored_completion(completion_id: str) -> Response:
     record = load_owned(svc, job_id, owner)
     if is_response(record):
         raise job_not_found()
+    if not jobs.is_terminal(record["status"]) and holds.holds_open(False, svc.settings.max_wait_s):
+        holds.hold(svc, owner)
     return hold_completion(svc, record)

@@ -74,7 +74,7 @@ def run_job(ctx: WorkerContext, job_id: str) -> None:
         metrics.RUNNING_JOBS.dec()
         busy_s = time.monotonic() - run.started
         metrics.JOB_DURATION.observe(busy_s)
-        ctx.store.rates.ran(busy_s)
+        ctx.store.rates.ran(busy_s, claim.owner or "")
 
 
 def _upstream_body(request: dict[str, Any]) -> dict[str, Any]:

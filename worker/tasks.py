@@ -7,14 +7,13 @@ import logging
 import sys
 from typing import Any
 
-import prometheus_client
 from celery import signals
 from kombu.utils.compat import detect_environment
 
 from chatq import celery_app, config, fair, files, gcpause, logs, redis_check, redis_conn
 from chatq.celery_app import RUN_JOB_TASK, WEBHOOK_TASK, make_celery
 from chatq.lua_scripts import is_cluster
-from worker import batches, greenlets, metrics, pollfix, relay, webhooks
+from worker import batches, greenlets, metrics, metrics_http, pollfix, relay, webhooks
 from worker import limits as _limits  # noqa: F401  its relay handler settles ended jobs
 from worker.context import context
 from worker.monitor import Monitor
@@ -47,7 +46,8 @@ CELERY_PER_TASK_LOGGERS = ("celery.worker.strategy", "celery.app.trace")
 
 @signals.after_setup_logger.connect
 def _set_up_logging(**_: Any) -> None:
-    secrets = [settings.upstream_api_key, *(k for _, k in settings.api_keys)]
+    secrets = [settings.upstream_api_key, settings.metrics_token]
+    secrets += [key for _, key in settings.api_keys]
     logs.setup(settings.log_level, secrets, settings.log_format)
     if settings.log_level.upper() != "DEBUG":
         for name in CELERY_PER_TASK_LOGGERS:
@@ -78,7 +78,7 @@ def _serve_metrics(**_: Any) -> None:
         return
     host, _sep, port = settings.worker_metrics_bind.rpartition(":")
     try:
-        prometheus_client.start_http_server(int(port), addr=host or "127.0.0.1")
+        metrics_http.serve(host or "127.0.0.1", int(port), settings.metrics_token)
     except (OSError, ValueError, OverflowError) as exc:
         # A SystemExit passes Celery's signal dispatch, which would log any Exception and go on.
         sys.exit(

@@ -51,6 +51,7 @@ def run(lab: Lab) -> JSON:
         CHATQ_JOB_TTL=str(TTL_S),
         CHATQ_LOG_LEVEL="WARNING",
         CHATQ_WEB_WORKERS="1",
+        CHATQ_MAX_HELD_REQUESTS_PER_KEY="0",  # one key parks them all
         CHATQ_BIND=f"127.0.0.1:{port}",
     )
     proc = lab.track(Proc("waiterkib", ["bench.waiterkib"], env).start())
