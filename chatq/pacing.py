@@ -17,7 +17,10 @@ from chatq import keys
 from chatq.lua_scripts import register
 
 RATE_HEADER_PREFIX = "x-ratelimit-"
-_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(h|ms|m|s|us|µs|ns)")
+# ASCII digits only: `\d` and float() also take other scripts' digits, and float() "inf".
+_NUMBER = re.compile(r"[0-9]+(?:\.[0-9]+)?")
+_COUNT = re.compile(r"[0-9]{1,18}")
+_DURATION_PART = re.compile(r"([0-9]+(?:\.[0-9]+)?)(h|ms|m|s|us|µs|ns)")
 _UNIT_S = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9}
 
 
@@ -25,14 +28,25 @@ def parse_duration_s(text: str) -> float | None:
     """Seconds of a duration as OpenAI's headers write one (Go's notation: `6m0s`,
     `120ms`, `1.5s`), or of a bare number of seconds; None when unreadable."""
     text = text.strip()
-    try:
-        return max(0.0, float(text))
-    except ValueError:
-        pass
+    seconds = parse_number(text)
+    if seconds is not None:
+        return seconds
     parts = _DURATION_PART.findall(text)
     if not parts or "".join(n + u for n, u in parts) != text:
         return None
     return sum(float(number) * _UNIT_S[unit] for number, unit in parts)
+
+
+def parse_number(text: str) -> float | None:
+    """A plain non-negative decimal number (ASCII digits, an optional fraction), or None."""
+    text = text.strip()
+    return float(text) if _NUMBER.fullmatch(text) else None
+
+
+def _count(text: str) -> int:
+    if not _COUNT.fullmatch(text.strip()):
+        raise ValueError(f"not a count: {text[:40]!r}")
+    return int(text)
 
 
 @dataclass(frozen=True)
@@ -46,8 +60,8 @@ class Limit:
 
 def _limit(headers: Mapping[str, str], kind: str) -> Limit | None:
     try:
-        limit = int(headers[f"x-ratelimit-limit-{kind}"])
-        remaining = int(headers[f"x-ratelimit-remaining-{kind}"])
+        limit = _count(headers[f"x-ratelimit-limit-{kind}"])
+        remaining = _count(headers[f"x-ratelimit-remaining-{kind}"])
     except (KeyError, ValueError):
         return None
     full_in_s = parse_duration_s(headers.get(f"x-ratelimit-reset-{kind}", "")) or 0.0

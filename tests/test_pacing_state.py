@@ -95,7 +95,9 @@ def test_durations_read_as_openai_writes_them(text: str, seconds: float) -> None
     assert parse_duration_s(text) == pytest.approx(seconds)
 
 
-@pytest.mark.parametrize("text", ["", "soon", "5x", "1s later"])
+@pytest.mark.parametrize(
+    "text", ["", "soon", "5x", "1s later", "inf", "nan", "1e400", "\u0663s", "\u00b2", "-1s"]
+)
 def test_unreadable_durations_are_none(text: str) -> None:
     assert parse_duration_s(text) is None
 

@@ -95,6 +95,11 @@ def test_backoff_draws_differ_between_jobs() -> None:
         ({"Retry-After": "1", "retry-after-ms": "250"}, 0.25),
         ({"Retry-After": "3", "retry-after-ms": "soon"}, 3.0),
         ({"retry-after-ms": "1500"}, 1.5),
+        # Only ASCII digits: float() would read "inf", "nan" and other scripts' digits.
+        ({"Retry-After": "2", "retry-after-ms": "inf"}, 2.0),
+        ({"Retry-After": "2", "retry-after-ms": "nan"}, 2.0),
+        ({"Retry-After": "2", "retry-after-ms": "\u0663\u0660\u0660"}, 2.0),
+        ({"Retry-After": "\u00b2"}, None),
         ({}, None),
     ],
 )

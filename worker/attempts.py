@@ -15,6 +15,7 @@ from urllib3.util import Retry
 
 from chatq.errors import UPSTREAM_INVALID_RESPONSE, UPSTREAM_TIMEOUT
 from chatq.logs import Redactor
+from chatq.pacing import parse_number
 from worker.running import Handle
 from worker.sse import InvalidChunk
 
@@ -104,11 +105,9 @@ def error_attempt(response: BaseHTTPResponse, redact: Redactor) -> Attempt:
 def retry_after_s(response: BaseHTTPResponse) -> float | None:
     # retry-after-ms (OpenAI's, and what its SDKs read first) is finer than whole seconds.
     millis = response.headers.get("retry-after-ms")
-    if millis is not None:
-        try:
-            return max(0.0, float(millis) / 1000)
-        except ValueError:
-            pass
+    number = None if millis is None else parse_number(millis)
+    if number is not None:
+        return number / 1000
     value = response.headers.get("Retry-After")
     if value is None:
         return None
