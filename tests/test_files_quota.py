@@ -180,7 +180,8 @@ def test_a_batch_s_output_files_count_and_are_never_refused(client: FlaskClient)
         metadata=None,
         output_expires_s=3600,
     )
-    assert store.create(record, 3600.0) and store.lease(record["id"], "w", 10.0)
+    assert store.create(record, 3600.0, max_active=100) == "created"
+    assert store.lease(record["id"], "w", 10.0)
     output_id = "file-" + "o" * 32
     written = [("output_file_id", output_id, 1500, 3, "out.jsonl", 3600)]
     assert store.finish(record["id"], "w", batches.COMPLETED, written) == batches.COMPLETED

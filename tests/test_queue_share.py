@@ -81,12 +81,14 @@ def test_an_admin_key_sees_the_whole_picture(idle: Stack) -> None:
 
 
 def test_the_rates_are_counted_per_key_too(idle: Stack) -> None:
-    minute = int(time.time() // 60)
-
     def counted(owner: str) -> float:
+        # The minutes are read anew at each look: a count sent after a minute's end is in the
+        # next one.
+        minute = int(time.time() // 60)
         fields = [rates.owner_field("arrivals", owner)]
         return sum(
-            float(idle.redis.hmget(keys.stats(m), fields)[0] or 0) for m in (minute - 1, minute)
+            float(idle.redis.hmget(keys.stats(m), fields)[0] or 0)
+            for m in range(minute - 2, minute + 1)
         )
 
     # The web sends its counts once a second: 5 of alice's jobs, 1 of bob's (6 in all).

@@ -188,7 +188,8 @@ def _running_batch(ctx: WorkerContext, lines: list[dict[str, Any]]) -> Turn:
         metadata=None,
         output_expires_s=3600,
     )
-    assert store.create(record, 3600.0) and store.lease(record["id"], "w", 10.0)
+    assert store.create(record, 3600.0, max_active=100) == "created"
+    assert store.lease(record["id"], "w", 10.0)
     turn = Turn(ctx, store, storage, "w", store.get(record["id"]) or {})
     validate(turn)
     assert turn.reload()["status"] == batches.IN_PROGRESS
@@ -201,7 +202,8 @@ def test_a_batch_line_waiting_for_its_keys_tokens_is_counted_once(ctx: WorkerCon
         line["body"]["max_tokens"] = MAX_TOKENS
     turn = _running_batch(ctx, lines)
     counted_before = tokens.prompts_counted()
-    fed = [feed(turn) for _ in range(4)]  # four turns of the batch: the second line waits
+    # Four turns of the batch, each with room for both lines: the second line waits.
+    fed = [feed(turn, max_lines=2) for _ in range(4)]
     assert fed == [1, 0, 0, 0]
     assert turn.reload()["feed_line"] == "2"
     assert tokens.prompts_counted() - counted_before == 2  # each line once

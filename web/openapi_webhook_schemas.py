@@ -84,7 +84,7 @@ def _list(item: str) -> Schema:
 
 
 _LABEL = r"[A-Za-z][A-Za-z0-9]{0,48}"
-_URL_PATTERN = rf"^https?://({_LABEL}\.){{0,4}}{_LABEL}(:[1-9][0-9]{{0,3}})?(/[^#\s]*)?$"
+_URL_PATTERN = rf"^https?://({_LABEL}\.){{0,4}}{_LABEL}(:[1-9][0-9]{{0,3}})?(/[!$-~]*)?$"
 
 
 def schemas() -> dict[str, Schema]:
@@ -105,13 +105,14 @@ def schemas() -> dict[str, Schema]:
     )
     # An http(s) URL with a host and no credentials or #fragment. The pattern is a part of
     # what the server accepts (a name of up to five labels of letters and digits, each
-    # starting with a letter: nothing IDNA or the 253-character limit refuses); the
-    # description says the whole rule.
+    # starting with a letter: nothing IDNA or the 253-character limit refuses; a path of
+    # printable ASCII: no control or format character); the description says the whole rule.
     url = {
         "type": "string",
         "maxLength": 2048,
         "pattern": _URL_PATTERN,
-        "description": "An http(s) URL with a host and no credentials or #fragment. The host "
+        "description": "An http(s) URL with a host and no credentials, #fragment, whitespace "
+        "or control or format character. The host "
         "is an IP address (an IPv6 one in brackets) or a domain name as IDNA 2008 encodes it: "
         "labels of at most 63 characters, at most 253 in all. Unless "
         "CHATQ_WEBHOOK_ALLOW_PRIVATE=1, an address that is not globally routable (or an IPv6 "
