@@ -9,7 +9,6 @@ from urllib.parse import urlsplit
 
 from flask import Blueprint, Response, request
 
-from chatq import celery_app
 from chatq.errors import ApiError
 from chatq.webhooks import EVENT_TYPES, Event
 from chatq.webhooks_config import url_problem
@@ -213,7 +212,7 @@ def list_deliveries(endpoint_id: str) -> Response:
 @bp.post("/<endpoint_id>/deliveries/<delivery_id>/replay")
 def replay_delivery(endpoint_id: str, delivery_id: str) -> Response:
     """Send a delivery's event again, as a new delivery with the same `webhook-id`."""
-    svc, hooks, owner = _caller()
+    _svc, hooks, owner = _caller()
     endpoint = _owned(hooks, owner, endpoint_id)
     record = hooks.deliveries.get(delivery_id)
     if record is None or record.get("endpoint") != endpoint.id:
@@ -228,11 +227,6 @@ def replay_delivery(endpoint_id: str, delivery_id: str) -> Response:
             409, "webhook_disabled", "This endpoint is disabled; enable it first.", param="id"
         )
     replay_id = new_delivery_id()
-    token = hooks.deliveries.add(
-        replay_id, endpoint.id, Event.parse(record["body"]), replay_of=delivery_id
-    )
-    try:
-        celery_app.enqueue_webhook(svc.celery, replay_id, token)
-    except Exception:  # it is due in Redis: a worker's scheduler sends it once held no more
-        log.warning("replay %s not sent now; a worker will send it", replay_id)
+    # Due now in Redis: a worker's delivery pool takes it within a second.
+    hooks.deliveries.add(replay_id, endpoint.id, Event.parse(record["body"]), replay_of=delivery_id)
     return json_response(public_view(hooks.deliveries.get(replay_id) or {"id": replay_id}))

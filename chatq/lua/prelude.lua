@@ -44,6 +44,29 @@ end
 
 local function stamp(t) return string.format('%.6f', t) end
 
+-- Webhook deliveries whose attempt is running: all of them (webhooks:running) and each
+-- endpoint's (webhooks:busy:<endpoint id>), delivery id -> Redis time its hold runs out; a
+-- lost worker's drop out when theirs does.
+local function busy_at(endpoint, t)
+  local busy = G .. 'webhooks:busy:' .. endpoint
+  redis.call('ZREMRANGEBYSCORE', busy, '-inf', t)
+  return redis.call('ZCARD', busy)
+end
+
+-- Hold a delivery for its worker until `until_t`: due again then, running until then.
+local function hold(id, endpoint, until_t)
+  local busy = G .. 'webhooks:busy:' .. endpoint
+  redis.call('ZADD', G .. 'webhooks:due', until_t, id)
+  redis.call('ZADD', G .. 'webhooks:running', until_t, id)
+  redis.call('ZADD', busy, until_t, id)
+  redis.call('EXPIREAT', busy, math.ceil(until_t) + 1)
+end
+
+local function release(id, endpoint)
+  redis.call('ZREM', G .. 'webhooks:running', id)
+  redis.call('ZREM', G .. 'webhooks:busy:' .. endpoint, id)
+end
+
 local function event(id, kind, value, extra)
   if extra and extra ~= '' then
     return redis.call('XADD', K('events', id), '*', 't', kind, 'v', value, 'f', extra)
