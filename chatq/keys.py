@@ -220,6 +220,15 @@ def webhooks_busy(endpoint_id: str) -> str:
     return f"{GLOBAL}webhooks:busy:{endpoint_id}"
 
 
+def webhooks_waiting(endpoint_id: str | None = None) -> str:
+    """Sorted set: an endpoint's deliveries that came due while it had its cap of attempts
+    running -> when they came due; without an id, the endpoints that have such deliveries ->
+    Redis time to look at them again. No expiry (emptied as attempts end)."""
+    if endpoint_id is None:
+        return GLOBAL + "webhooks:waiting"
+    return f"{GLOBAL}webhooks:waiting:{endpoint_id}"
+
+
 # --- Files and batches (the OpenAI Files and Batch APIs); the Lua scripts name them with
 # K(kind, id), which puts every kind but a job's under `{g}`.
 

@@ -140,9 +140,14 @@ def webhook_work(client: redis.Redis, now: float) -> WebhookWork:
     pipe.zcount(keys.webhooks_running(), f"({now}", "+inf")
     pipe.zcount(keys.webhooks_due(), "-inf", now)
     pipe.zcount(keys.webhooks_due(), f"({now}", "+inf")
-    running, due, later = (int(n) for n in pipe.execute())
+    pipe.zrange(keys.webhooks_waiting(), 0, -1)
+    running, due, later, capped = pipe.execute()
+    pipe = client.pipeline(transaction=False)
+    for endpoint_id in capped:
+        pipe.zcard(keys.webhooks_waiting(endpoint_id))
+    waiting = sum(int(n) for n in pipe.execute())
     # A running attempt's delivery is in the due set too, at the end of its hold.
-    return WebhookWork(running, due, max(0, later - running))
+    return WebhookWork(int(running), int(due) + waiting, max(0, int(later) - int(running)))
 
 
 @dataclass(frozen=True)

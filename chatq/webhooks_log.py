@@ -41,9 +41,6 @@ MAX_LOG_PAGE = 100
 # worker renews the hold while the attempt runs, and a lost worker's delivery is taken again
 # once the hold runs out.
 HOLD_MARGIN_S = 5.0
-# A due delivery whose endpoint is at its cap of attempts running waits this long, so that it
-# does not stand in front of other endpoints' at the next take.
-SKIP_S = 1.0
 SCRIPTS = (
     "webhook_add",
     "webhook_take",
@@ -149,7 +146,7 @@ class Deliveries:
         if limit <= 0:
             return []
         scan = max(50, 5 * limit)
-        flat = self._run("webhook_take", self.hold_s, limit, endpoint_cap, scan, SKIP_S)
+        flat = self._run("webhook_take", self.hold_s, limit, endpoint_cap, scan)
         return list(zip(flat[::2], flat[1::2], strict=True))
 
     def begin(self, delivery_id: str, token: str) -> Started | None:

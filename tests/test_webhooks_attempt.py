@@ -131,7 +131,7 @@ def _add(deliveries: Deliveries, delivery_id: str, endpoint_id: str) -> None:
 
 def _run_out_holds(client: redis.Redis) -> None:
     """Every hold ends now, as it would once its time passed."""
-    for key in (keys.webhooks_due(), keys.webhooks_running()):
+    for key in (keys.webhooks_due(), keys.webhooks_running(), keys.webhooks_waiting()):
         members: list[str] = client.zrange(key, 0, -1)  # type: ignore[assignment]
         for member in members:
             client.zadd(key, {member: 1})
@@ -151,9 +151,25 @@ def test_an_endpoint_at_its_cap_is_passed_over_for_the_others(client: redis.Redi
     started = deliveries.begin(*first[0])
     assert started is not None
     done = Attempt("delivered", "delivered", 200, started.now_s, 0.1)
-    assert deliveries.finish(*first[0], done)
-    client.zadd(keys.webhooks_due(), {"dlv_a2": 0})  # its wait after being passed over, ended
+    assert client.zrange(keys.webhooks_waiting("wh_a"), 0, -1) == ["dlv_a2"]
+    assert deliveries.finish(*first[0], done)  # its slot goes to the one waiting
     assert [d for d, _ in _deliveries(client).take(10, 2)] == ["dlv_a2"]
+    assert client.exists(keys.webhooks_waiting("wh_a"), keys.webhooks_waiting()) == 0
+
+
+def test_a_lost_worker_s_slot_at_a_capped_endpoint_frees_up_when_its_hold_runs_out(
+    client: redis.Redis,
+) -> None:
+    deliveries = _deliveries(client)
+    for n in range(3):
+        _add(deliveries, f"dlv_{n}", "wh_1")
+    [first] = deliveries.take(10, endpoint_cap=1)
+    assert deliveries.begin(*first) is not None
+    assert deliveries.take(10, 1) == []  # the other two wait for the endpoint's slot
+    _run_out_holds(client)  # the worker was lost mid-attempt
+    [again] = deliveries.take(10, 1)  # the lost one first: due since its hold ran out
+    assert (first[0], again[0]) == ("dlv_0", "dlv_0") and again[1] != first[1]
+    assert client.zrange(keys.webhooks_waiting("wh_1"), 0, -1) == ["dlv_1", "dlv_2"]
 
 
 def test_a_delivery_is_taken_again_only_once_its_hold_runs_out_and_the_lost_attempt_is_logged(

@@ -148,7 +148,7 @@ def test_a_running_attempt_shows_in_the_log_the_queue_and_the_metrics(
     _valid_delivery(running)
     assert figures == {"in_flight": 1, "due": 0, "scheduled": 0}
     assert _sample(worker_metrics, "chatq_webhook_slots_busy") == 1
-    assert _sample(worker_metrics, "chatq_webhook_slots") == 20
+    assert _sample(worker_metrics, "chatq_webhook_slots") == 50
     assert _sample(web_metrics, 'chatq_webhook_queue{state="in_flight"}') == 1
     assert [a["outcome"] for a in delivery["attempts"]] == ["delivered"]
     assert after == {"in_flight": 0, "due": 0, "scheduled": 0}

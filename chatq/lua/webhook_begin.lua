@@ -21,7 +21,7 @@ if #attempts >= max_attempts then
   redis.call('HSET', key, 'attempts', cjson.encode(attempts), 'status', 'failed', 'token', '',
              'next_at', '')
   redis.call('ZREM', G .. 'webhooks:due', id)
-  release(id, v[3])
+  release(id, v[3], t)
   return {}
 end
 table.insert(attempts, {attempted_at = math.floor(t * 1000 + 0.5) / 1000,

@@ -28,7 +28,7 @@ else
   redis.call('HSET', key, 'next_at', '')
   redis.call('ZREM', due, id)
 end
-release(id, v[2])
+release(id, v[2], t)
 redis.call('EXPIRE', key, ttl_s)
 if disable ~= '' then redis.call('HSET', G .. 'webhooks:disabled', disable, reason) end
 return 1
