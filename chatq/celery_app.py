@@ -20,12 +20,10 @@ from chatq.redis_conn import sentinel_options, tls_options
 
 RUN_JOB_TASK = "chatq.run_job"
 # The job lanes. On Redis each is a queue per tenant (kombu's lists, chatq/fair.py) and one of
-# its own; on RabbitMQ both are priorities of one queue (chatq/rabbit.py).
+# its own; on RabbitMQ both are priorities of one queue (chatq/rabbit.py). Webhook deliveries
+# are no Celery tasks: each worker's delivery pool takes them from Redis (worker/
+# webhooks_pool.py), so that they never hold a job's slot.
 QUEUES = fair.LANES
-# Webhook deliveries: a queue of their own, consumed after the job queues, never counted
-# in their depths (QUEUES is for job queues only).
-WEBHOOK_TASK = "chatq.deliver_webhook"
-WEBHOOK_QUEUE = "webhooks"
 
 
 def broker_url(settings: Settings) -> str:
@@ -39,13 +37,13 @@ def is_amqp(app: Celery) -> bool:
 
 
 def consumed_queues(app: Celery) -> tuple[str, ...]:
-    """The queues a worker consumes: every job queue, then the webhooks'."""
+    """The queues a worker consumes: every job queue."""
     return tuple(str(q.name) for q in app.conf.task_queues)
 
 
 def worker_queues(app: Celery, lanes: tuple[str, ...]) -> tuple[str, ...]:
     """The queues a worker running only `lanes` consumes: theirs (a lane's own queue and its
-    tenants', `interactive.alpha`), then the others (webhooks; RabbitMQ's one jobs queue)."""
+    tenants', `interactive.alpha`), and any of no lane (RabbitMQ's one jobs queue)."""
     return tuple(q for q in consumed_queues(app) if _lane_of(q) in (*lanes, None))
 
 
@@ -144,7 +142,7 @@ def _redis_conf(settings: Settings, url: str, max_connections: int) -> dict[str,
     plan = fair.plan(settings)
     jobs = [q for lane in QUEUES for q in plan.lane_queues(lane)]
     return {
-        "task_queues": [_queue(name) for name in (*jobs, WEBHOOK_QUEUE)],
+        "task_queues": [_queue(name) for name in jobs],
         "task_default_queue": QUEUES[0],
         # A primary demoted by a failover answers UNBLOCKED, then READONLY, to the consumer's
         # BRPOP: reconnect until Redis serves again instead of the worker exiting.
@@ -174,7 +172,7 @@ def _rabbitmq_conf(url: str) -> dict[str, Any]:
     parts = urllib.parse.urlsplit(url)
     tls = parts.scheme.lower() == "amqps"
     return {
-        "task_queues": [rabbit.jobs_queue(), _queue(WEBHOOK_QUEUE)],
+        "task_queues": [rabbit.jobs_queue()],
         "task_default_queue": rabbit.JOBS_QUEUE,
         # A send returns once RabbitMQ has the message in the durable queue (on disk).
         "broker_transport_options": {"confirm_publish": True},
@@ -261,14 +259,3 @@ def enqueue(
         confirm_timeout=rabbit.CONFIRM_TIMEOUT_S,
     )
     rabbit.SentMarks(state).mark(job_id)
-
-
-def enqueue_webhook(app: Celery, delivery_id: str, token: str) -> None:
-    """Send the message of one attempt of a delivery: its id and dispatch token only."""
-    app.send_task(
-        WEBHOOK_TASK,
-        args=[delivery_id, token],
-        queue=WEBHOOK_QUEUE,
-        routing_key=WEBHOOK_QUEUE,
-        retry=True,
-    )

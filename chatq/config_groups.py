@@ -105,6 +105,10 @@ def webhook_settings(e: Mapping[str, str], d: Settings) -> dict[str, Any]:
             e, "CHATQ_WEBHOOK_ALLOW_PRIVATE", d.webhook_allow_private
         ),
         "webhook_timeout_s": read_float(e, "CHATQ_WEBHOOK_TIMEOUT", d.webhook_timeout_s, 0.1),
+        "webhook_concurrency": read_int(e, "CHATQ_WEBHOOK_CONCURRENCY", d.webhook_concurrency),
+        "webhook_endpoint_concurrency": read_int(
+            e, "CHATQ_WEBHOOK_ENDPOINT_CONCURRENCY", d.webhook_endpoint_concurrency, 1
+        ),
         "webhook_retry_scale": read_float(e, "CHATQ_WEBHOOK_RETRY_SCALE", d.webhook_retry_scale),
         "webhook_log_ttl_s": read_int(e, "CHATQ_WEBHOOK_LOG_TTL", d.webhook_log_ttl_s, 86400),
     }

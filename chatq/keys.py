@@ -204,9 +204,30 @@ def webhook_deliveries(endpoint_id: str) -> str:
 
 
 def webhooks_due() -> str:
-    """Sorted set: delivery id -> Redis time its next attempt is due (or, once handed to a
+    """Sorted set: delivery id -> Redis time its next attempt is due (or, once taken by a
     worker, when that worker's hold runs out); no expiry."""
     return GLOBAL + "webhooks:due"
+
+
+def webhooks_running() -> str:
+    """Sorted set: the deliveries whose attempt is running -> Redis time their worker's hold
+    runs out (a lost worker's stay until then); no expiry."""
+    return GLOBAL + "webhooks:running"
+
+
+def webhooks_busy(endpoint_id: str) -> str:
+    """Sorted set: an endpoint's deliveries whose attempt is running, as webhooks_running;
+    expires with the last hold."""
+    return f"{GLOBAL}webhooks:busy:{endpoint_id}"
+
+
+def webhooks_waiting(endpoint_id: str | None = None) -> str:
+    """Sorted set: an endpoint's deliveries that came due while it had its cap of attempts
+    running -> when they came due; without an id, the endpoints that have such deliveries ->
+    Redis time to look at them again. No expiry (emptied as attempts end)."""
+    if endpoint_id is None:
+        return GLOBAL + "webhooks:waiting"
+    return f"{GLOBAL}webhooks:waiting:{endpoint_id}"
 
 
 # --- Files and batches (the OpenAI Files and Batch APIs); the Lua scripts name them with

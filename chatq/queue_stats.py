@@ -126,6 +126,36 @@ def batch_lines(client: redis.Redis, owner: str | None = None) -> BatchLines:
 
 
 @dataclass(frozen=True)
+class WebhookWork:
+    """Webhook deliveries not yet ended: attempts running (in any worker), due (waiting for a
+    delivery slot, or for their endpoint's cap) and scheduled (waiting for a later attempt)."""
+
+    in_flight: int = 0
+    due: int = 0
+    scheduled: int = 0
+
+    def body(self) -> dict[str, int]:
+        """The `webhooks` part of GET /v1/queue."""
+        return {"in_flight": self.in_flight, "due": self.due, "scheduled": self.scheduled}
+
+
+def webhook_work(client: redis.Redis, now: float) -> WebhookWork:
+    """Count the deliveries running and due at Redis time `now`."""
+    pipe = client.pipeline(transaction=False)
+    pipe.zcount(keys.webhooks_running(), f"({now}", "+inf")
+    pipe.zcount(keys.webhooks_due(), "-inf", now)
+    pipe.zcount(keys.webhooks_due(), f"({now}", "+inf")
+    pipe.zrange(keys.webhooks_waiting(), 0, -1)
+    running, due, later, capped = pipe.execute()
+    pipe = client.pipeline(transaction=False)
+    for endpoint_id in capped:
+        pipe.zcard(keys.webhooks_waiting(endpoint_id))
+    waiting = sum(int(n) for n in pipe.execute())
+    # A running attempt's delivery is in the due set too, at the end of its hold.
+    return WebhookWork(int(running), int(due) + waiting, max(0, int(later) - int(running)))
+
+
+@dataclass(frozen=True)
 class Snapshot:
     """Everything GET /v1/queue and the queue metrics show, read at one instant."""
 
@@ -134,6 +164,7 @@ class Snapshot:
     workers: Workers
     rates: Window
     batches: BatchLines = field(default_factory=BatchLines)
+    webhooks: WebhookWork = field(default_factory=WebhookWork)
 
     @property
     def recommended_concurrency(self) -> int:
@@ -154,6 +185,7 @@ class Snapshot:
             "mean_job_seconds": round(self.rates.mean_job_s, 3),
             "recommended_concurrency": self.recommended_concurrency,
             "batches": self.batches.body(),
+            "webhooks": self.webhooks.body(),
         }
 
 
@@ -178,4 +210,5 @@ def snapshot(client: redis.Redis, broker: Broker | None = None) -> Snapshot:
         workers(client, now),
         window(client, now),
         batch_lines(client),
+        webhook_work(client, now),
     )

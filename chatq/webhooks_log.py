@@ -1,6 +1,7 @@
 """Webhook deliveries in Redis: each a hash with its attempts, a log per endpoint, and one
 sorted set of when each is due. The schedule lives here, not in Celery's ETAs, so that a
-delivery survives restarts and each attempt runs once (chatq/lua/webhook_*.lua)."""
+delivery survives restarts; each worker's delivery pool takes the due ones, and each attempt
+runs once at a time (chatq/lua/webhook_*.lua)."""
 
 from __future__ import annotations
 
@@ -13,12 +14,45 @@ import redis
 
 from chatq import keys
 from chatq.lua_scripts import register
-from chatq.webhooks import Event
+from chatq.webhooks import MAX_ATTEMPTS, Event
 
 PENDING = "pending"
 DELIVERED = "delivered"
 FAILED = "failed"
+IN_PROGRESS = "in_progress"
+# What an attempt in the log came to (worker/webhooks_send.py makes most of them).
+ATTEMPT_OUTCOMES = (
+    "delivered",
+    "http_error",
+    "redirect",
+    "gone",
+    "timeout",
+    "connection_error",
+    "refused",
+    "invalid_url",
+    "internal_error",
+    "endpoint_deleted",
+    "endpoint_disabled",
+    IN_PROGRESS,
+    "lost",
+)
 MAX_LOG_PAGE = 100
+# A delivery taken by a worker is held this much longer than its attempt's deadline: its
+# worker renews the hold while the attempt runs, and a lost worker's delivery is taken again
+# once the hold runs out.
+HOLD_MARGIN_S = 5.0
+SCRIPTS = (
+    "webhook_add",
+    "webhook_take",
+    "webhook_begin",
+    "webhook_finish",
+    "webhook_renew",
+)
+
+
+def delivery_hold_s(timeout_s: float) -> float:
+    """How long a delivery taken by a worker is held: the attempt's deadline and a margin."""
+    return timeout_s + HOLD_MARGIN_S
 
 
 def new_delivery_id() -> str:
@@ -28,7 +62,8 @@ def new_delivery_id() -> str:
 
 @dataclass(frozen=True)
 class Attempt:
-    """What one attempt came to; `status` is what the delivery is after it."""
+    """What one attempt came to, and why when it failed; `status` is what the delivery is
+    after it."""
 
     status: str
     outcome: str
@@ -36,6 +71,7 @@ class Attempt:
     attempted_at: float
     duration_s: float
     delay_s: float = 0.0
+    reason: str | None = None
 
     def as_json(self) -> str:
         """The attempt as the log keeps it."""
@@ -45,6 +81,7 @@ class Attempt:
                 "outcome": self.outcome,
                 "status_code": self.status_code,
                 "duration_s": round(self.duration_s, 3),
+                "reason": self.reason,
             }
         )
 
@@ -69,7 +106,7 @@ def public_view(record: dict[str, str]) -> dict[str, Any]:
         "endpoint_id": record.get("endpoint", ""),
         "event": json.loads(record.get("body") or "{}"),
         "status": record.get("status", PENDING),
-        "attempts": json.loads(record.get("attempts") or "[]"),
+        "attempts": [{"reason": None, **a} for a in json.loads(record.get("attempts") or "[]")],
         "next_attempt_at": _time(record.get("next_at"))
         if record.get("status") == PENDING
         else None,
@@ -79,23 +116,21 @@ def public_view(record: dict[str, str]) -> dict[str, Any]:
 
 
 class Deliveries:
-    """The deliveries of every endpoint, in one Redis."""
+    """The deliveries of every endpoint, in one Redis; `hold_s` is how long a taken delivery
+    is held (see `delivery_hold_s`), for the workers that take them."""
 
-    def __init__(self, client: redis.Redis, log_ttl_s: int, hold_s: float) -> None:
+    def __init__(self, client: redis.Redis, log_ttl_s: int, hold_s: float = 0.0) -> None:
         self.redis = client
         self.log_ttl_s = log_ttl_s
         self.hold_s = hold_s
-        self._scripts = {
-            name: register(client, name)
-            for name in ("webhook_add", "webhook_take", "webhook_begin", "webhook_finish")
-        }
+        self._scripts = {name: register(client, name) for name in SCRIPTS}
 
     def _run(self, name: str, *args: str | int | float) -> Any:
         # Every key of the webhooks is in the `{g}` slot: any of them routes the call there.
         return self._scripts[name](keys=[keys.webhooks_due()], args=list(args))
 
-    def add(self, delivery_id: str, endpoint_id: str, event: Event, replay_of: str = "") -> str:
-        """Record a delivery due now; its dispatch token, or '' if it existed already."""
+    def add(self, delivery_id: str, endpoint_id: str, event: Event, replay_of: str = "") -> bool:
+        """Record a delivery due now; False if it existed already."""
         fields = {
             "event": event.id,
             "type": event.type,
@@ -103,25 +138,32 @@ class Deliveries:
             "replay_of": replay_of,
         }
         flat = [item for pair in fields.items() for item in pair]
-        token = secrets.token_hex(8)
-        return str(
-            self._run(
-                "webhook_add", delivery_id, endpoint_id, self.log_ttl_s, token, self.hold_s, *flat
-            )
-        )
+        return bool(self._run("webhook_add", delivery_id, endpoint_id, self.log_ttl_s, *flat))
 
-    def take(self, limit: int = 100) -> list[tuple[str, str]]:
-        """(delivery id, token) of the deliveries due now, each held for a worker."""
-        flat = self._run("webhook_take", self.hold_s, limit)
+    def take(self, limit: int, endpoint_cap: int) -> list[tuple[str, str]]:
+        """(delivery id, token) of up to `limit` deliveries due now, each held for the caller;
+        none of an endpoint that has `endpoint_cap` attempts running (in any worker)."""
+        if limit <= 0:
+            return []
+        scan = max(50, 5 * limit)
+        flat = self._run("webhook_take", self.hold_s, limit, endpoint_cap, scan)
         return list(zip(flat[::2], flat[1::2], strict=True))
 
     def begin(self, delivery_id: str, token: str) -> Started | None:
-        """The delivery, if the message carrying `token` is still the one in charge."""
-        answer = self._run("webhook_begin", delivery_id, token, self.hold_s)
+        """The delivery, its attempt logged as begun, if `token` still holds it."""
+        answer = self._run("webhook_begin", delivery_id, token, self.hold_s, MAX_ATTEMPTS)
         if not answer:
             return None
         now_s, *flat = answer
         return Started(dict(zip(flat[::2], flat[1::2], strict=True)), float(now_s))
+
+    def renew(self, held: list[tuple[str, str]]) -> int:
+        """Hold the (delivery id, token) pairs whose attempts still run for `hold_s` more; how
+        many still held."""
+        if not held:
+            return 0
+        flat = [item for pair in held for item in pair]
+        return int(self._run("webhook_renew", self.hold_s, *flat))
 
     def finish(
         self, delivery_id: str, token: str, attempt: Attempt, disable: tuple[str, str] = ("", "")

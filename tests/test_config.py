@@ -82,6 +82,8 @@ def test_the_readme_defaults_are_the_code_defaults() -> None:
         ({"CHATQ_WORKER_POOL": "threads"}, "worker_pool", "threads"),
         ({"CHATQ_CONTEXT_OVERFLOW": "truncate_oldest"}, "context_overflow", "truncate_oldest"),
         ({"CHATQ_WORKER_METRICS_BIND": ""}, "worker_metrics_bind", ""),
+        ({"CHATQ_WEBHOOK_CONCURRENCY": "0"}, "webhook_concurrency", 0),
+        ({"CHATQ_WEBHOOK_ENDPOINT_CONCURRENCY": "5"}, "webhook_endpoint_concurrency", 5),
         (
             {"CHATQ_UPSTREAM_URLS": " http://a/v1/ ,http://b/v1,, "},
             "upstream_urls",
@@ -141,6 +143,8 @@ BAD = [
     ("CHATQ_CACHE_TTL", "1h"),
     ("CHATQ_FLUSH_MAX_CHARS", "0"),
     ("CHATQ_MAX_TAKEOVERS", "-1"),
+    ("CHATQ_WEBHOOK_CONCURRENCY", "-1"),
+    ("CHATQ_WEBHOOK_ENDPOINT_CONCURRENCY", "0"),
     # numbers of seconds
     ("CHATQ_MAX_WAIT", "soon"),
     ("CHATQ_MAX_WAIT", "nan"),

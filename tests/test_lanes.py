@@ -37,12 +37,12 @@ def test_an_unknown_lane_or_a_lane_of_its_own_on_rabbitmq_is_refused() -> None:
     assert config.load({**rabbit, "CHATQ_WORKER_LANES": "interactive,batch"})
 
 
-def test_a_lane_s_worker_consumes_its_tenants_queues_its_own_and_the_webhooks() -> None:
+def test_a_lane_s_worker_consumes_its_tenants_queues_and_its_own() -> None:
     app = make_celery(config.load({"CHATQ_API_KEYS": KEYS}))
     assert worker_queues(app, ("interactive", "batch")) == consumed_queues(app)
-    assert worker_queues(app, ("batch",)) == ("batch.alice", "batch.bob", "batch", "webhooks")
+    assert worker_queues(app, ("batch",)) == ("batch.alice", "batch.bob", "batch")
     interactive = worker_queues(app, ("interactive",))
-    assert interactive == ("interactive.alice", "interactive.bob", "interactive", "webhooks")
+    assert interactive == ("interactive.alice", "interactive.bob", "interactive")
 
 
 def test_each_lane_runs_only_on_the_workers_that_take_it(redis_url: str, fakellm: str) -> None:

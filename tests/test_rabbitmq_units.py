@@ -90,17 +90,16 @@ def test_the_management_api_is_found_from_the_broker_url(
 
 def test_on_rabbitmq_both_lanes_are_priorities_of_one_durable_confirmed_queue() -> None:
     app = make_celery(load({"CHATQ_BROKER_URL": "amqp://guest:guest@127.0.0.1:5672//"}))
-    jobs_queue, webhooks = app.conf.task_queues
+    [jobs_queue] = app.conf.task_queues
     assert (jobs_queue.name, jobs_queue.durable) == (rabbit.JOBS_QUEUE, True)
     assert jobs_queue.queue_arguments == {"x-max-priority": 1}
     assert rabbit.LANE_PRIORITY["interactive"] > rabbit.LANE_PRIORITY["batch"]
-    assert webhooks.name == "webhooks"
-    assert consumed_queues(app) == (rabbit.JOBS_QUEUE, "webhooks")
+    assert consumed_queues(app) == (rabbit.JOBS_QUEUE,)
     assert app.conf.broker_transport_options == {"confirm_publish": True}
     assert (app.conf.task_acks_late, app.conf.worker_prefetch_multiplier) == (True, 1)
     assert app.conf.worker_cancel_long_running_tasks_on_connection_loss is False
     redis_app = make_celery(load({}))
-    assert consumed_queues(redis_app) == ("interactive", "batch", "webhooks")
+    assert consumed_queues(redis_app) == ("interactive", "batch")
 
 
 def _new_job(store: Store, lease_s: float) -> str:

@@ -206,6 +206,40 @@ def test_retry_after_is_honoured(hooks: Stack, receiver: Receiver) -> None:
     assert got[1].at_s - got[0].at_s >= 2 - 0.01
 
 
+def test_a_retry_after_not_in_ascii_digits_is_a_recorded_failure_then_a_retry(
+    hooks: Stack, receiver: Receiver
+) -> None:
+    receiver.plan("/superscript", Answer(503, {"Retry-After": "²"}), Answer(200))
+    endpoint = _create(hooks, receiver.url("/superscript"))
+    _job(hooks, endpoint["id"])
+    [delivery] = _settled(hooks, endpoint["id"])
+    assert [(a["outcome"], a["status_code"]) for a in delivery["attempts"]] == [
+        ("http_error", 503),
+        ("delivered", 200),
+    ]
+    assert delivery["attempts"][0]["reason"] == "the receiver answered 503"
+
+
+def test_a_url_stored_before_its_checks_is_one_failed_attempt_with_a_reason(
+    hooks: Stack, receiver: Receiver
+) -> None:
+    endpoint = _create(hooks, receiver.url("/valid-then"))
+    # As an endpoint made before names were checked at creation: a DNS label over 63.
+    long_label = "http://" + "a" * 64 + ".example.com/hook"
+    hooks.redis.hset(keys.webhook(endpoint["id"]), "url", long_label)
+    _job(hooks, endpoint["id"])
+    [delivery] = _settled(hooks, endpoint["id"])
+    [attempt] = delivery["attempts"]
+    assert (delivery["status"], attempt["outcome"], attempt["status_code"]) == (
+        "failed",
+        "invalid_url",
+        None,
+    )
+    assert "not a valid name" in attempt["reason"]
+    _valid("WebhookDelivery", delivery)
+    assert not any("LocationParseError" in proc.log_text() for proc in hooks.procs)
+
+
 def test_a_delivery_is_replayed_with_the_same_webhook_id(hooks: Stack, receiver: Receiver) -> None:
     endpoint = _create(hooks, receiver.url("/replay"))
     _job(hooks, endpoint["id"])

@@ -194,7 +194,9 @@ def test_the_log_s_cap_bounds_what_replays_leave(app: Flask, store: redis.Redis)
     endpoint_id, retried = _endpoint_with_a_delivery(app, store, "bounded")
     deliveries = Deliveries(store, 604800, 0.0)
     event = Event("evt_bounded_2", "job.completed", 1_700_000_001, "job_bounded_2")
-    token = deliveries.add("dlv_bounded_ended", endpoint_id, event)
+    assert deliveries.add("dlv_bounded_ended", endpoint_id, event)
+    token = dict(deliveries.take(limit=10, endpoint_cap=10))["dlv_bounded_ended"]
+    assert deliveries.begin("dlv_bounded_ended", token)
     assert deliveries.finish("dlv_bounded_ended", token, Attempt(DELIVERED, "delivered", 200, 0, 0))
     for n in range(LOG_CAP - 1):
         deliveries.add(f"dlv_bounded_r{n}", endpoint_id, event, replay_of="dlv_bounded_ended")

@@ -1,11 +1,17 @@
 """A webhook receiver for the tests: a loopback HTTP server in a thread that answers each
 request to a path with the next answer planned for it (200 once none is left), keeps what it
-received, and verifies deliveries as a receiver would (standardwebhooks, the openai SDK)."""
+received, and verifies deliveries as a receiver would (standardwebhooks, the openai SDK).
+A planned answer may trickle: its headers never end, a byte at a time, until the client
+closes the connection or the receiver is released; the receiver counts the connections open
+at each path, now and at most."""
 
 from __future__ import annotations
 
+import select
+import socket
 import threading
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -17,16 +23,20 @@ from openai import InvalidWebhookSignatureError, OpenAI
 from tests.procs import wait_until
 
 HOLD_LIMIT_S = 60.0
+TRICKLE_EVERY_S = 0.2
 
 
 @dataclass(frozen=True)
 class Answer:
     """What to answer one request: a status and headers; `hold` keeps the request until the
-    receiver is released (then answers the status)."""
+    receiver is released (then answers the status); `trickle` sends the status line, then a
+    header a byte at a time, never ending it, until the client closes the connection (or
+    the receiver is released: the answer then ends)."""
 
     status: int = 200
     headers: dict[str, str] = field(default_factory=dict)
     hold: bool = False
+    trickle: bool = False
 
 
 @dataclass
@@ -49,6 +59,8 @@ class Receiver:
         self.received: list[Received] = []
         self.lock = threading.Lock()
         self.release = threading.Event()
+        self.open_now: Counter[str] = Counter()
+        self.open_max: Counter[str] = Counter()
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self.server.daemon_threads = True
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
@@ -88,35 +100,76 @@ class Receiver:
             return plan.pop(0) if plan else Answer()
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:
-        receiver = self
+        return type("Handler", (_Handler,), {"receiver": self})
 
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                body = self.rfile.read(int(self.headers.get("Content-Length") or 0)).decode()
-                answer = receiver._answer(self.path)
-                got = Received(
-                    self.path,
-                    {k.lower(): v for k, v in self.headers.items()},
-                    body,
-                    answer.status,
-                    time.time(),
-                )
-                with receiver.lock:
-                    receiver.received.append(got)
-                if answer.hold:
-                    receiver.release.wait(HOLD_LIMIT_S)
-                self.send_response(answer.status)
-                for name, value in answer.headers.items():
-                    self.send_header(name, value)
-                self.send_header("Content-Length", "0")
-                self.end_headers()
+    def _opened(self, got: Received) -> None:
+        with self.lock:
+            self.received.append(got)
+            self.open_now[got.path] += 1
+            self.open_max[got.path] = max(self.open_max[got.path], self.open_now[got.path])
+
+    def _closed(self, got: Received) -> None:
+        with self.lock:
+            self.open_now[got.path] -= 1
+
+
+class _Handler(BaseHTTPRequestHandler):
+    receiver: Receiver
+
+    def do_POST(self) -> None:
+        body = self.rfile.read(int(self.headers.get("Content-Length") or 0)).decode()
+        answer = self.receiver._answer(self.path)
+        got = Received(
+            self.path,
+            {k.lower(): v for k, v in self.headers.items()},
+            body,
+            answer.status,
+            time.time(),
+        )
+        self.receiver._opened(got)
+        try:
+            if answer.trickle:
+                self._trickle(answer, got)
+            else:
+                self._respond(answer, got)
+        finally:
+            self.receiver._closed(got)
+
+    def _respond(self, answer: Answer, got: Received) -> None:
+        if answer.hold:
+            self.receiver.release.wait(HOLD_LIMIT_S)
+        self.send_response(answer.status)
+        for name, value in answer.headers.items():
+            self.send_header(name, value)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+        self.wfile.flush()
+        got.answered = True
+
+    def _trickle(self, answer: Answer, got: Received) -> None:
+        self.wfile.write(f"HTTP/1.1 {answer.status} Trickle\r\nX-Trickle: ".encode())
+        deadline_s = time.monotonic() + HOLD_LIMIT_S
+        try:
+            while not self.receiver.release.is_set() and time.monotonic() < deadline_s:
+                self.wfile.write(b"a")
                 self.wfile.flush()
-                got.answered = True
+                if _closed_by_client(self.connection, TRICKLE_EVERY_S):
+                    return
+            self.wfile.write(b"\r\nContent-Length: 0\r\n\r\n")
+            self.wfile.flush()
+            got.answered = True
+        except OSError:
+            pass
 
-            def log_message(self, *_: Any) -> None:
-                pass
+    def log_message(self, *_: Any) -> None:
+        pass
 
-        return Handler
+
+def _closed_by_client(conn: socket.socket, wait_s: float) -> bool:
+    """Whether the client closed `conn` within `wait_s` (its request was read whole, so
+    anything readable now is the end)."""
+    readable, _, _ = select.select([conn], [], [], wait_s)
+    return bool(readable) and not conn.recv(1)
 
 
 def unwrap(received: Received, secret: str) -> Any:

@@ -1,4 +1,5 @@
-"""The batch figures of the web's /metrics, read from Redis at scrape time with the queue's."""
+"""The batch and webhook figures of the web's /metrics, read from Redis at scrape time with the
+queue's."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from collections.abc import Iterator
 
 from prometheus_client.core import GaugeMetricFamily
 
-from chatq.queue_stats import BatchLines
+from chatq.queue_stats import BatchLines, WebhookWork
 
 
 def gauges(lines: BatchLines) -> Iterator[GaugeMetricFamily]:
@@ -22,5 +23,17 @@ def gauges(lines: BatchLines) -> Iterator[GaugeMetricFamily]:
         ("fed", lines.fed),
         ("done", lines.done),
     ):
+        by_state.add_metric([state], count)
+    yield by_state
+
+
+def webhook_gauges(work: WebhookWork) -> Iterator[GaugeMetricFamily]:
+    """Webhook deliveries not yet ended, by where they are."""
+    by_state = GaugeMetricFamily(
+        "chatq_webhook_queue",
+        "Webhook deliveries not yet ended: attempts running (in_flight), due, scheduled later",
+        labels=["state"],
+    )
+    for state, count in work.body().items():
         by_state.add_metric([state], count)
     yield by_state

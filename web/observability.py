@@ -63,6 +63,7 @@ class QueueCollector(Collector):
             value=snap.recommended_concurrency,
         )
         yield from batch_metrics.gauges(snap.batches)
+        yield from batch_metrics.webhook_gauges(snap.webhooks)
 
 
 def render_metrics(svc: Services, tenants: bool) -> tuple[bytes, str]:

@@ -266,6 +266,7 @@ def _queue_schema() -> Schema:
             "mean_job_seconds",
             "recommended_concurrency",
             "batches",
+            "webhooks",
         ],
         queues=_object(["interactive", "batch"], interactive=queue, batch=queue),
         in_progress=count,
@@ -277,6 +278,12 @@ def _queue_schema() -> Schema:
             "description": "ceil(arrival_rate_per_s * mean_job_seconds * 1.2)",
         },
         batches=_object(["active", "lines"], active=count, lines=lines),
+        webhooks=_object(
+            ["in_flight", "due", "scheduled"],
+            in_flight={**count, "description": "Webhook delivery attempts running."},
+            due={**count, "description": "Deliveries due, waiting for a delivery slot."},
+            scheduled={**count, "description": "Deliveries waiting for a later attempt."},
+        ),
     )
 
 

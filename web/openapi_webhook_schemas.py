@@ -4,6 +4,7 @@ endpoint receives (web/openapi_webhooks.py has their operations)."""
 from __future__ import annotations
 
 from chatq.webhooks import EVENT_TYPES
+from chatq.webhooks_log import ATTEMPT_OUTCOMES
 from web.openapi_schemas import Schema, ref
 
 
@@ -42,23 +43,16 @@ def _endpoint_schema(with_secret: bool) -> Schema:
 
 def _delivery_schema() -> Schema:
     attempt = _object(
-        ["attempted_at", "outcome", "status_code", "duration_s"],
+        ["attempted_at", "outcome", "status_code", "duration_s", "reason"],
         attempted_at={"type": "number"},
-        duration_s={"type": "number"},
+        duration_s={"type": ["number", "null"], "description": "null while in progress."},
         status_code={"type": ["integer", "null"]},
         outcome={
-            "enum": [
-                "delivered",
-                "http_error",
-                "redirect",
-                "gone",
-                "timeout",
-                "connection_error",
-                "refused",
-                "endpoint_deleted",
-                "endpoint_disabled",
-            ]
+            "enum": list(ATTEMPT_OUTCOMES),
+            "description": "`in_progress`: the attempt is running now; `lost`: its worker "
+            "stopped before it ended.",
         },
+        reason={"type": ["string", "null"], "description": "Why the attempt failed."},
     )
     fields: dict[str, Schema] = {
         "id": _STR,

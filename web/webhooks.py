@@ -9,7 +9,6 @@ from urllib.parse import urlsplit
 
 from flask import Blueprint, Response, request
 
-from chatq import celery_app
 from chatq.errors import ApiError
 from chatq.webhooks import EVENT_TYPES, Event
 from chatq.webhooks_addresses import literal_refused
@@ -227,11 +226,6 @@ def replay_delivery(endpoint_id: str, delivery_id: str) -> Response:
         )
     replay_id = new_delivery_id()
     svc.admission.charge_request(owner, replay_id)
-    token = hooks.deliveries.add(
-        replay_id, endpoint.id, Event.parse(record["body"]), replay_of=delivery_id
-    )
-    try:
-        celery_app.enqueue_webhook(svc.celery, replay_id, token)
-    except Exception:  # it is due in Redis: a worker's scheduler sends it once held no more
-        log.warning("replay %s not sent now; a worker will send it", replay_id)
+    # Due now in Redis: a worker's delivery pool takes it within a second.
+    hooks.deliveries.add(replay_id, endpoint.id, Event.parse(record["body"]), replay_of=delivery_id)
     return json_response(public_view(hooks.deliveries.get(replay_id) or {"id": replay_id}))

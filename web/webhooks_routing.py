@@ -14,8 +14,6 @@ from web.context import Services
 
 HEADER = "Chatq-Webhook"
 NONE = "none"
-# A delivery handed over by the web (a replay) is held as long as a worker would hold it.
-HOLD_MARGIN_S = 5.0
 
 
 @dataclass
@@ -35,7 +33,7 @@ def webhook_services(svc: Services) -> WebhookServices:
         svc.listener.watch(TOPIC, owners.changed, owners.reset)
         found = WebhookServices(
             Endpoints(svc.redis, s.webhooks, owners),
-            Deliveries(svc.redis, s.webhook_log_ttl_s, 2 * s.webhook_timeout_s + HOLD_MARGIN_S),
+            Deliveries(svc.redis, s.webhook_log_ttl_s),
         )
         current_app.extensions["chatq_webhooks"] = found
     return found

@@ -43,7 +43,7 @@ _current: WorkerContext | None = None
 
 
 def _build(settings: Settings, celery: Celery) -> WorkerContext:
-    max_connections = settings.worker_concurrency + 10
+    max_connections = settings.worker_concurrency + settings.webhook_concurrency + 10
     client = redis_conn.connect_state(settings, max_connections=max_connections)
     secrets = [settings.upstream_api_key] + [key for _, key in settings.api_keys]
     store = Store(

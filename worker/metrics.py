@@ -41,3 +41,9 @@ PACING_WAIT = Histogram(
 TOKENS = Counter("chatq_tokens_total", "Tokens the upstream counted", ["direction"])
 RUNNING_JOBS = Gauge("chatq_worker_running_jobs", "Jobs running in this worker process")
 WORKER_SLOTS = Gauge("chatq_worker_slots", "Concurrent job slots of this worker process")
+WEBHOOK_SLOTS = Gauge(
+    "chatq_webhook_slots", "Webhook delivery slots of this worker process (apart from its jobs')"
+)
+WEBHOOK_SLOTS_BUSY = Gauge(
+    "chatq_webhook_slots_busy", "Webhook delivery attempts running in this worker process"
+)

@@ -1,4 +1,5 @@
-"""The Celery app of the workers and its tasks (a job; a webhook delivery), thin like views."""
+"""The Celery app of the workers and its task (a job), thin like a view; the threads each worker
+process runs beside its pool (monitor, relay, webhook delivery pool, batch loops)."""
 
 from __future__ import annotations
 
@@ -11,31 +12,26 @@ from celery import signals
 from kombu.utils.compat import detect_environment
 
 from chatq import celery_app, config, fair, files, gcpause, logs, redis_check, redis_conn
-from chatq.celery_app import RUN_JOB_TASK, WEBHOOK_TASK, make_celery
+from chatq.celery_app import RUN_JOB_TASK, make_celery
 from chatq.lua_scripts import is_cluster
-from worker import batches, greenlets, metrics, metrics_http, pollfix, relay, webhooks
+from worker import batches, greenlets, metrics, metrics_http, pollfix, relay
 from worker import limits as _limits  # noqa: F401  its relay handler settles ended jobs
 from worker.context import context
 from worker.monitor import Monitor
 from worker.runner import run_job
+from worker.webhooks_pool import DeliveryPool
 
 settings = config.load()
 app = make_celery(settings, max_connections=2 * settings.worker_concurrency + 20)
 _monitors: list[Monitor] = []
 _relays: list[relay.Relay] = []
-_schedulers: list[webhooks.Scheduler] = []
+_delivery_pools: list[DeliveryPool] = []
 
 
 @app.task(name=RUN_JOB_TASK, ignore_result=True, acks_late=True)
 def run(job_id: str) -> None:
     """Run the job `job_id`; the message carries nothing else."""
     run_job(context(settings, app), job_id)
-
-
-@app.task(name=WEBHOOK_TASK, ignore_result=True, acks_late=True)
-def deliver_webhook(delivery_id: str, token: str) -> None:
-    """One attempt of a webhook delivery; `token` says whether this message is in charge."""
-    webhooks.deliver(context(settings, app), delivery_id, token)
 
 
 # Celery's line for each message received and each task done: chatq logs each job's start
@@ -126,8 +122,8 @@ def _start_monitor(**_: Any) -> None:
     if relay.HANDLERS:
         _relays.append(relay.Relay(monitor.ctx, monitor.name))
         _relays[-1].start()
-    _schedulers.append(webhooks.Scheduler(monitor.ctx))
-    _schedulers[-1].start()
+    _delivery_pools.append(DeliveryPool(monitor.ctx))
+    _delivery_pools[-1].start()
     if "batch" in settings.worker_lanes:  # lines run where the loop feeding them runs
         batches.start(monitor.ctx)
     metrics.WORKER_SLOTS.set(settings.worker_concurrency)
@@ -138,10 +134,10 @@ def _start_monitor(**_: Any) -> None:
 @signals.worker_shutdown.connect
 def _stop_monitor(**_: Any) -> None:
     # Only once the pool has drained: running jobs keep their leases until they end.
-    for monitor in _monitors:
-        monitor.stop()
     for each in _relays:
         each.stop()
-    for scheduler in _schedulers:
-        scheduler.stop()
+    for pool in _delivery_pools:  # its attempts end by their deadline
+        pool.stop(settings.webhook_timeout_s + 1)
+    for monitor in _monitors:
+        monitor.stop()
     batches.stop()

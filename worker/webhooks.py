@@ -1,9 +1,10 @@
-"""Webhooks in the worker: the relay handler that turns an ended job into deliveries, the body
-of the delivery task, and the scheduler that sends the deliveries that are due.
+"""Webhooks in the worker: the relay handler that turns an ended job into deliveries, and one
+attempt of a delivery (the delivery pool, worker/webhooks_pool.py, runs them).
 
-The schedule lives in Redis (chatq/webhooks_log.py), never in Celery ETAs: with the Redis
+The schedule lives in Redis (chatq/webhooks_log.py), never in Celery messages: with the Redis
 broker a message with an ETA waits in one worker's memory and is lost with it (chatq turns
-kombu's ack emulation off), so hours-long ETAs would not be durable.
+kombu's ack emulation off), so hours-long ETAs would not be durable; and a delivery run as a
+task would take a job's slot.
 """
 
 from __future__ import annotations
@@ -18,22 +19,28 @@ from dataclasses import dataclass
 import requests
 from prometheus_client import Counter
 
-from chatq import celery_app, keys
-from chatq.config import Settings
+from chatq import keys
 from chatq.outbox import Ended
 from chatq.redis_conn import is_backend_error
 from chatq.webhooks import Event, event_for, retry_delay_s
-from chatq.webhooks_log import DELIVERED, FAILED, PENDING, Attempt, Deliveries, Started
-from chatq.webhooks_net import guarded_session
+from chatq.webhooks_log import (
+    DELIVERED,
+    FAILED,
+    PENDING,
+    Attempt,
+    Deliveries,
+    Started,
+    delivery_hold_s,
+)
 from chatq.webhooks_store import Endpoint, Endpoints
-from worker import relay
+from worker import relay, webhooks_send
 from worker.context import WorkerContext
-from worker.webhooks_send import GONE, Sent, send
+from worker.webhooks_send import GONE, INTERNAL_ERROR, INVALID_URL, Deadline, Sent, send
 
 log = logging.getLogger(__name__)
-TICK_S = 1.0
-HOLD_MARGIN_S = 5.0
 RECORD_FIELDS = ("id", "owner", "api", "webhook", "finish_reason", "completed_at", "created_at")
+# Outcomes after which the delivery is not tried again.
+FINAL = (GONE, INVALID_URL, "endpoint_deleted", "endpoint_disabled")
 
 ATTEMPTS = Counter(
     "chatq_webhook_attempts_total", "Webhook delivery attempts, by outcome", ["outcome"]
@@ -43,19 +50,15 @@ DELIVERIES = Counter(
 )
 
 
-def hold_s(settings: Settings) -> float:
-    """How long a delivery handed to a worker is held before another may take it over: an
-    attempt's connect and read timeouts, and a margin."""
-    return 2 * settings.webhook_timeout_s + HOLD_MARGIN_S
-
-
 @dataclass
 class Hooks:
-    """What a worker process holds for webhooks, made after any fork."""
+    """What a worker process holds for webhooks, made after any fork; `due` is set when this
+    process made a delivery due (its pool then takes it at once)."""
 
     endpoints: Endpoints
     deliveries: Deliveries
     session: requests.Session
+    due: threading.Event
     pid: int
 
 
@@ -71,8 +74,9 @@ def hooks(ctx: WorkerContext) -> Hooks:
             s, client = ctx.settings, ctx.store.redis
             _current = Hooks(
                 Endpoints(client, s.webhooks),
-                Deliveries(client, s.webhook_log_ttl_s, hold_s(s)),
-                guarded_session(s.webhook_allow_private),
+                Deliveries(client, s.webhook_log_ttl_s, delivery_hold_s(s.webhook_timeout_s)),
+                webhooks_send.session(s.webhook_allow_private, max(1, s.webhook_concurrency)),
+                threading.Event(),
                 os.getpid(),
             )
         return _current
@@ -104,44 +108,54 @@ def announce(ctx: WorkerContext, ended: Ended) -> None:
     event = event_for(record, ended.status)
     h = hooks(ctx)
     for endpoint in _targets(h.endpoints, record, event.type):
-        dlv = delivery_id(event, endpoint.id)
-        token = h.deliveries.add(dlv, endpoint.id, event)
-        if token:
-            _send_task(ctx, dlv, token)
-
-
-def _send_task(ctx: WorkerContext, dlv: str, token: str) -> None:
-    try:
-        celery_app.enqueue_webhook(ctx.celery, dlv, token)
-    except Exception as exc:  # still due in Redis: the scheduler sends it once its hold ends
-        log.warning("webhook delivery %s not sent now (%s); it will be", dlv, type(exc).__name__)
+        if h.deliveries.add(delivery_id(event, endpoint.id), endpoint.id, event):
+            h.due.set()
 
 
 def _after(ctx: WorkerContext, started: Started, sent: Sent) -> Attempt:
     """What the delivery is after this attempt: delivered, failed for good, or due again."""
-    done = len(json.loads(started.record.get("attempts") or "[]")) + 1
+    done = len(json.loads(started.record.get("attempts") or "[]"))  # this one included
     status, delay_s = FAILED, 0.0
     if sent.outcome == "delivered":
         status = DELIVERED
-    elif sent.outcome not in (GONE, "endpoint_deleted", "endpoint_disabled"):
+    elif sent.outcome not in FINAL:
         delay = retry_delay_s(done, ctx.settings.webhook_retry_scale, sent.retry_after_s)
         status, delay_s = (PENDING, delay) if delay is not None else (FAILED, 0.0)
-    return Attempt(status, sent.outcome, sent.status_code, started.now_s, sent.duration_s, delay_s)
+    return Attempt(
+        status,
+        sent.outcome,
+        sent.status_code,
+        started.now_s,
+        sent.duration_s,
+        delay_s,
+        sent.reason,
+    )
 
 
-def deliver(ctx: WorkerContext, dlv: str, token: str) -> None:
-    """Make one attempt of the delivery `dlv`, if the message with `token` is in charge."""
+def _attempt(h: Hooks, started: Started, deadline: Deadline) -> tuple[Sent, Endpoint | None]:
+    """Send the delivery to its endpoint, if there is one to send to; never raises but for
+    Redis being unreachable."""
+    try:
+        endpoint = h.endpoints.get(started.record.get("endpoint", ""))
+        if endpoint is None or endpoint.disabled:
+            why = "endpoint_deleted" if endpoint is None else "endpoint_disabled"
+            return Sent(why, None, 0.0, reason=f"the endpoint was {why.partition('_')[2]}"), None
+        return send(h.session, endpoint, started.record, started.now_s, deadline), endpoint
+    except Exception as exc:
+        if is_backend_error(exc):
+            raise
+        why = f"the attempt failed: {type(exc).__name__}"
+        log.warning("webhook delivery %s: %s", started.record.get("id"), why)
+        return Sent(INTERNAL_ERROR, None, 0.0, reason=why), None
+
+
+def deliver(ctx: WorkerContext, dlv: str, token: str, deadline: Deadline) -> None:
+    """Make one attempt of the delivery `dlv`, within `deadline`, if `token` still holds it."""
     h = hooks(ctx)
     started = h.deliveries.begin(dlv, token)
     if started is None:
-        return  # a stale message: another one took this attempt over
-    endpoint = h.endpoints.get(started.record.get("endpoint", ""))
-    if endpoint is None or endpoint.disabled:
-        sent = Sent("endpoint_deleted" if endpoint is None else "endpoint_disabled", None, 0.0)
-    else:
-        sent = send(
-            h.session, endpoint, started.record, started.now_s, ctx.settings.webhook_timeout_s
-        )
+        return  # taken over, ended, or out of attempts
+    sent, endpoint = _attempt(h, started, deadline)
     attempt = _after(ctx, started, sent)
     disable = ("", "")
     if sent.outcome == GONE and endpoint is not None:
@@ -158,29 +172,3 @@ def deliver(ctx: WorkerContext, dlv: str, token: str) -> None:
             attempt.status,
             extra={"delivery_id": dlv, "event": "webhook"},
         )
-
-
-class Scheduler:
-    """One thread per worker process: sends the deliveries that are due (retries, and those
-    whose worker was lost), each held so that no other scheduler sends it too."""
-
-    def __init__(self, ctx: WorkerContext) -> None:
-        self.ctx = ctx
-        self._stop = threading.Event()
-
-    def start(self) -> None:
-        """Start sending."""
-        threading.Thread(target=self._run, name="chatq-webhooks", daemon=True).start()
-
-    def stop(self) -> None:
-        """Stop after the current tick."""
-        self._stop.set()
-
-    def _run(self) -> None:
-        while not self._stop.wait(TICK_S):
-            try:
-                for dlv, token in hooks(self.ctx).deliveries.take():
-                    _send_task(self.ctx, dlv, token)
-            except Exception as exc:
-                if not is_backend_error(exc):
-                    log.exception("webhook scheduler tick failed")

@@ -44,6 +44,60 @@ end
 
 local function stamp(t) return string.format('%.6f', t) end
 
+-- Webhook deliveries whose attempt is running: all of them (webhooks:running) and each
+-- endpoint's (webhooks:busy:<endpoint id>), delivery id -> Redis time its hold runs out; a
+-- lost worker's drop out when theirs does.
+local function busy_at(endpoint, t)
+  local busy = G .. 'webhooks:busy:' .. endpoint
+  redis.call('ZREMRANGEBYSCORE', busy, '-inf', t)
+  return redis.call('ZCARD', busy)
+end
+
+-- Hold a delivery for its worker until `until_t`: due again then, running until then.
+local function hold(id, endpoint, until_t)
+  local busy = G .. 'webhooks:busy:' .. endpoint
+  redis.call('ZADD', G .. 'webhooks:due', until_t, id)
+  redis.call('ZADD', G .. 'webhooks:running', until_t, id)
+  redis.call('ZADD', busy, until_t, id)
+  redis.call('EXPIREAT', busy, math.ceil(until_t) + 1)
+end
+
+-- The deliveries that came due while their endpoint had its cap of attempts running wait in
+-- webhooks:waiting:<endpoint id> (by due time), out of the due set, so that they never stand
+-- in front of other endpoints'; the endpoint is in webhooks:waiting, by when to look at it
+-- again (when its first hold runs out: a lost worker's slot frees up then).
+local function look_again(endpoint, t)
+  local first = redis.call('ZRANGE', G .. 'webhooks:busy:' .. endpoint, 0, 0, 'WITHSCORES')
+  redis.call('ZADD', G .. 'webhooks:waiting', tonumber(first[2]) or t, endpoint)
+end
+
+local function wait_for_slot(id, endpoint, due_t, t)
+  redis.call('ZREM', G .. 'webhooks:due', id)
+  redis.call('ZADD', G .. 'webhooks:waiting:' .. endpoint, due_t, id)
+  look_again(endpoint, t)
+end
+
+-- Up to n of an endpoint's waiting deliveries are due again, first come first.
+local function unpark(endpoint, n, t)
+  local waiting = G .. 'webhooks:waiting:' .. endpoint
+  if n > 0 then
+    local popped = redis.call('ZPOPMIN', waiting, n)
+    for i = 1, #popped, 2 do redis.call('ZADD', G .. 'webhooks:due', popped[i + 1], popped[i]) end
+  end
+  if redis.call('ZCARD', waiting) == 0 then
+    redis.call('ZREM', G .. 'webhooks:waiting', endpoint)
+  else
+    look_again(endpoint, t)
+  end
+end
+
+-- An attempt ended: its slot goes to the endpoint's first waiting delivery, if any.
+local function release(id, endpoint, t)
+  redis.call('ZREM', G .. 'webhooks:running', id)
+  redis.call('ZREM', G .. 'webhooks:busy:' .. endpoint, id)
+  if redis.call('EXISTS', G .. 'webhooks:waiting:' .. endpoint) == 1 then unpark(endpoint, 1, t) end
+end
+
 local function event(id, kind, value, extra)
   if extra and extra ~= '' then
     return redis.call('XADD', K('events', id), '*', 't', kind, 'v', value, 'f', extra)

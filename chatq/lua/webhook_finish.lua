@@ -1,18 +1,25 @@
--- Record one attempt of a delivery, if the message that made it is still in charge: the
--- delivery is then 'delivered', 'failed' (for good), or 'pending' again, due in delay_s.
--- `disable` (an endpoint id) disables that endpoint with `reason`.
+-- Record one attempt of a delivery in place of its `in_progress` entry, if the worker that
+-- made it still holds the delivery (its token): the delivery is then 'delivered', 'failed'
+-- (for good), or 'pending' again, due in delay_s. `disable` (an endpoint id) disables that
+-- endpoint with `reason`.
 --
 -- ARGV: delivery id, token, status, attempt (JSON object), delay_s, ttl_s, disable, reason.
--- Answers 1 when recorded, 0 when the message was stale.
+-- Answers 1 when recorded, 0 when the token was stale.
 local id, token, status, attempt = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local delay_s, ttl_s, disable, reason = tonumber(ARGV[5]), tonumber(ARGV[6]), ARGV[7], ARGV[8]
 local key = G .. 'webhooks:delivery:' .. id
 local due = G .. 'webhooks:due'
-if redis.call('HGET', key, 'token') ~= token then return 0 end
+local v = redis.call('HMGET', key, 'token', 'endpoint', 'attempts')
+if v[1] ~= token then return 0 end
 
 local t = now()
-local attempts = cjson.decode(redis.call('HGET', key, 'attempts') or '[]')
-table.insert(attempts, cjson.decode(attempt))
+local attempts = cjson.decode(v[3] or '[]')
+local last = attempts[#attempts]
+if last and last.outcome == 'in_progress' then
+  attempts[#attempts] = cjson.decode(attempt)
+else
+  table.insert(attempts, cjson.decode(attempt))
+end
 redis.call('HSET', key, 'attempts', cjson.encode(attempts), 'status', status, 'token', '')
 if status == 'pending' then
   redis.call('HSET', key, 'next_at', stamp(t + delay_s))
@@ -21,6 +28,7 @@ else
   redis.call('HSET', key, 'next_at', '')
   redis.call('ZREM', due, id)
 end
+release(id, v[2], t)
 redis.call('EXPIRE', key, ttl_s)
 if disable ~= '' then redis.call('HSET', G .. 'webhooks:disabled', disable, reason) end
 return 1
