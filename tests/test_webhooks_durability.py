@@ -117,12 +117,18 @@ def test_private_destinations_are_refused_at_registration_and_at_connect_time(
     assert receiver.at("/private") == [] and receiver.at("/nat64") == []
 
 
+def _ended(attempt: dict[str, Any]) -> bool:
+    return attempt["outcome"] != "in_progress"
+
+
 def _first_attempt(s: requests.Session, base: str, url: str) -> dict[str, Any]:
-    """The first attempt of the first delivery to alice's configured endpoint at `url`."""
+    """The first attempt, once ended, of the first delivery to alice's configured endpoint at
+    `url`."""
     log_url = f"{base}/v1/webhooks/{config_endpoint_id('alice', url)}/deliveries"
 
     def tried() -> list[dict[str, Any]]:
-        return [d for d in s.get(log_url, timeout=10).json()["data"] if d["attempts"]]
+        deliveries = s.get(log_url, timeout=10).json()["data"]
+        return [d for d in deliveries if d["attempts"][:1] and _ended(d["attempts"][0])]
 
     deliveries: list[dict[str, Any]] = wait_until(tried, 30, f"an attempt at {url}")
     first: dict[str, Any] = deliveries[0]["attempts"][0]
