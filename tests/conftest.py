@@ -25,6 +25,7 @@ from tests.procs import (
     start_worker,
     stop_all,
 )
+from tests.webhook_receiver import Receiver
 
 LEAKS = pytest.StashKey[list[str]]()
 
@@ -39,6 +40,22 @@ def redis_url() -> Iterator[str]:
     server = LocalRedis().start()
     yield server.url
     server.stop()
+
+
+@pytest.fixture
+def own_redis_url() -> Iterator[str]:
+    """The URL of a throwaway Redis of this test's own: no other test's worker takes its work."""
+    server = LocalRedis().start()
+    yield server.url
+    server.stop()
+
+
+@pytest.fixture
+def receiver() -> Iterator[Receiver]:
+    """A webhook receiver of this test's own (tests/webhook_receiver.py)."""
+    r = Receiver()
+    yield r
+    r.stop()
 
 
 @pytest.fixture(scope="session")

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Iterator
 
 import pytest
 import redis
@@ -17,7 +16,6 @@ from chatq import keys
 from chatq.webhooks import MAX_ATTEMPTS, Event, new_secret
 from chatq.webhooks_log import Attempt, Deliveries
 from chatq.webhooks_store import API, Endpoint
-from scripts.localredis import LocalRedis
 from tests.procs import wait_until
 from tests.webhook_receiver import Answer, Receiver, verify
 from worker.webhooks_send import Deadline, Sent, retry_after_s, send, session
@@ -28,17 +26,8 @@ SECRET = new_secret()
 
 
 @pytest.fixture
-def receiver() -> Iterator[Receiver]:
-    r = Receiver()
-    yield r
-    r.stop()
-
-
-@pytest.fixture
-def client() -> Iterator[redis.Redis]:
-    server = LocalRedis().start()
-    yield redis.Redis.from_url(server.url, decode_responses=True)
-    server.stop()
+def client(own_redis_url: str) -> redis.Redis:
+    return redis.Redis.from_url(own_redis_url, decode_responses=True)
 
 
 def _endpoint(url: str, endpoint_id: str = "wh_1") -> Endpoint:

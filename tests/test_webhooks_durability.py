@@ -3,7 +3,6 @@ private or link-local addresses unless CHATQ_WEBHOOK_ALLOW_PRIVATE=1 says so."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -12,25 +11,15 @@ import requests
 from chatq.webhooks import new_secret
 from chatq.webhooks_config import config_endpoint_id
 from chatq.webhooks_net import guarded_session, refused
-from scripts.localredis import LocalRedis
 from tests.conftest import start_stack
 from tests.procs import ALICE_KEY, start_worker, wait_until
 from tests.webhook_receiver import Answer, Receiver, verify
 
 
 @pytest.fixture
-def receiver() -> Iterator[Receiver]:
-    r = Receiver()
-    yield r
-    r.stop()
-
-
-@pytest.fixture
-def redis_url() -> Iterator[str]:
+def redis_url(own_redis_url: str) -> str:
     """A Redis of this test's own: no other test's worker takes its deliveries."""
-    server = LocalRedis().start()
-    yield server.url
-    server.stop()
+    return own_redis_url
 
 
 def _submit(url: str, hook: str) -> str:

@@ -7,7 +7,6 @@ on a Redis of its own."""
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -16,28 +15,12 @@ from jsonschema import Draft202012Validator
 from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT202012
 
-from scripts.localredis import LocalRedis
 from tests.conftest import Stack, start_stack
 from tests.procs import ALICE_KEY, BOB_KEY, wait_until
 from tests.webhook_receiver import Answer, Receiver
 from web.openapi import document
 
 pytestmark = pytest.mark.long
-
-
-@pytest.fixture
-def receiver() -> Iterator[Receiver]:
-    r = Receiver()
-    yield r
-    r.stop()
-
-
-@pytest.fixture
-def own_redis() -> Iterator[str]:
-    """A Redis of this test's own: no other test's worker takes its deliveries."""
-    server = LocalRedis().start()
-    yield server.url
-    server.stop()
 
 
 def _endpoint(stack: Stack, url: str, key: str = ALICE_KEY) -> str:
@@ -97,11 +80,11 @@ def _sample(text: str, name: str) -> float | None:
 
 @pytest.mark.parametrize("pool", ["gevent", "threads"])
 def test_a_trickling_answer_is_cut_at_the_deadline_and_never_sent_twice_at_once(
-    fakellm: str, own_redis: str, receiver: Receiver, pool: str
+    fakellm: str, own_redis_url: str, receiver: Receiver, pool: str
 ) -> None:
     receiver.plan("/slow", Answer(trickle=True), Answer(trickle=True), Answer(200))
     stack = start_stack(
-        own_redis,
+        own_redis_url,
         fakellm,
         CHATQ_WORKER_POOL=pool,
         CHATQ_WEBHOOK_TIMEOUT="1",
@@ -121,10 +104,10 @@ def test_a_trickling_answer_is_cut_at_the_deadline_and_never_sent_twice_at_once(
 
 
 def test_a_running_attempt_shows_in_the_log_the_queue_and_the_metrics(
-    fakellm: str, own_redis: str, receiver: Receiver
+    fakellm: str, own_redis_url: str, receiver: Receiver
 ) -> None:
     receiver.plan("/held", Answer(trickle=True))
-    stack = start_stack(own_redis, fakellm, CHATQ_WEBHOOK_TIMEOUT="60")
+    stack = start_stack(own_redis_url, fakellm, CHATQ_WEBHOOK_TIMEOUT="60")
     try:
         hook = _endpoint(stack, receiver.url("/held"))
         _job(stack, hook)
@@ -155,11 +138,11 @@ def test_a_running_attempt_shows_in_the_log_the_queue_and_the_metrics(
 
 
 def test_one_endpoint_runs_at_most_its_cap_of_attempts_across_workers(
-    fakellm: str, own_redis: str, receiver: Receiver
+    fakellm: str, own_redis_url: str, receiver: Receiver
 ) -> None:
     receiver.plan("/busy", *[Answer(trickle=True)] * 3)
     stack = start_stack(
-        own_redis,
+        own_redis_url,
         fakellm,
         workers=2,
         CHATQ_WEBHOOK_TIMEOUT="60",
@@ -185,10 +168,10 @@ def test_one_endpoint_runs_at_most_its_cap_of_attempts_across_workers(
 
 
 def test_a_tenant_s_trickling_receivers_cannot_stop_another_tenant_s_job(
-    fakellm: str, own_redis: str, receiver: Receiver
+    fakellm: str, own_redis_url: str, receiver: Receiver
 ) -> None:
     stack = start_stack(
-        own_redis,
+        own_redis_url,
         fakellm,
         CHATQ_WORKER_CONCURRENCY="2",
         CHATQ_WEBHOOK_CONCURRENCY="2",
