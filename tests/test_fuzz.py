@@ -29,10 +29,8 @@ from typing import Any
 
 import pytest
 import requests
-from jsonschema import Draft202012Validator
-from referencing import Registry, Resource
-from referencing.jsonschema import DRAFT202012
 
+from tests import chatq_schemas
 from tests.conftest import Stack
 from tests.procs import ALICE_KEY, BOB_KEY, UPSTREAM_KEY
 
@@ -349,14 +347,6 @@ def _document(stack: Stack) -> dict[str, Any]:
     return doc
 
 
-def _validator(doc: dict[str, Any], name: str) -> Draft202012Validator:
-    uri = "urn:chatq:openapi"
-    registry: Registry[Any] = Registry().with_resource(
-        uri, Resource.from_contents(doc, default_specification=DRAFT202012)
-    )
-    return Draft202012Validator({"$ref": f"{uri}#/components/schemas/{name}"}, registry=registry)
-
-
 def test_upstream_4xx_answers_use_statuses_the_document_lists(stack: Stack) -> None:
     documented = set(_document(stack)["paths"]["/v1/chat/completions"]["post"]["responses"])
     body = {"model": "no-such-model", "messages": [{"role": "user", "content": "hi"}]}
@@ -371,7 +361,7 @@ def test_upstream_4xx_answers_use_statuses_the_document_lists(stack: Stack) -> N
 
 
 def test_the_message_schema_and_the_server_agree_on_tool_calls(stack: Stack) -> None:
-    validator = _validator(_document(stack), "JobRequest")
+    validator = chatq_schemas.validator("JobRequest", _document(stack))
     for tool_calls in (None, [], {}, 0, "x"):
         body = {"messages": [{"role": "assistant", "tool_calls": tool_calls}]}
         r = requests.post(
@@ -397,7 +387,7 @@ ITEM_TYPE_VIOLATIONS = {
 def test_list_items_are_checked_as_the_document_types_them(
     stack: Stack, path: str, schema: str
 ) -> None:
-    validator = _validator(_document(stack), schema)
+    validator = chatq_schemas.validator(schema, _document(stack))
     for name, extra in ITEM_TYPE_VIOLATIONS.items():
         body = {"messages": [{"role": "user", "content": "hi"}], **extra}
         assert not validator.is_valid(body), name

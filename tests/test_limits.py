@@ -16,17 +16,14 @@ from typing import Any
 import openai
 import pytest
 import requests
-from jsonschema import Draft202012Validator
-from referencing import Registry, Resource
-from referencing.jsonschema import DRAFT202012
 
 from chatq.tokens import count_prompt_tokens
 from scripts.localredis import LocalRedis
+from tests import chatq_schemas
 from tests.batchkit import jsonl, request_line
 from tests.conftest import Stack, start_stack
 from tests.procs import ALICE_KEY, METRICS_AUTH, wait_until
 from tests.webhook_receiver import Receiver
-from web.openapi import document
 
 pytestmark = pytest.mark.long
 
@@ -126,17 +123,6 @@ def _sample(text: str, name: str, *labels: str) -> float:
         if line.startswith(name + "{") and all(label in line for label in labels):
             return float(line.rsplit(" ", 1)[1])
     return 0.0
-
-
-def _check_schema(name: str, value: Any) -> None:
-    """`value` is what the served document's schema `name` says."""
-    uri = "urn:chatq:openapi"
-    registry: Registry[Any] = Registry().with_resource(
-        uri, Resource.from_contents(document(), default_specification=DRAFT202012)
-    )
-    Draft202012Validator({"$ref": f"{uri}#/components/schemas/{name}"}, registry=registry).validate(
-        value
-    )
 
 
 def _worker_metrics(stack: Stack) -> str:
@@ -256,7 +242,7 @@ def test_usage_shows_the_keys_limits_and_use_and_metrics_show_every_key(lim: Sta
     done = _post(lim, "usage", body, wait=30)
     assert done.json()["status"] == "completed", done.text
     usage = _settled(lim, "usage")
-    _check_schema("Usage", usage)
+    chatq_schemas.check("Usage", usage)
     assert usage["object"] == "usage" and usage["key"] == "usage"
     rate = usage["rate_limits"]
     assert (rate["limit_requests"], rate["limit_tokens"]) == (100, 6000)
@@ -377,6 +363,6 @@ def test_without_limits_usage_answers_nulls_and_no_header_is_sent(stack: Stack) 
     r = stack.submit("no limits here")
     assert r.status_code == 202 and not [h for h in r.headers if h.startswith("x-ratelimit")]
     usage = stack.session(ALICE_KEY).get(f"{stack.url}/v1/usage", timeout=10).json()
-    _check_schema("Usage", usage)
+    chatq_schemas.check("Usage", usage)
     assert set(usage["rate_limits"].values()) == {None}
     assert usage["day"]["limit_tokens"] is None and usage["key"] == "alice"

@@ -11,16 +11,13 @@ from typing import Any
 
 import pytest
 import redis
-from jsonschema import Draft202012Validator
-from referencing import Registry, Resource
-from referencing.jsonschema import DRAFT202012
 
 from chatq import broker, config, fair, keys, queue_share, rates
 from scripts.localredis import LocalRedis
+from tests import chatq_schemas
 from tests.batchkit import create_batch, jsonl, request_line, upload
 from tests.conftest import Stack, start_stack
 from tests.procs import ALICE_KEY, BOB_KEY, wait_until
-from web.openapi import document
 
 
 @pytest.fixture(scope="module")
@@ -45,19 +42,8 @@ def _queue(s: Stack, key: str) -> dict[str, Any]:
     answer = s.session(key).get(f"{s.url}/v1/queue", timeout=10)
     assert answer.status_code == 200, answer.text
     body: dict[str, Any] = answer.json()
-    _check_schema("QueueShare" if "key" in body else "Queue", body)
+    chatq_schemas.check("QueueShare" if "key" in body else "Queue", body)
     return body
-
-
-def _check_schema(name: str, value: Any) -> None:
-    """`value` is what the served document's schema `name` says."""
-    uri = "urn:chatq:openapi"
-    registry: Registry[Any] = Registry().with_resource(
-        uri, Resource.from_contents(document(), default_specification=DRAFT202012)
-    )
-    Draft202012Validator({"$ref": f"{uri}#/components/schemas/{name}"}, registry=registry).validate(
-        value
-    )
 
 
 def test_a_key_sees_its_own_jobs_and_totals_that_name_no_other_key(idle: Stack) -> None:

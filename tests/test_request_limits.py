@@ -12,12 +12,10 @@ import pytest
 import requests
 from flask import Flask
 from flask.testing import FlaskClient
-from jsonschema import Draft202012Validator
-from referencing import Registry, Resource
-from referencing.jsonschema import DRAFT202012
 
 from chatq import config, fair, keys, queue_stats
 from scripts.localredis import LocalRedis
+from tests import chatq_schemas
 from tests.conftest import Stack
 from tests.inproc import in_process
 from tests.procs import ALICE_KEY
@@ -172,20 +170,12 @@ def test_without_caps_only_openais_ranges_apply(redis_server: LocalRedis) -> Non
 # --- the document states the same bounds ------------------------------------------------------
 
 
-def _validator(doc: dict[str, Any], name: str) -> Draft202012Validator:
-    uri = "urn:chatq:openapi"
-    registry: Registry[Any] = Registry().with_resource(
-        uri, Resource.from_contents(doc, default_specification=DRAFT202012)
-    )
-    return Draft202012Validator({"$ref": f"{uri}#/components/schemas/{name}"}, registry=registry)
-
-
 def test_the_served_document_and_the_server_agree_on_every_bound(client: FlaskClient) -> None:
     doc = client.get("/openapi.json").get_json()
     assert (
         doc["components"]["schemas"]["ChatCompletionRequest"]["properties"]["n"]["maximum"] == MAX_N
     )
-    validator = _validator(doc, "ChatCompletionRequest")
+    validator = chatq_schemas.validator("ChatCompletionRequest", doc)
     for field, value in _cases(OUT_OF_RANGE):
         assert not validator.is_valid(_body(**{field: value})), (field, value)
     for field, value in _cases(IN_RANGE):
