@@ -107,6 +107,7 @@ class Settings:
     webhook_timeout_s: float = 15.0
     webhook_concurrency: int = 50
     webhook_endpoint_concurrency: int = 10
+    webhook_key_concurrency: int = 20
     webhook_retry_scale: float = 1.0
     webhook_log_ttl_s: int = 604800
     files_dir: str = field(default_factory=default_files_dir)

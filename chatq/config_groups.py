@@ -109,6 +109,9 @@ def webhook_settings(e: Mapping[str, str], d: Settings) -> dict[str, Any]:
         "webhook_endpoint_concurrency": read_int(
             e, "CHATQ_WEBHOOK_ENDPOINT_CONCURRENCY", d.webhook_endpoint_concurrency, 1
         ),
+        "webhook_key_concurrency": read_int(
+            e, "CHATQ_WEBHOOK_KEY_CONCURRENCY", d.webhook_key_concurrency, 1
+        ),
         "webhook_retry_scale": read_float(e, "CHATQ_WEBHOOK_RETRY_SCALE", d.webhook_retry_scale),
         "webhook_log_ttl_s": read_int(e, "CHATQ_WEBHOOK_LOG_TTL", d.webhook_log_ttl_s, 86400),
     }

@@ -191,10 +191,17 @@ def webhooks_disabled() -> str:
 
 
 def webhook_delivery(delivery_id: str) -> str:
-    """Hash: one delivery (endpoint, event, payload, status, attempts as JSON, dispatch token);
-    expires CHATQ_WEBHOOK_LOG_TTL s after its last change, deleted when pushed out of its
-    endpoint's log (unless an event's first delivery still pending, chatq/lua/webhook_add.lua)."""
+    """Hash: one delivery (endpoint, its key name, event, payload, status, attempts as JSON,
+    dispatch token); expires CHATQ_WEBHOOK_LOG_TTL s after its last change, deleted when pushed
+    out of its endpoint's log (unless an event's first delivery still pending,
+    chatq/lua/webhook_add.lua) and with its endpoint."""
     return f"{GLOBAL}webhooks:delivery:{delivery_id}"
+
+
+def webhook_delivery_index(endpoint_id: str) -> str:
+    """Sorted set: every delivery of an endpoint that may still exist (in its log or not) ->
+    Redis time its expiry was last set; expires with the last, deleted with the endpoint."""
+    return f"{GLOBAL}webhooks:deliveries:{endpoint_id}"
 
 
 def webhook_deliveries(endpoint_id: str) -> str:
@@ -228,6 +235,21 @@ def webhooks_waiting(endpoint_id: str | None = None) -> str:
     if endpoint_id is None:
         return GLOBAL + "webhooks:waiting"
     return f"{GLOBAL}webhooks:waiting:{endpoint_id}"
+
+
+def webhooks_key_busy(owner: str) -> str:
+    """Sorted set: a key name's deliveries whose attempt is running, as webhooks_running;
+    expires with the last hold."""
+    return f"{GLOBAL}webhooks:key_busy:{owner}"
+
+
+def webhooks_key_waiting(owner: str | None = None) -> str:
+    """Sorted set: a key name's deliveries that came due while it had its cap of attempts
+    running -> when they came due; without a name, the key names that have such deliveries ->
+    Redis time to look at them again. No expiry (emptied as attempts end)."""
+    if owner is None:
+        return GLOBAL + "webhooks:keys_waiting"
+    return f"{GLOBAL}webhooks:key_waiting:{owner}"
 
 
 # --- Files and batches (the OpenAI Files and Batch APIs); the Lua scripts name them with

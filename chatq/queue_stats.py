@@ -128,7 +128,8 @@ def batch_lines(client: redis.Redis, owner: str | None = None) -> BatchLines:
 @dataclass(frozen=True)
 class WebhookWork:
     """Webhook deliveries not yet ended: attempts running (in any worker), due (waiting for a
-    delivery slot, or for their endpoint's cap) and scheduled (waiting for a later attempt)."""
+    delivery slot, or for their endpoint's or key's cap) and scheduled (waiting for a later
+    attempt)."""
 
     in_flight: int = 0
     due: int = 0
@@ -146,10 +147,13 @@ def webhook_work(client: redis.Redis, now: float) -> WebhookWork:
     pipe.zcount(keys.webhooks_due(), "-inf", now)
     pipe.zcount(keys.webhooks_due(), f"({now}", "+inf")
     pipe.zrange(keys.webhooks_waiting(), 0, -1)
-    running, due, later, capped = pipe.execute()
+    pipe.zrange(keys.webhooks_key_waiting(), 0, -1)
+    running, due, later, capped, capped_keys = pipe.execute()
     pipe = client.pipeline(transaction=False)
     for endpoint_id in capped:
         pipe.zcard(keys.webhooks_waiting(endpoint_id))
+    for owner in capped_keys:
+        pipe.zcard(keys.webhooks_key_waiting(owner))
     waiting = sum(int(n) for n in pipe.execute())
     # A running attempt's delivery is in the due set too, at the end of its hold.
     return WebhookWork(int(running), int(due) + waiting, max(0, int(later) - int(running)))

@@ -1,7 +1,8 @@
 """Webhook deliveries in Redis: each a hash with its attempts, a log per endpoint, and one
 sorted set of when each is due. The schedule lives here, not in Celery's ETAs, so that a
-delivery survives restarts; each worker's delivery pool takes the due ones, and each attempt
-runs once at a time (chatq/lua/webhook_*.lua)."""
+delivery survives restarts; each worker's delivery pool takes the due ones, each attempt runs
+once at a time, and at most a cap of them at once per endpoint and per key, across workers
+(chatq/lua/webhook_*.lua)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import redis
 from chatq import keys
 from chatq.lua_scripts import register
 from chatq.webhooks import MAX_ATTEMPTS, Event
+from chatq.webhooks_store import API, Endpoint
 
 PENDING = "pending"
 DELIVERED = "delivered"
@@ -37,6 +39,9 @@ ATTEMPT_OUTCOMES = (
     "lost",
 )
 MAX_LOG_PAGE = 100
+# Deleting an endpoint deletes this many of its deliveries per Lua step (Redis serves nothing
+# else meanwhile), until none is left.
+FORGET_PAGE = 1000
 # A delivery taken by a worker is held this much longer than its attempt's deadline: its
 # worker renews the hold while the attempt runs, and a lost worker's delivery is taken again
 # once the hold runs out.
@@ -47,6 +52,7 @@ SCRIPTS = (
     "webhook_begin",
     "webhook_finish",
     "webhook_renew",
+    "webhook_forget",
 )
 
 
@@ -129,8 +135,9 @@ class Deliveries:
         # Every key of the webhooks is in the `{g}` slot: any of them routes the call there.
         return self._scripts[name](keys=[keys.webhooks_due()], args=list(args))
 
-    def add(self, delivery_id: str, endpoint_id: str, event: Event, replay_of: str = "") -> bool:
-        """Record a delivery due now; False if it existed already."""
+    def add(self, delivery_id: str, endpoint: Endpoint, event: Event, replay_of: str = "") -> bool:
+        """Record a delivery due now, of the endpoint's key; False if it existed already, or
+        the endpoint (made through the API) is deleted."""
         fields = {
             "event": event.id,
             "type": event.type,
@@ -138,15 +145,18 @@ class Deliveries:
             "replay_of": replay_of,
         }
         flat = [item for pair in fields.items() for item in pair]
-        return bool(self._run("webhook_add", delivery_id, endpoint_id, self.log_ttl_s, *flat))
+        made_here = "1" if endpoint.source == API else "0"
+        who = (delivery_id, endpoint.id, endpoint.owner, made_here)
+        return bool(self._run("webhook_add", *who, self.log_ttl_s, *flat))
 
-    def take(self, limit: int, endpoint_cap: int) -> list[tuple[str, str]]:
+    def take(self, limit: int, endpoint_cap: int, key_cap: int) -> list[tuple[str, str]]:
         """(delivery id, token) of up to `limit` deliveries due now, each held for the caller;
-        none of an endpoint that has `endpoint_cap` attempts running (in any worker)."""
+        none of an endpoint that has `endpoint_cap` attempts running, nor of a key that has
+        `key_cap` (in any worker)."""
         if limit <= 0:
             return []
         scan = max(50, 5 * limit)
-        flat = self._run("webhook_take", self.hold_s, limit, endpoint_cap, scan)
+        flat = self._run("webhook_take", self.hold_s, limit, endpoint_cap, key_cap, scan)
         return list(zip(flat[::2], flat[1::2], strict=True))
 
     def begin(self, delivery_id: str, token: str) -> Started | None:
@@ -157,13 +167,13 @@ class Deliveries:
         now_s, *flat = answer
         return Started(dict(zip(flat[::2], flat[1::2], strict=True)), float(now_s))
 
-    def renew(self, held: list[tuple[str, str]]) -> int:
-        """Hold the (delivery id, token) pairs whose attempts still run for `hold_s` more; how
-        many still held."""
+    def renew(self, held: list[tuple[str, str]]) -> set[str]:
+        """Hold the (delivery id, token) pairs whose attempts still run for `hold_s` more; the
+        ids still held (the others were taken over, ended, or deleted)."""
         if not held:
-            return 0
+            return set()
         flat = [item for pair in held for item in pair]
-        return int(self._run("webhook_renew", self.hold_s, *flat))
+        return set(self._run("webhook_renew", self.hold_s, *flat))
 
     def finish(
         self, delivery_id: str, token: str, attempt: Attempt, disable: tuple[str, str] = ("", "")
@@ -206,6 +216,8 @@ class Deliveries:
         records = [r for r in pipe.execute() if r]
         return records, len(ids) > limit
 
-    def forget(self, endpoint_id: str) -> None:
-        """Drop an endpoint's log (its deliveries expire on their own)."""
-        self.redis.delete(keys.webhook_deliveries(endpoint_id))
+    def forget(self, endpoint_id: str, page: int = FORGET_PAGE) -> None:
+        """Delete a deleted endpoint's deliveries and log, `page` per Redis step; an attempt
+        still running ends unrecorded."""
+        while self._run("webhook_forget", endpoint_id, page):
+            pass

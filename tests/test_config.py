@@ -84,6 +84,7 @@ def test_the_readme_defaults_are_the_code_defaults() -> None:
         ({"CHATQ_WORKER_METRICS_BIND": ""}, "worker_metrics_bind", ""),
         ({"CHATQ_WEBHOOK_CONCURRENCY": "0"}, "webhook_concurrency", 0),
         ({"CHATQ_WEBHOOK_ENDPOINT_CONCURRENCY": "5"}, "webhook_endpoint_concurrency", 5),
+        ({"CHATQ_WEBHOOK_KEY_CONCURRENCY": "3"}, "webhook_key_concurrency", 3),
         (
             {"CHATQ_UPSTREAM_URLS": " http://a/v1/ ,http://b/v1,, "},
             "upstream_urls",
@@ -145,6 +146,7 @@ BAD = [
     ("CHATQ_MAX_TAKEOVERS", "-1"),
     ("CHATQ_WEBHOOK_CONCURRENCY", "-1"),
     ("CHATQ_WEBHOOK_ENDPOINT_CONCURRENCY", "0"),
+    ("CHATQ_WEBHOOK_KEY_CONCURRENCY", "0"),
     # numbers of seconds
     ("CHATQ_MAX_WAIT", "soon"),
     ("CHATQ_MAX_WAIT", "nan"),

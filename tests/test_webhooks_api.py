@@ -1,7 +1,7 @@
 """The webhook API's own rules, in process (create_app(...).test_client(), no server) on a
 Redis of its own, no worker: which URLs an endpoint may have, the cap of endpoints per key
-under concurrent creates, and what replays cost and leave. Each test has key names of its
-own, so that tests pass alone and in any order."""
+under concurrent creates, what replays cost and leave, and what deleting an endpoint leaves.
+Each test has key names of its own, so that tests pass alone and in any order."""
 
 from __future__ import annotations
 
@@ -16,12 +16,12 @@ from werkzeug.test import TestResponse
 from chatq import config, keys
 from chatq.webhooks import Event
 from chatq.webhooks_log import DELIVERED, Attempt, Deliveries
-from chatq.webhooks_store import MAX_ENDPOINTS_PER_KEY
+from chatq.webhooks_store import API, MAX_ENDPOINTS_PER_KEY, Endpoint
 from scripts.localredis import LocalRedis
 from tests.inproc import in_process
 from tests.test_webhooks_units import REFUSED
 
-NAMES = ("urls", "literals", "crowd", "replayer", "bounded")
+NAMES = ("urls", "literals", "crowd", "replayer", "bounded", "deleter")
 KEYS = {name: f"sk-inprocess-hooks-{name}-9d2e" for name in NAMES}
 REPLAY_RPM = 3
 LOG_CAP = 1000
@@ -156,8 +156,13 @@ def _endpoint_with_a_delivery(app: Flask, store: redis.Redis, name: str) -> tupl
     assert r.status_code == 200, r.get_data(as_text=True)
     endpoint_id: str = r.get_json()["id"]
     event = Event(f"evt_{name}", "job.completed", 1_700_000_000, f"job_{name}")
-    Deliveries(store, 604800, 0.0).add(f"dlv_{name}", endpoint_id, event)
+    assert Deliveries(store, 604800, 0.0).add(f"dlv_{name}", _made(endpoint_id, name), event)
     return endpoint_id, f"dlv_{name}"
+
+
+def _made(endpoint_id: str, name: str) -> Endpoint:
+    """The endpoint `endpoint_id` of `name`, made through the API (as deliveries see it)."""
+    return Endpoint(endpoint_id, name, "https://hooks.example.com/replayed", API)
 
 
 def _replay(app: Flask, name: str, endpoint_id: str, delivery_id: str) -> TestResponse:
@@ -194,12 +199,13 @@ def test_the_log_s_cap_bounds_what_replays_leave(app: Flask, store: redis.Redis)
     endpoint_id, retried = _endpoint_with_a_delivery(app, store, "bounded")
     deliveries = Deliveries(store, 604800, 0.0)
     event = Event("evt_bounded_2", "job.completed", 1_700_000_001, "job_bounded_2")
-    assert deliveries.add("dlv_bounded_ended", endpoint_id, event)
-    token = dict(deliveries.take(limit=10, endpoint_cap=10))["dlv_bounded_ended"]
+    endpoint = _made(endpoint_id, "bounded")
+    assert deliveries.add("dlv_bounded_ended", endpoint, event)
+    token = dict(deliveries.take(limit=10, endpoint_cap=10, key_cap=10))["dlv_bounded_ended"]
     assert deliveries.begin("dlv_bounded_ended", token)
     assert deliveries.finish("dlv_bounded_ended", token, Attempt(DELIVERED, "delivered", 200, 0, 0))
     for n in range(LOG_CAP - 1):
-        deliveries.add(f"dlv_bounded_r{n}", endpoint_id, event, replay_of="dlv_bounded_ended")
+        deliveries.add(f"dlv_bounded_r{n}", endpoint, event, replay_of="dlv_bounded_ended")
     # Two more through the API: they push the ended delivery and the oldest replay out.
     for _ in range(2):
         answer = _replay(app, "bounded", endpoint_id, f"dlv_bounded_r{LOG_CAP - 2}")
@@ -213,3 +219,54 @@ def test_the_log_s_cap_bounds_what_replays_leave(app: Flask, store: redis.Redis)
     assert _delivery_keys(store, endpoint_id) == kept
     assert store.zscore(keys.webhooks_due(), retried) is not None
     assert store.zscore(keys.webhooks_due(), "dlv_bounded_r0") is None
+
+
+def _keys_of(store: redis.Redis, delivery_ids: list[str]) -> list[str]:
+    """Every Redis key that names one of the deliveries, or holds one (a sorted set)."""
+    found = []
+    for key in store.scan_iter(count=1000):
+        named = any(d in key for d in delivery_ids)
+        held = store.type(key) == "zset" and any(store.zmscore(key, delivery_ids))
+        if named or held:
+            found.append(key)
+    return found
+
+
+def _new(app: Flask, name: str, url: str) -> Endpoint:
+    answer = _create(app, name, url)
+    assert answer.status_code == 200, answer.get_data(as_text=True)
+    return _made(answer.get_json()["id"], name)
+
+
+def test_deleting_an_endpoint_deletes_all_its_deliveries(app: Flask, store: redis.Redis) -> None:
+    gone = _new(app, "deleter", "https://hooks.example.com/gone")
+    kept = _new(app, "deleter", "https://hooks.example.com/kept")
+    store.delete(keys.webhooks_due())  # other tests' deliveries: none is taken here
+    deliveries = Deliveries(store, 604800, 20.0)
+    event = Event("evt_deleter", "job.completed", 1_700_000_000, "job_deleter")
+    for name, endpoint in (("running", gone), ("at_its_endpoint", gone), ("at_its_key", kept)):
+        assert deliveries.add(f"dlv_deleter_{name}", endpoint, event)
+    taken = dict(deliveries.take(10, endpoint_cap=1, key_cap=1))
+    assert list(taken) == ["dlv_deleter_running"]  # the other two wait, one at each cap
+    running = ("dlv_deleter_running", taken["dlv_deleter_running"])
+    assert deliveries.begin(*running) is not None
+    assert deliveries.add("dlv_deleter_due", gone, event)
+    # Replays push the three first deliveries out of the log (pending, they are kept), and make
+    # the endpoint's deliveries more than one step deletes.
+    replays = [f"dlv_deleter_r{n}" for n in range(LOG_CAP)]
+    for replay in replays:
+        assert deliveries.add(replay, gone, event, replay_of="dlv_deleter_due")
+    ids = ["dlv_deleter_running", "dlv_deleter_at_its_endpoint", "dlv_deleter_due", *replays]
+    assert not {"dlv_deleter_running", "dlv_deleter_due"} & set(
+        store.zrange(keys.webhook_deliveries(gone.id), 0, -1)
+    )
+    answer = app.test_client().delete(f"/v1/webhooks/{gone.id}", headers=_auth("deleter"))
+    assert answer.status_code == 200, answer.get_data(as_text=True)
+    assert _keys_of(store, ids) == []
+    assert [k for k in store.scan_iter(count=1000) if gone.id in k] == []
+    # The attempt still running ends unrecorded; the key's slot it held went to the delivery
+    # waiting for it, at the endpoint that is left.
+    assert deliveries.renew([running]) == set()
+    assert not deliveries.finish(*running, Attempt(DELIVERED, "delivered", 200, 0, 0))
+    assert [d for d, _ in deliveries.take(10, 1, 1)] == ["dlv_deleter_at_its_key"]
+    assert deliveries.add("dlv_deleter_late", gone, event) is False  # the relay came late

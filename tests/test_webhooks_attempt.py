@@ -15,7 +15,7 @@ import redis
 from chatq import keys
 from chatq.webhooks import MAX_ATTEMPTS, Event, new_secret
 from chatq.webhooks_log import Attempt, Deliveries
-from chatq.webhooks_store import API, Endpoint
+from chatq.webhooks_store import API, CONFIG, Endpoint
 from tests.procs import wait_until
 from tests.webhook_receiver import Answer, Receiver, verify
 from worker.webhooks_send import Deadline, Sent, retry_after_s, send, session
@@ -23,6 +23,7 @@ from worker.webhooks_send import Deadline, Sent, retry_after_s, send, session
 EVENT = Event("evt_1", "job.completed", 1_700_000_000, "job_1")
 RECORD = {"body": EVENT.body(), "event": EVENT.id}
 SECRET = new_secret()
+KEY_CAP = 100  # more than any of these tests runs: only the endpoints' caps count
 
 
 @pytest.fixture
@@ -115,18 +116,21 @@ def _deliveries(client: redis.Redis, hold_s: float = 20.0) -> Deliveries:
     return Deliveries(client, 3600, hold_s)
 
 
-def _add(deliveries: Deliveries, delivery_id: str, endpoint_id: str) -> None:
-    assert deliveries.add(delivery_id, endpoint_id, EVENT)
+def _add(deliveries: Deliveries, delivery_id: str, endpoint_id: str, owner: str = "alice") -> None:
+    endpoint = Endpoint(endpoint_id, owner, "https://hooks.example.com/", CONFIG)
+    assert deliveries.add(delivery_id, endpoint, EVENT)
 
 
 def _run_out_holds(client: redis.Redis) -> None:
     """Every hold ends now, as it would once its time passed."""
-    for key in (keys.webhooks_due(), keys.webhooks_running(), keys.webhooks_waiting()):
+    indexes = (keys.webhooks_waiting(), keys.webhooks_key_waiting())
+    for key in (keys.webhooks_due(), keys.webhooks_running(), *indexes):
         members: list[str] = client.zrange(key, 0, -1)  # type: ignore[assignment]
         for member in members:
             client.zadd(key, {member: 1})
-    for key in client.scan_iter(keys.webhooks_busy("*")):
-        client.delete(key)
+    for pattern in (keys.webhooks_busy("*"), keys.webhooks_key_busy("*")):
+        for key in client.scan_iter(pattern):
+            client.delete(key)
 
 
 def test_an_endpoint_at_its_cap_is_passed_over_for_the_others(client: redis.Redis) -> None:
@@ -134,16 +138,16 @@ def test_an_endpoint_at_its_cap_is_passed_over_for_the_others(client: redis.Redi
     for n in range(3):
         _add(deliveries, f"dlv_a{n}", "wh_a")
     _add(deliveries, "dlv_b0", "wh_b")
-    first = deliveries.take(limit=10, endpoint_cap=2)
+    first = deliveries.take(limit=10, endpoint_cap=2, key_cap=KEY_CAP)
     assert [d for d, _ in first] == ["dlv_a0", "dlv_a1", "dlv_b0"]
     # Another worker: the endpoint's cap counts every worker's attempts.
-    assert _deliveries(client).take(limit=10, endpoint_cap=2) == []
+    assert _deliveries(client).take(limit=10, endpoint_cap=2, key_cap=KEY_CAP) == []
     started = deliveries.begin(*first[0])
     assert started is not None
     done = Attempt("delivered", "delivered", 200, started.now_s, 0.1)
     assert client.zrange(keys.webhooks_waiting("wh_a"), 0, -1) == ["dlv_a2"]
     assert deliveries.finish(*first[0], done)  # its slot goes to the one waiting
-    assert [d for d, _ in _deliveries(client).take(10, 2)] == ["dlv_a2"]
+    assert [d for d, _ in _deliveries(client).take(10, 2, KEY_CAP)] == ["dlv_a2"]
     assert client.exists(keys.webhooks_waiting("wh_a"), keys.webhooks_waiting()) == 0
 
 
@@ -153,11 +157,11 @@ def test_a_lost_worker_s_slot_at_a_capped_endpoint_frees_up_when_its_hold_runs_o
     deliveries = _deliveries(client)
     for n in range(3):
         _add(deliveries, f"dlv_{n}", "wh_1")
-    [first] = deliveries.take(10, endpoint_cap=1)
+    [first] = deliveries.take(10, endpoint_cap=1, key_cap=KEY_CAP)
     assert deliveries.begin(*first) is not None
-    assert deliveries.take(10, 1) == []  # the other two wait for the endpoint's slot
+    assert deliveries.take(10, 1, KEY_CAP) == []  # the other two wait for the endpoint's slot
     _run_out_holds(client)  # the worker was lost mid-attempt
-    [again] = deliveries.take(10, 1)  # the lost one first: due since its hold ran out
+    [again] = deliveries.take(10, 1, KEY_CAP)  # the lost one first: due since its hold ran out
     assert (first[0], again[0]) == ("dlv_0", "dlv_0") and again[1] != first[1]
     assert client.zrange(keys.webhooks_waiting("wh_1"), 0, -1) == ["dlv_1", "dlv_2"]
 
@@ -167,13 +171,13 @@ def test_a_delivery_is_taken_again_only_once_its_hold_runs_out_and_the_lost_atte
 ) -> None:
     deliveries = _deliveries(client)
     _add(deliveries, "dlv_1", "wh_1")
-    [(dlv, token)] = deliveries.take(10, 2)
+    [(dlv, token)] = deliveries.take(10, 2, KEY_CAP)
     assert deliveries.begin(dlv, token) is not None
-    assert deliveries.renew([(dlv, token)]) == 1
-    assert deliveries.take(10, 2) == []  # held while its attempt runs
+    assert deliveries.renew([(dlv, token)]) == {dlv}
+    assert deliveries.take(10, 2, KEY_CAP) == []  # held while its attempt runs
     _run_out_holds(client)  # the worker was lost: it renews no more
-    [(again, second)] = deliveries.take(10, 2)
-    assert (again, deliveries.renew([(dlv, token)])) == (dlv, 0)
+    [(again, second)] = deliveries.take(10, 2, KEY_CAP)
+    assert (again, deliveries.renew([(dlv, token)])) == (dlv, set())
     assert deliveries.begin(dlv, token) is None  # the lost worker's token is stale
     started = deliveries.begin(again, second)
     assert started is not None
@@ -191,10 +195,10 @@ def test_a_delivery_whose_attempts_all_were_lost_fails_after_the_last(
     deliveries = _deliveries(client)
     _add(deliveries, "dlv_1", "wh_1")
     for _ in range(MAX_ATTEMPTS):
-        [taken] = deliveries.take(10, 2)
+        [taken] = deliveries.take(10, 2, KEY_CAP)
         assert deliveries.begin(*taken) is not None
         _run_out_holds(client)
-    [taken] = deliveries.take(10, 2)
+    [taken] = deliveries.take(10, 2, KEY_CAP)
     assert deliveries.begin(*taken) is None
     record = deliveries.get("dlv_1") or {}
     assert record["status"] == "failed" and client.zscore(keys.webhooks_due(), "dlv_1") is None

@@ -1,7 +1,8 @@
 """Webhook deliveries under receivers that trickle their answer a byte at a time: each attempt
 ends at its deadline, a delivery is never attempted twice at once, attempts run in each
-worker's delivery pool (never in a job's slot), one endpoint cannot take that pool, and a
-running attempt shows in the log, /v1/queue and the metrics. Real webs and workers, each test
+worker's delivery pool (never in a job's slot), neither one endpoint nor one key can take that
+pool, a running attempt shows in the log, /v1/queue and the metrics, and deleting its endpoint
+cuts it and leaves none of the endpoint's deliveries. Real webs and workers, each test
 on a Redis of its own."""
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from jsonschema import Draft202012Validator
 from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT202012
 
+from chatq import keys
 from tests.conftest import Stack, start_stack
 from tests.procs import ALICE_KEY, BOB_KEY, wait_until
 from tests.webhook_receiver import Answer, Receiver
@@ -41,17 +43,17 @@ def _job(stack: Stack, hook: str | None, key: str = ALICE_KEY, wait_s: int = 30)
     return answer.json()
 
 
-def _log(stack: Stack, endpoint_id: str) -> list[dict[str, Any]]:
+def _log(stack: Stack, endpoint_id: str, key: str = ALICE_KEY) -> list[dict[str, Any]]:
     url = f"{stack.url}/v1/webhooks/{endpoint_id}/deliveries"
-    answer = stack.session().get(url, timeout=10)
+    answer = stack.session(key).get(url, timeout=10)
     assert answer.status_code == 200, answer.text
     data: list[dict[str, Any]] = answer.json()["data"]
     return data
 
 
-def _settled(stack: Stack, endpoint_id: str) -> dict[str, Any]:
+def _settled(stack: Stack, endpoint_id: str, key: str = ALICE_KEY) -> dict[str, Any]:
     def ended() -> dict[str, Any] | None:
-        log = _log(stack, endpoint_id)
+        log = _log(stack, endpoint_id, key)
         return log[0] if log and log[0]["status"] != "pending" else None
 
     found: dict[str, Any] = wait_until(ended, 60, "the delivery ended", every_s=0.2)
@@ -194,3 +196,67 @@ def test_a_tenant_s_trickling_receivers_cannot_stop_another_tenant_s_job(
     finally:
         stack.stop()
     assert figures["in_flight"] == 2 and figures["due"] + figures["scheduled"] == 4
+
+
+def test_a_key_at_its_cap_leaves_the_delivery_slots_to_another_key(
+    fakellm: str, own_redis_url: str, receiver: Receiver
+) -> None:
+    receiver.plan("/alice0", Answer(trickle=True))
+    receiver.plan("/alice1", Answer(trickle=True))
+    stack = start_stack(
+        own_redis_url,
+        fakellm,
+        workers=2,
+        CHATQ_WEBHOOK_TIMEOUT="120",
+        CHATQ_WEBHOOK_CONCURRENCY="1",
+        CHATQ_WEBHOOK_KEY_CONCURRENCY="1",
+    )
+    try:
+        first, second = (_endpoint(stack, receiver.url(f"/alice{n}")) for n in range(2))
+        bobs = _endpoint(stack, receiver.url("/bob"), key=BOB_KEY)
+        _job(stack, first)
+        receiver.wait_for("/alice0", 1)  # one worker's slot, and alice's one
+        _job(stack, second)
+
+        def placed() -> bool:  # attempted in the other worker's slot, or set aside
+            return bool(receiver.at("/alice1") or stack.redis.exists(keys.webhooks_key_waiting()))
+
+        wait_until(placed, 30, "alice's second delivery placed")
+        _job(stack, bobs, key=BOB_KEY)
+        delivered = _settled(stack, bobs, key=BOB_KEY)
+        [waiting] = _log(stack, second)
+        reached = len(receiver.at("/alice1"))
+        receiver.release.set()
+    finally:
+        stack.stop()
+    assert [a["outcome"] for a in delivered["attempts"]] == ["delivered"]
+    assert (reached, waiting["status"], waiting["attempts"]) == (0, "pending", [])
+
+
+def test_deleting_an_endpoint_cuts_its_running_attempt_and_leaves_none_of_its_deliveries(
+    fakellm: str, own_redis_url: str, receiver: Receiver
+) -> None:
+    receiver.plan("/gone", Answer(trickle=True))
+    stack = start_stack(own_redis_url, fakellm, CHATQ_WEBHOOK_TIMEOUT="120")
+    try:
+        gone = _endpoint(stack, receiver.url("/gone"))
+        _job(stack, gone)
+        receiver.wait_for("/gone", 1)
+        [delivery] = _log(stack, gone)
+        answer = stack.session().delete(f"{stack.url}/v1/webhooks/{gone}", timeout=10)
+        assert answer.status_code == 200, answer.text
+        wait_until(lambda: receiver.open_now["/gone"] == 0, 30, "the attempt cut")
+        left = [k for k in stack.redis.scan_iter() if gone in k or delivery["id"] in k]
+        held = [
+            stack.redis.zscore(k, delivery["id"])
+            for k in (keys.webhooks_due(), keys.webhooks_running())
+        ]
+        after = _endpoint(stack, receiver.url("/after"))
+        _job(stack, after)
+        delivered = _settled(stack, after)  # the worker goes on
+        worker_log = stack.procs[0].log_text()
+    finally:
+        stack.stop()
+    assert (left, held) == ([], [None, None])
+    assert [a["outcome"] for a in delivered["attempts"]] == ["delivered"]
+    assert "Traceback" not in worker_log and "not recorded" not in worker_log

@@ -157,7 +157,7 @@ def get_endpoint(endpoint_id: str) -> Response:
 
 @bp.delete("/<endpoint_id>")
 def delete_endpoint(endpoint_id: str) -> Response:
-    """Delete an endpoint made through the API, and its delivery log."""
+    """Delete an endpoint made through the API, and its deliveries (an attempt running ends)."""
     _svc, hooks, owner = _caller()
     endpoint = _owned(hooks, owner, endpoint_id)
     _made_here(endpoint)
@@ -227,5 +227,5 @@ def replay_delivery(endpoint_id: str, delivery_id: str) -> Response:
     replay_id = new_delivery_id()
     svc.admission.charge_request(owner, replay_id)
     # Due now in Redis: a worker's delivery pool takes it within a second.
-    hooks.deliveries.add(replay_id, endpoint.id, Event.parse(record["body"]), replay_of=delivery_id)
+    hooks.deliveries.add(replay_id, endpoint, Event.parse(record["body"]), replay_of=delivery_id)
     return json_response(public_view(hooks.deliveries.get(replay_id) or {"id": replay_id}))

@@ -108,7 +108,7 @@ def announce(ctx: WorkerContext, ended: Ended) -> None:
     event = event_for(record, ended.status)
     h = hooks(ctx)
     for endpoint in _targets(h.endpoints, record, event.type):
-        if h.deliveries.add(delivery_id(event, endpoint.id), endpoint.id, event):
+        if h.deliveries.add(delivery_id(event, endpoint.id), endpoint, event):
             h.due.set()
 
 

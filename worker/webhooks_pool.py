@@ -2,10 +2,12 @@
 once, each in a thread of its own (a greenlet under gevent), never in a job's slot.
 
 A supervisor thread takes due deliveries from Redis for the free slots (at most
-CHATQ_WEBHOOK_ENDPOINT_CONCURRENCY running per endpoint across all workers: the take is one
-Lua step), shuts each attempt's connection when its deadline passes, and renews the holds of
-the attempts still running, so that no other worker takes a delivery while its attempt can
-still run. A worker that dies leaves its deliveries to be taken again once their holds end.
+CHATQ_WEBHOOK_ENDPOINT_CONCURRENCY running per endpoint and CHATQ_WEBHOOK_KEY_CONCURRENCY per
+key across all workers: the take is one Lua step), shuts each attempt's connection when its
+deadline passes, and renews the holds of the attempts still running, so that no other worker
+takes a delivery while its attempt can still run; an attempt whose delivery it no longer holds
+(deleted with its endpoint, or taken over) is cut at once. A worker that dies leaves its
+deliveries to be taken again once their holds end.
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ class DeliveryPool:
         self.ctx = ctx
         self.slots = s.webhook_concurrency
         self.endpoint_cap = s.webhook_endpoint_concurrency
+        self.key_cap = s.webhook_key_concurrency
         self.timeout_s = s.webhook_timeout_s
         self.running: dict[str, Running] = {}
         self._lock = threading.Lock()
@@ -91,11 +94,15 @@ class DeliveryPool:
             if attempt.deadline.at_s <= now_s:
                 attempt.deadline.expire()
         if running and now_s - self._renewed_at >= RENEW_EVERY_S:
-            hooks(self.ctx).deliveries.renew([(dlv, a.token) for dlv, a in running])
+            held = hooks(self.ctx).deliveries.renew([(dlv, a.token) for dlv, a in running])
+            for dlv, attempt in running:
+                if dlv not in held:  # its record says another attempt, or none, runs now
+                    attempt.deadline.expire()
             self._renewed_at = now_s
         free = self.slots - len(running)
         if take and free > 0:
-            for dlv, token in hooks(self.ctx).deliveries.take(free, self.endpoint_cap):
+            taken = hooks(self.ctx).deliveries.take(free, self.endpoint_cap, self.key_cap)
+            for dlv, token in taken:
                 self._start(dlv, token)
 
     def _wait_s(self) -> float:

@@ -44,58 +44,102 @@ end
 
 local function stamp(t) return string.format('%.6f', t) end
 
--- Webhook deliveries whose attempt is running: all of them (webhooks:running) and each
--- endpoint's (webhooks:busy:<endpoint id>), delivery id -> Redis time its hold runs out; a
--- lost worker's drop out when theirs does.
-local function busy_at(endpoint, t)
-  local busy = G .. 'webhooks:busy:' .. endpoint
-  redis.call('ZREMRANGEBYSCORE', busy, '-inf', t)
-  return redis.call('ZCARD', busy)
+-- Webhook deliveries whose attempt is running count at two gates: their endpoint's and their
+-- key's (the endpoint's owner, chatq/webhooks_log.py), each with a cap. A gate has its
+-- deliveries running (`busy`: delivery id -> Redis time its hold runs out; a lost worker's drop
+-- out when theirs does) and those that came due while it had its cap running (`waiting`, by
+-- due time), out of the due set, so that they never stand in front of other gates'; the gate
+-- is in `index` while it has some, by when to look at it again (when its first hold runs out:
+-- a lost worker's slot frees up then). All of them: webhooks:running.
+local ENDPOINTS_WAITING, KEYS_WAITING = G .. 'webhooks:waiting', G .. 'webhooks:keys_waiting'
+local function endpoint_gate(endpoint)
+  return {name = endpoint, busy = G .. 'webhooks:busy:' .. endpoint,
+          waiting = G .. 'webhooks:waiting:' .. endpoint, index = ENDPOINTS_WAITING}
+end
+
+local function key_gate(owner)
+  return {name = owner, busy = G .. 'webhooks:key_busy:' .. owner,
+          waiting = G .. 'webhooks:key_waiting:' .. owner, index = KEYS_WAITING}
+end
+
+-- A delivery's gates: its endpoint's, and its key's (a record made before deliveries carried
+-- their key has none).
+local function gates_of(endpoint, owner)
+  if owner and owner ~= '' then return {endpoint_gate(endpoint), key_gate(owner)} end
+  return {endpoint_gate(endpoint)}
+end
+
+local function busy_at(gate, t)
+  redis.call('ZREMRANGEBYSCORE', gate.busy, '-inf', t)
+  return redis.call('ZCARD', gate.busy)
 end
 
 -- Hold a delivery for its worker until `until_t`: due again then, running until then.
-local function hold(id, endpoint, until_t)
-  local busy = G .. 'webhooks:busy:' .. endpoint
+local function hold(id, gates, until_t)
   redis.call('ZADD', G .. 'webhooks:due', until_t, id)
   redis.call('ZADD', G .. 'webhooks:running', until_t, id)
-  redis.call('ZADD', busy, until_t, id)
-  redis.call('EXPIREAT', busy, math.ceil(until_t) + 1)
+  for _, gate in ipairs(gates) do
+    redis.call('ZADD', gate.busy, until_t, id)
+    redis.call('EXPIREAT', gate.busy, math.ceil(until_t) + 1)
+  end
 end
 
--- The deliveries that came due while their endpoint had its cap of attempts running wait in
--- webhooks:waiting:<endpoint id> (by due time), out of the due set, so that they never stand
--- in front of other endpoints'; the endpoint is in webhooks:waiting, by when to look at it
--- again (when its first hold runs out: a lost worker's slot frees up then).
-local function look_again(endpoint, t)
-  local first = redis.call('ZRANGE', G .. 'webhooks:busy:' .. endpoint, 0, 0, 'WITHSCORES')
-  redis.call('ZADD', G .. 'webhooks:waiting', tonumber(first[2]) or t, endpoint)
+local function look_again(gate, t)
+  local first = redis.call('ZRANGE', gate.busy, 0, 0, 'WITHSCORES')
+  redis.call('ZADD', gate.index, tonumber(first[2]) or t, gate.name)
 end
 
-local function wait_for_slot(id, endpoint, due_t, t)
+-- No worker holds a delivery that waits (one whose hold ran out holds it no more).
+local function wait_for_slot(id, gate, due_t, t)
+  redis.call('HSET', G .. 'webhooks:delivery:' .. id, 'token', '')
   redis.call('ZREM', G .. 'webhooks:due', id)
-  redis.call('ZADD', G .. 'webhooks:waiting:' .. endpoint, due_t, id)
-  look_again(endpoint, t)
+  redis.call('ZADD', gate.waiting, due_t, id)
+  look_again(gate, t)
 end
 
--- Up to n of an endpoint's waiting deliveries are due again, first come first.
-local function unpark(endpoint, n, t)
-  local waiting = G .. 'webhooks:waiting:' .. endpoint
+-- Up to n of a gate's waiting deliveries are due again, first come first (the take checks
+-- every gate of each again).
+local function unpark(gate, n, t)
   if n > 0 then
-    local popped = redis.call('ZPOPMIN', waiting, n)
+    local popped = redis.call('ZPOPMIN', gate.waiting, n)
     for i = 1, #popped, 2 do redis.call('ZADD', G .. 'webhooks:due', popped[i + 1], popped[i]) end
   end
-  if redis.call('ZCARD', waiting) == 0 then
-    redis.call('ZREM', G .. 'webhooks:waiting', endpoint)
+  if redis.call('ZCARD', gate.waiting) == 0 then
+    redis.call('ZREM', gate.index, gate.name)
   else
-    look_again(endpoint, t)
+    look_again(gate, t)
   end
 end
 
--- An attempt ended: its slot goes to the endpoint's first waiting delivery, if any.
-local function release(id, endpoint, t)
+-- An attempt ended: its slot at each gate goes to that gate's first waiting delivery, if any.
+local function release(id, gates, t)
   redis.call('ZREM', G .. 'webhooks:running', id)
-  redis.call('ZREM', G .. 'webhooks:busy:' .. endpoint, id)
-  if redis.call('EXISTS', G .. 'webhooks:waiting:' .. endpoint) == 1 then unpark(endpoint, 1, t) end
+  for _, gate in ipairs(gates) do
+    if redis.call('ZREM', gate.busy, id) == 1 and redis.call('EXISTS', gate.waiting) == 1 then
+      unpark(gate, 1, t)
+    end
+  end
+end
+
+-- Every delivery of an endpoint that may still exist (webhooks:deliveries:<endpoint id>): its
+-- id -> Redis time its record's expiry was last set, so that deleting the endpoint finds them
+-- all, those pushed out of its log included (chatq/lua/webhook_forget.lua).
+local function index_delivery(id, endpoint, t, ttl_s)
+  local all = G .. 'webhooks:deliveries:' .. endpoint
+  redis.call('ZADD', all, t, id)
+  redis.call('EXPIRE', all, ttl_s)
+end
+
+-- A delivery is deleted: off the schedule, its gates' waiting sets and its endpoint's log and
+-- index; an attempt of it still running ends unrecorded (its token is gone), its slots free.
+local function drop_delivery(id, endpoint, owner, t)
+  local gates = gates_of(endpoint, owner)
+  redis.call('DEL', G .. 'webhooks:delivery:' .. id)
+  redis.call('ZREM', G .. 'webhooks:due', id)
+  for _, gate in ipairs(gates) do redis.call('ZREM', gate.waiting, id) end
+  redis.call('ZREM', G .. 'webhooks:log:' .. endpoint, id)
+  redis.call('ZREM', G .. 'webhooks:deliveries:' .. endpoint, id)
+  release(id, gates, t)
 end
 
 local function event(id, kind, value, extra)

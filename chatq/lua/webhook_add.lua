@@ -1,18 +1,23 @@
 -- Record a webhook delivery, due at once: the delivery pool of some worker takes it
 -- (webhook_take.lua). Idempotent: a delivery that exists already is left as it is (the relay
--- may repeat).
+-- may repeat). None is made for an endpoint made through the API that is gone (deleted: its
+-- deliveries were deleted with it, webhook_forget.lua).
 --
--- ARGV: delivery id, endpoint id, log ttl_s, then field/value pairs.
--- Answers 1 when written, 0 when the delivery existed.
-local id, endpoint, ttl_s = ARGV[1], ARGV[2], tonumber(ARGV[3])
+-- ARGV: delivery id, endpoint id, its key name (owner), '1' when the endpoint was made through
+-- the API, log ttl_s, then field/value pairs. Answers 1 when written, 0 when not.
+local id, endpoint, owner, made_here = ARGV[1], ARGV[2], ARGV[3], ARGV[4] == '1'
+local ttl_s = tonumber(ARGV[5])
 local key = G .. 'webhooks:delivery:' .. id
 if redis.call('EXISTS', key) == 1 then return 0 end
+if made_here and redis.call('EXISTS', G .. 'webhooks:endpoint:' .. endpoint) == 0 then return 0 end
 
 local t = now()
-redis.call('HSET', key, unpack(ARGV, 4))
-redis.call('HSET', key, 'id', id, 'endpoint', endpoint, 'status', 'pending', 'attempts', '[]',
-           'token', '', 'created_at', stamp(t), 'next_at', stamp(t))
+redis.call('HSET', key, unpack(ARGV, 6))
+redis.call('HSET', key, 'id', id, 'endpoint', endpoint, 'owner', owner, 'status', 'pending',
+           'attempts', '[]', 'token', '', 'created_at', stamp(t), 'next_at', stamp(t))
 redis.call('EXPIRE', key, ttl_s)
+index_delivery(id, endpoint, t, ttl_s)
+redis.call('ZREMRANGEBYSCORE', G .. 'webhooks:deliveries:' .. endpoint, '-inf', t - ttl_s)
 local log = G .. 'webhooks:log:' .. endpoint
 redis.call('ZADD', log, t, id)
 redis.call('ZREMRANGEBYSCORE', log, '-inf', t - ttl_s)
@@ -20,13 +25,9 @@ redis.call('ZREMRANGEBYSCORE', log, '-inf', t - ttl_s)
 -- first delivery still being retried (it ends on its schedule, then expires as any does): so
 -- replays, which a key may make at will, leave at most 1,000 deliveries per endpoint.
 for _, old in ipairs(redis.call('ZRANGE', log, 0, -1001)) do
-  local old_key = G .. 'webhooks:delivery:' .. old
-  local v = redis.call('HMGET', old_key, 'status', 'replay_of')
+  local v = redis.call('HMGET', G .. 'webhooks:delivery:' .. old, 'status', 'replay_of', 'owner')
   if v[1] ~= 'pending' or (v[2] or '') ~= '' then
-    redis.call('DEL', old_key)
-    redis.call('ZREM', G .. 'webhooks:due', old)
-    redis.call('ZREM', G .. 'webhooks:waiting:' .. endpoint, old)
-    release(old, endpoint, t)  -- an attempt of it running ends unrecorded (its token is gone)
+    drop_delivery(old, endpoint, v[3], t)  -- an attempt of it running ends unrecorded
   end
 end
 redis.call('ZREMRANGEBYRANK', log, 0, -1001)

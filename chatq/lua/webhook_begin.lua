@@ -7,7 +7,7 @@
 -- delivery failed now, else {Redis time, field, value, field, value, ...} of the delivery.
 local id, token, hold_s, max_attempts = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
 local key = G .. 'webhooks:delivery:' .. id
-local v = redis.call('HMGET', key, 'token', 'status', 'endpoint', 'attempts')
+local v = redis.call('HMGET', key, 'token', 'status', 'endpoint', 'attempts', 'owner')
 if v[1] ~= token or v[2] ~= 'pending' then return {} end
 
 local t = now()
@@ -21,14 +21,14 @@ if #attempts >= max_attempts then
   redis.call('HSET', key, 'attempts', cjson.encode(attempts), 'status', 'failed', 'token', '',
              'next_at', '')
   redis.call('ZREM', G .. 'webhooks:due', id)
-  release(id, v[3], t)
+  release(id, gates_of(v[3], v[5]), t)
   return {}
 end
 table.insert(attempts, {attempted_at = math.floor(t * 1000 + 0.5) / 1000,
                         outcome = 'in_progress', status_code = cjson.null,
                         duration_s = cjson.null, reason = cjson.null})
 redis.call('HSET', key, 'attempts', cjson.encode(attempts))
-hold(id, v[3], t + hold_s)
+hold(id, gates_of(v[3], v[5]), t + hold_s)
 local answer = redis.call('HGETALL', key)
 table.insert(answer, 1, stamp(t))
 return answer

@@ -9,7 +9,7 @@ local id, token, status, attempt = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local delay_s, ttl_s, disable, reason = tonumber(ARGV[5]), tonumber(ARGV[6]), ARGV[7], ARGV[8]
 local key = G .. 'webhooks:delivery:' .. id
 local due = G .. 'webhooks:due'
-local v = redis.call('HMGET', key, 'token', 'endpoint', 'attempts')
+local v = redis.call('HMGET', key, 'token', 'endpoint', 'attempts', 'owner')
 if v[1] ~= token then return 0 end
 
 local t = now()
@@ -28,7 +28,8 @@ else
   redis.call('HSET', key, 'next_at', '')
   redis.call('ZREM', due, id)
 end
-release(id, v[2], t)
+release(id, gates_of(v[2], v[4]), t)
 redis.call('EXPIRE', key, ttl_s)
+index_delivery(id, v[2], t, ttl_s)
 if disable ~= '' then redis.call('HSET', G .. 'webhooks:disabled', disable, reason) end
 return 1
