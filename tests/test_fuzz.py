@@ -98,12 +98,15 @@ def _unknown_previous_response(f: Finding) -> bool:
 
 
 def _integer_written_as_decimal(f: Finding) -> bool:
-    """An integer field sent as 381.0: JSON Schema's `integer` takes it, OpenAI's API does not."""
-    found = re.search(r'"param":"(\w+)"', f.body)
+    """An integer field sent as 381.0: JSON Schema's `integer` takes it, OpenAI's API does not
+    (`param` may name a nested field: `output_expires_after.seconds`)."""
+    found = re.search(r'"param":"([\w.]+)"', f.body)
     if f.code != "ST202" or f.status != 400 or not found:
         return False
     try:
-        value = json.loads(f.request_body).get(found.group(1))
+        value = json.loads(f.request_body)
+        for name in found.group(1).split("."):
+            value = value.get(name)
     except (ValueError, AttributeError):
         return False
     return isinstance(value, float) and value.is_integer()
