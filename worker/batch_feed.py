@@ -6,6 +6,8 @@ makes each line's job (its id is derived from the batch and the line, and guarde
 so a feeder that died and a successor that feeds the same lines again never make a line's job
 twice), sends its message, and moves the cursor. A crash between making a job and sending its
 message leaves a queued job without one: the sweeper sends it once its lease has run out.
+A line over its key's rate limits stops the feed; it is kept parsed for its retries
+(worker/batch_waiting.py).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from chatq.batch_lines import ERROR, Line, LineError
 from chatq.store_results import CreateKind
 from worker import limits
 from worker.batch_turn import LINES_FED, Turn, lines_from, skip_bits
+from worker.batch_waiting import Cursor, WaitingLine
 from worker.context import WorkerContext
 
 log = logging.getLogger(__name__)
@@ -189,52 +192,77 @@ def _feed_chunk(turn: Turn, size: int) -> tuple[int, bool, bool]:
         or record["status"] != batches.IN_PROGRESS
         or record.get("ending")
     ):
+        turn.waiting.forget(turn.batch_id)
         return 0, False, False
-    line, offset = int(record["feed_line"]), int(record["feed_offset"])
-    taken = turn.read_lines(line, offset, size)
-    skips = skip_bits(turn.redis, turn.batch_id, [number for number, _, _ in taken])
-    fed, (new_line, new_offset), waits = _feed_lines(turn, taken, skips, (line, offset))
-    done = len(taken) < size and not waits
+    start = (int(record["feed_line"]), int(record["feed_offset"]))
+    fed, (new_line, new_offset), waits, taken = _feed_from(turn, start, size)
+    done = taken < size and not waits
     moved = turn.batches.fed(
         turn.batch_id,
         turn.token,
-        old_line=line,
+        old_line=start[0],
         new_line=new_line,
         offset=new_offset,
         lines=fed,
         done=done,
     )
     if not moved:
+        turn.waiting.forget(turn.batch_id)
         return 0, False, False
     return fed, not done and not waits, waits
 
 
+def _feed_from(turn: Turn, start: Cursor, size: int) -> tuple[int, Cursor, bool, int]:
+    """Feed up to `size` lines from `start`, first the line kept as waiting there, if one is:
+    (lines fed, the cursor to go on from, whether a line waits, lines taken)."""
+    kept = turn.waiting.recall(turn.batch_id, start)
+    if kept is None:
+        taken = turn.read_lines(*start, size)
+        return (*_feed_lines(turn, taken, start), len(taken))
+    outcome = feed_parsed(turn, kept.line)
+    if outcome == WAIT:  # nothing read, nothing parsed
+        return 0, start, True, 1
+    turn.waiting.forget(turn.batch_id)
+    taken = turn.read_lines(*kept.after, size - 1) if size > 1 else []
+    fed, resume, waits = _feed_lines(turn, taken, kept.after)
+    return outcome + fed, resume, waits, 1 + len(taken)
+
+
 def _feed_lines(
-    turn: Turn, taken: list[tuple[int, bytes, int]], skips: list[bool], start: tuple[int, int]
-) -> tuple[int, tuple[int, int], bool]:
-    """Feed the lines read: (lines fed, the line and offset to go on from, whether a line
-    waits for its key's rate limits: then it and those after it stay in the file)."""
+    turn: Turn, taken: list[tuple[int, bytes, int]], start: Cursor
+) -> tuple[int, Cursor, bool]:
+    """Feed the lines read: (lines fed, the cursor to go on from, whether a line waits for
+    its key's rate limits: then it and those after it stay in the file, and it is kept)."""
+    skips = skip_bits(turn.redis, turn.batch_id, [number for number, _, _ in taken])
     fed, resume = 0, start
     for (number, raw, end), skip in zip(taken, skips, strict=True):
-        outcome = 0 if skip else feed_line(turn, number, raw)
-        if outcome == WAIT:
-            return fed, resume, True
-        fed += outcome
+        if not skip:
+            parsed = batch_lines.parse_line(raw, number, turn.record["endpoint"], turn.ctx.settings)
+            outcome = feed_parsed(turn, parsed)
+            if outcome == WAIT and isinstance(parsed, Line):
+                turn.waiting.keep(turn.batch_id, WaitingLine(resume, parsed, (number + 1, end)))
+                return fed, resume, True
+            fed += outcome
         resume = (number + 1, end)
     return fed, resume, False
 
 
-# feed_line's answer for a line over its key's rate limits: it is fed on a later turn.
+# feed_parsed's answer for a line over its key's rate limits: it is fed on a later turn.
 WAIT = -1
 
 
 def feed_line(turn: Turn, number: int, raw: bytes) -> int:
+    """Parse one line and feed it (feed_parsed)."""
+    parsed = batch_lines.parse_line(raw, number, turn.record["endpoint"], turn.ctx.settings)
+    return feed_parsed(turn, parsed)
+
+
+def feed_parsed(turn: Turn, parsed: Line | LineError) -> int:
     """Make the job of one valid line: 1 when it has one now (made here or before), 0 when
     the line cannot run after all (checked under other settings, or over its key's token
     budget: then it is an error line), WAIT when over its key's rate limits for now."""
-    parsed = batch_lines.parse_line(raw, number, turn.record["endpoint"], turn.ctx.settings)
     if not isinstance(parsed, LineError):
-        job_id = batch_lines.line_job_id(turn.batch_id, number)
+        job_id = batch_lines.line_job_id(turn.batch_id, parsed.number)
         admission = limits.admit_line(turn.ctx, turn.record["owner"], job_id, parsed.request)
         if admission.wait:
             return WAIT
@@ -242,10 +270,10 @@ def feed_line(turn: Turn, number: int, raw: bytes) -> int:
             line = replace(parsed, fields=parsed.fields | admission.record_fields)
             make_job(turn, line, admission.charged)
             return 1
-        parsed = LineError(number, admission.code, admission.message, None, parsed.custom_id)
+        parsed = LineError(parsed.number, admission.code, admission.message, None, parsed.custom_id)
     turn.batches.account(
         turn.batch_id,
-        number,
+        parsed.number,
         ERROR,
         batch_lines.invalid_line(turn.batch_id, parsed),
         "failed",
