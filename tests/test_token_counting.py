@@ -26,8 +26,9 @@ from scripts.localredis import LocalRedis
 from tests.batchkit import CHAT, jsonl, request_line
 from tests.conftest import Stack, start_stack
 from tests.procs import ALICE_KEY, python_output, wait_until
-from worker.batch_feed import feed, validate
+from worker.batch_feed import feed
 from worker.batch_turn import Turn
+from worker.batch_validate import validate
 from worker.batches import BatchLoop
 from worker.context import WorkerContext, _build
 

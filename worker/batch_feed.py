@@ -1,4 +1,5 @@
-"""Validating a batch's input file, and feeding its lines into the `batch` lane at a bounded rate.
+"""Feeding a batch's lines into the `batch` lane at a bounded rate (once validated:
+worker/batch_validate.py).
 
 Lines wait in the input file: the batch's record holds a cursor (line number and byte
 offset) up to which every valid line has its job. The lease holder reads on from the cursor,
@@ -12,7 +13,6 @@ A line over its key's rate limits stops the feed; it is kept parsed for its retr
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import time
 from dataclasses import replace
@@ -21,119 +21,15 @@ from chatq import batch_lines, batches, celery_app, jobs, keys, queue_stats
 from chatq.batch_lines import ERROR, Line, LineError
 from chatq.store_results import CreateKind
 from worker import limits
-from worker.batch_turn import LINES_FED, Turn, lines_from, skip_bits
+from worker.batch_turn import LINES_FED, Turn, skip_bits
 from worker.batch_waiting import Cursor, WaitingLine
 from worker.context import WorkerContext
 
 log = logging.getLogger(__name__)
 FEED_CHUNK = 100
-YIELD_EVERY_LINES = 200
-INVALID_FLUSH = 200
-MAX_ERRORS_SHOWN = 100
 # How long a batch whose line waits for its key's rate limits gets no share of the room:
 # other batches feed meanwhile, and the line is tried again (a tick or two later).
 WAIT_HINT_S = 1.0
-
-
-class _Findings:
-    """What validation has found so far."""
-
-    def __init__(self) -> None:
-        self.total = 0
-        self.invalid = 0
-        self.model = ""
-        self.errors: list[dict[str, object]] = []
-        self.pending: list[LineError] = []
-        self.blank: list[int] = []
-        self.seen: set[bytes] = set()
-
-    def check(self, parsed: Line | LineError) -> Line | LineError:
-        """The line, or its error; a custom_id seen before is one."""
-        if isinstance(parsed, LineError):
-            return parsed
-        digest = hashlib.blake2b(parsed.custom_id.encode(), digest_size=16).digest()
-        if digest in self.seen:
-            return LineError(
-                parsed.number,
-                "duplicate_custom_id",
-                f"`custom_id` {parsed.custom_id[:80]!r} is used by an earlier line.",
-                "custom_id",
-                parsed.custom_id,
-            )
-        self.seen.add(digest)
-        self.model = self.model or str(parsed.request.get("model") or "")
-        return parsed
-
-
-def _mark_invalid(turn: Turn, errors: list[LineError], blank: list[int]) -> None:
-    """Set the bits of lines not to run; account each invalid one as an error line."""
-    pipe = turn.redis.pipeline(transaction=False)
-    for number in [e.number for e in errors] + blank:
-        pipe.setbit(keys.batch_invalid(turn.batch_id), number, 1)
-    pipe.execute()
-    for error in errors:
-        turn.batches.account(
-            turn.batch_id,
-            error.number,
-            ERROR,
-            batch_lines.invalid_line(turn.batch_id, error),
-            "failed",
-        )
-
-
-def _note(found: _Findings, turn: Turn, parsed: Line | LineError) -> None:
-    found.total += 1
-    checked = found.check(parsed)
-    if isinstance(checked, LineError):
-        found.invalid += 1
-        found.pending.append(checked)
-        if len(found.errors) < MAX_ERRORS_SHOWN:
-            found.errors.append(checked.batch_error())
-    if len(found.pending) + len(found.blank) >= INVALID_FLUSH:
-        _mark_invalid(turn, found.pending, found.blank)
-        found.pending, found.blank = [], []
-
-
-def validate(turn: Turn) -> None:
-    """Read the whole input file once; record its invalid lines and start the batch running."""
-    record, s = turn.record, turn.ctx.settings
-    found = _Findings()
-    previous = 0
-    with turn.storage.open(record["input_file_id"]) as handle:
-        for number, raw, _ in lines_from(handle, 0, 1, s.max_body_bytes):
-            # Blank lines are no requests: marked so that the feeder's scans pass them by.
-            found.blank += range(previous + 1, number)
-            previous = number
-            _note(found, turn, batch_lines.parse_line(raw, number, record["endpoint"], s))
-            if found.total % YIELD_EVERY_LINES == 0:
-                time.sleep(0)  # let the worker's other greenlets run: this is all CPU
-                if not turn.keep_lease():
-                    return
-    _mark_invalid(turn, found.pending, found.blank)
-    if found.total == 0:
-        found.errors = [
-            {
-                "code": "empty_file",
-                "message": "The input file has no request.",
-                "param": None,
-                "line": None,
-            }
-        ]
-    status = turn.batches.validated(
-        turn.batch_id,
-        turn.token,
-        total=found.total,
-        invalid=found.invalid,
-        errors=found.errors,
-        model=found.model,
-    )
-    log.info(
-        "batch %s validated: %d lines, %d invalid; %s",
-        turn.batch_id,
-        found.total,
-        found.invalid,
-        status,
-    )
 
 
 def make_job(turn: Turn, line: Line, charged: bool = False) -> bool:

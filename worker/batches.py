@@ -28,10 +28,11 @@ from chatq.files_meta import FileIndex
 from chatq.outbox import Ended
 from chatq.redis_conn import is_backend_error
 from worker import batch_share, relay
-from worker.batch_feed import FEED_CHUNK, feed, validate
+from worker.batch_feed import FEED_CHUNK, feed
 from worker.batch_finalize import finalize
 from worker.batch_settle import settle, skip_unfed
 from worker.batch_turn import Turn, account_job
+from worker.batch_validate import validate
 from worker.batch_waiting import WaitingLines
 from worker.context import WorkerContext
 
