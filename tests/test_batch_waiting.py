@@ -6,15 +6,15 @@ from __future__ import annotations
 import json
 
 from chatq.batch_lines import Line
-from worker.batch_waiting import WaitingLine, WaitingLines, held_bytes
+from worker.batch_waiting import LineJob, WaitingLine, WaitingLines
 
 MIB = 1024 * 1024
 
 
 def _waiting(number: int, content: str) -> WaitingLine:
     request = {"model": "fake", "messages": [{"role": "user", "content": content}]}
-    line = Line(number, f"l{number}", request)
-    return WaitingLine((number, 100 * number), line, (number + 1, 100 * (number + 1)))
+    line = LineJob.of(Line(number, f"l{number}", request))
+    return WaitingLine((number, 100 * number), line, (number + 1, 100 * (number + 1)), 10, 5)
 
 
 def test_a_line_over_the_count_is_not_kept_and_pushes_none_out() -> None:
@@ -46,9 +46,10 @@ def test_a_line_kept_at_another_cursor_is_forgotten() -> None:
     assert len(memory) == 0 and memory.bytes == 0
 
 
-def test_many_small_values_are_counted_at_what_they_hold_not_their_text() -> None:
+def test_a_line_is_kept_at_about_its_size_as_json_whatever_its_shape() -> None:
     # 30,000 one-word messages: about 1 MB of JSON, several times that as Python objects.
     messages = [{"role": "user", "content": f"m{i}"} for i in range(30_000)]
-    text_bytes = len(json.dumps(messages))
-    assert held_bytes(messages, 100 * MIB) > 4 * text_bytes
-    assert held_bytes(messages, MIB) < 2 * MIB  # the count stops past its limit
+    request = {"model": "fake", "messages": messages}
+    line = LineJob.of(Line(1, "l1", request, {"api": "responses"}))
+    assert json.loads(line.request_json) == request
+    assert len(line.request_json) < line.size_bytes < len(line.request_json) + 2048

@@ -22,7 +22,7 @@ from chatq.batch_lines import ERROR, Line, LineError
 from chatq.store_results import CreateKind
 from worker import limits
 from worker.batch_turn import LINES_FED, Turn, skip_bits
-from worker.batch_waiting import Cursor, WaitingLine
+from worker.batch_waiting import Cursor, LineJob, WaitingLine
 from worker.context import WorkerContext
 
 log = logging.getLogger(__name__)
@@ -32,7 +32,7 @@ FEED_CHUNK = 100
 WAIT_HINT_S = 1.0
 
 
-def make_job(turn: Turn, line: Line, charged: bool = False) -> bool:
+def make_job(turn: Turn, line: LineJob, charged: bool = False) -> bool:
     """Make (once) and enqueue the job of one line; whether this call made it. `charged`:
     its key's limits were charged for it just now (released if it had its job already)."""
     ctx, owner = turn.ctx, turn.record["owner"]
@@ -53,16 +53,14 @@ def make_job(turn: Turn, line: Line, charged: bool = False) -> bool:
     return True
 
 
-def _line_record(turn: Turn, line: Line, job_id: str) -> dict[str, str]:
+def _line_record(turn: Turn, line: LineJob, job_id: str) -> dict[str, str]:
     """The job record of one line: a `batch` job that announces its end to its batch."""
-    request = line.request
-    record = jobs.new_record(
-        job_id, turn.record["owner"], request["model"], "batch", request, time.time()
-    )
+    record = jobs.new_record(job_id, turn.record["owner"], line.model, "batch", {}, time.time())
     return (
         record
         | line.fields
         | {
+            "request": line.request_json,  # written once, when the line was first admitted
             "announce": "1",
             "batch": turn.batch_id,
             "batch_line": str(line.number),
@@ -115,7 +113,7 @@ def _feed_from(turn: Turn, start: Cursor, size: int) -> tuple[int, Cursor, bool,
     if kept is None:
         taken = turn.read_lines(*start, size)
         return (*_feed_lines(turn, taken, start), len(taken))
-    outcome = feed_parsed(turn, kept.line)
+    outcome = _feed_kept(turn, kept)
     if outcome == WAIT:  # nothing read, nothing parsed
         return 0, start, True, 1
     turn.waiting.forget(turn.batch_id)
@@ -134,44 +132,69 @@ def _feed_lines(
     for (number, raw, end), skip in zip(taken, skips, strict=True):
         if not skip:
             parsed = batch_lines.parse_line(raw, number, turn.record["endpoint"], turn.ctx.settings)
-            outcome = feed_parsed(turn, parsed)
-            if outcome == WAIT and isinstance(parsed, Line):
-                turn.waiting.keep(turn.batch_id, WaitingLine(resume, parsed, (number + 1, end)))
+            outcome = _feed_parsed(turn, parsed, (resume, (number + 1, end)))
+            if outcome == WAIT:
                 return fed, resume, True
             fed += outcome
         resume = (number + 1, end)
     return fed, resume, False
 
 
-# feed_parsed's answer for a line over its key's rate limits: it is fed on a later turn.
+# A feed's answer for a line over its key's rate limits: it is fed on a later turn.
 WAIT = -1
 
 
 def feed_line(turn: Turn, number: int, raw: bytes) -> int:
-    """Parse one line and feed it (feed_parsed)."""
+    """Parse one line and feed it (_feed_parsed; a line that waits is not kept)."""
     parsed = batch_lines.parse_line(raw, number, turn.record["endpoint"], turn.ctx.settings)
-    return feed_parsed(turn, parsed)
+    return _feed_parsed(turn, parsed)
 
 
-def feed_parsed(turn: Turn, parsed: Line | LineError) -> int:
+def _feed_parsed(
+    turn: Turn, parsed: Line | LineError, cursors: tuple[Cursor, Cursor] | None = None
+) -> int:
     """Make the job of one valid line: 1 when it has one now (made here or before), 0 when
     the line cannot run after all (checked under other settings, or over its key's token
-    budget: then it is an error line), WAIT when over its key's rate limits for now."""
-    if not isinstance(parsed, LineError):
-        job_id = batch_lines.line_job_id(turn.batch_id, parsed.number)
-        admission = limits.admit_line(turn.ctx, turn.record["owner"], job_id, parsed.request)
-        if admission.wait:
-            return WAIT
-        if admission.go:
-            line = replace(parsed, fields=parsed.fields | admission.record_fields)
-            make_job(turn, line, admission.charged)
-            return 1
-        parsed = LineError(parsed.number, admission.code, admission.message, None, parsed.custom_id)
+    budget: then it is an error line), WAIT when over its key's rate limits for now: then
+    it is kept, with the `cursors` before and after it, for its retries (_feed_kept)."""
+    if isinstance(parsed, LineError):
+        return _error_line(turn, parsed)
+    job_id = batch_lines.line_job_id(turn.batch_id, parsed.number)
+    admission = limits.admit_line(turn.ctx, turn.record["owner"], job_id, parsed.request)
+    if admission.wait:
+        if cursors:
+            line, cost, tokens = LineJob.of(parsed), admission.cost, admission.prompt_tokens
+            waiting = WaitingLine(cursors[0], line, cursors[1], cost, tokens or 0)
+            turn.waiting.keep(turn.batch_id, waiting)
+        return WAIT
+    return _admitted(turn, parsed, admission)
+
+
+def _feed_kept(turn: Turn, kept: WaitingLine) -> int:
+    """_feed_parsed for the line kept as waiting at the cursor: neither read nor parsed."""
+    job_id = batch_lines.line_job_id(turn.batch_id, kept.line.number)
+    owner = turn.record["owner"]
+    admission = limits.admit_counted(turn.ctx, owner, job_id, kept.cost, kept.prompt_tokens)
+    return WAIT if admission.wait else _admitted(turn, kept.line, admission)
+
+
+def _admitted(turn: Turn, line: Line | LineJob, admission: limits.LineAdmission) -> int:
+    """The line's job made (1), or its error line when its key's limits refuse it (0)."""
+    if not admission.go:
+        code, message = admission.code, admission.message
+        return _error_line(turn, LineError(line.number, code, message, None, line.custom_id))
+    job = line if isinstance(line, LineJob) else LineJob.of(line)
+    make_job(turn, replace(job, fields=job.fields | admission.record_fields), admission.charged)
+    return 1
+
+
+def _error_line(turn: Turn, error: LineError) -> int:
+    """Account a line that cannot run as an error line; 0 lines fed."""
     turn.batches.account(
         turn.batch_id,
-        parsed.number,
+        error.number,
         ERROR,
-        batch_lines.invalid_line(turn.batch_id, parsed),
+        batch_lines.invalid_line(turn.batch_id, error),
         "failed",
         skipped=True,
     )

@@ -1,18 +1,20 @@
-"""The batch lines that wait for their keys' rate limits, kept parsed until they are fed.
+"""The batch lines that wait for their keys' rate limits, kept until they are fed.
 
 A line over its key's minute limits stops its batch's feed, and the batch tries it again on
 a later turn (about once a second) until it passes. Each batch has at most one such line,
-at its cursor. The batch loop keeps it here, parsed and checked, with the cursor before and
-after it: a retry neither reads the line nor parses it again, and reads nothing at all when
-the line waits once more. A line is forgotten when it is fed, when its batch stops feeding
-(cancelled, expired, ended) and when another worker holds the batch's lease; a worker that
-takes the batch over parses it once more.
+at its cursor. The batch loop keeps it here as its job will hold it (its request as JSON,
+made once) with what its key's limits charge it and the cursor before and after it: a retry
+neither reads the line nor parses it again, and reads nothing at all when the line waits
+once more. A line is forgotten when it is fed, when its batch stops feeding (cancelled,
+expired, ended) and when another worker holds the batch's lease; a worker that takes the
+batch over parses it once more.
 """
 
 from __future__ import annotations
 
+import json
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from chatq.batch_lines import Line
 
@@ -21,36 +23,57 @@ from chatq.batch_lines import Line
 # room, lose every line before its retry. So a line that does not fit is not kept (it is
 # parsed on each retry, as if there were no memory), and the kept ones stay until fed.
 # MAX_BYTES holds one key's CHATQ_BATCH_MAX_ACTIVE_PER_KEY (100) batches each waiting on a
-# line of the default CHATQ_MAX_BODY_BYTES (1 MiB) of text: about as much as the process
-# holds anyway while it feeds a chunk of such lines. MAX_LINES bounds the small ones.
+# line of the default CHATQ_MAX_BODY_BYTES (1 MiB): a line is kept as JSON text, about its
+# size in the file whatever its shape (parsed, 1 MB of short messages takes 8 to 10 MB).
+# MAX_LINES bounds the small ones.
 MAX_LINES = 1_000
 MAX_BYTES = 128 * 1024 * 1024
+LINE_OVERHEAD_BYTES = 1024  # the objects around a kept line's strings
 
 Cursor = tuple[int, int]  # a line number and the byte offset where that line starts
 
 
 @dataclass(frozen=True)
+class LineJob:
+    """A valid line as its job holds it: its request as JSON and its record's extra fields."""
+
+    number: int
+    custom_id: str
+    model: str
+    request_json: str
+    fields: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, line: Line) -> LineJob:
+        """The job form of a parsed line (its request written as jobs.new_record writes it)."""
+        request_json = json.dumps(line.request, separators=(",", ":"))
+        return cls(
+            line.number, line.custom_id, str(line.request["model"]), request_json, line.fields
+        )
+
+    @property
+    def size_bytes(self) -> int:
+        """What the line takes in memory, its strings counted as sys.getsizeof counts them."""
+        strings = [
+            self.custom_id,
+            self.model,
+            self.request_json,
+            *self.fields,
+            *self.fields.values(),
+        ]
+        return LINE_OVERHEAD_BYTES + sum(sys.getsizeof(s) for s in strings)
+
+
+@dataclass(frozen=True)
 class WaitingLine:
-    """A line that waits: the batch's cursor when it waited, the line, the cursor past it."""
+    """A line that waits: the batch's cursor when it waited, the line, the cursor past it,
+    and what its key's limits charge it (limits.admit_counted)."""
 
     at: Cursor
-    line: Line
+    line: LineJob
     after: Cursor
-
-
-def held_bytes(value: object, limit: int) -> int:
-    """What `value` and everything in it take in memory, as sys.getsizeof counts them (an
-    object met twice counts twice); the count stops once it is over `limit`."""
-    total, stack = 0, [value]
-    while stack and total <= limit:
-        item = stack.pop()
-        total += sys.getsizeof(item)
-        if isinstance(item, dict):
-            stack.extend(item.keys())
-            stack.extend(item.values())
-        elif isinstance(item, list | tuple):
-            stack.extend(item)
-    return total
+    cost: int
+    prompt_tokens: int
 
 
 class WaitingLines:
@@ -68,12 +91,8 @@ class WaitingLines:
     def keep(self, batch_id: str, waiting: WaitingLine) -> bool:
         """Keep the line that waits at the batch's cursor, if it fits; whether it is kept."""
         self.forget(batch_id)
-        if len(self._lines) >= self.max_lines:
-            return False
-        room = self.max_bytes - self.bytes
-        line = waiting.line
-        size = held_bytes((line.request, line.fields, line.custom_id), room)
-        if size > room:
+        size = waiting.line.size_bytes
+        if len(self._lines) >= self.max_lines or self.bytes + size > self.max_bytes:
             return False
         self._lines[batch_id] = (waiting, size)
         self.bytes += size
