@@ -5,8 +5,8 @@ batches of alice's each have one line of about 1 MB (`--shape`: one long message
 many short messages); her key's tokens a minute are 2.5 times what the line is charged, held
 while its job runs (fakellm answers after LINE_TTFT_S): two lines run, every other batch's
 line waits for her key's tokens and is tried again about once a second. Idle, then once every
-batch has been tried: the worker's CPU over `--window` seconds, and the latency of bob's
-interactive jobs (one at a time, an instant model, `?wait=10`).
+batch has been tried: the worker's CPU over `--window` seconds (and its RSS at the end), and
+the latency of bob's interactive jobs (one at a time, an instant model, `?wait=10`).
 """
 
 from __future__ import annotations
@@ -17,7 +17,8 @@ from typing import Any
 
 import redis
 
-from bench.batchmany import _probe
+from bench.batchmany import probe
+from bench.procstat import rss_bytes
 from chatq import keys
 from chatq.tokens import charged_tokens, count_prompt_tokens
 from scripts.localredis import LocalRedis
@@ -78,9 +79,11 @@ def run(batches: int, shape: str, window_s: float) -> dict[str, Any]:
     )
     client = redis.Redis.from_url(server.url, decode_responses=True)
     try:
-        idle = _probe(stack, window_s)
+        idle = probe(stack, window_s)
         _start_batches(stack.url, client, batches, shape)
-        busy = _probe(stack, window_s)
+        busy = probe(stack, window_s)
+        worker = next(p for p in stack.procs if p.name == "worker")
+        busy["worker_rss_mib"] = round(rss_bytes(worker.pid) / 2**20)
         fed = sum(int(client.hget(keys.batch(b), "fed") or 0) for b in _active(client))
         shape_of = {"batches": batches, "shape": shape, "tpm": tpm, "fed": fed}
         return shape_of | {"idle": idle, "busy": busy}
