@@ -25,7 +25,7 @@ from tests.procs import BOB_KEY, start_fakellm, wait_until
 LINE_MODEL = "fake:ttft=5"
 
 
-def _probe(stack: Stack, window_s: float) -> dict[str, Any]:
+def probe(stack: Stack, window_s: float) -> dict[str, Any]:
     """The worker's CPU (% of a core) and bob's job latencies over `window_s`."""
     worker = next(p for p in stack.procs if p.name == "worker")
     bob = session(BOB_KEY)
@@ -68,9 +68,9 @@ def run(batches: int, lines: int, window_s: float) -> dict[str, Any]:
         CHATQ_BATCH_MAX_ACTIVE_PER_KEY=str(batches),
     )
     try:
-        idle = _probe(stack, window_s)
+        idle = probe(stack, window_s)
         _start_batches(stack, batches, lines)
-        busy = _probe(stack, window_s)
+        busy = probe(stack, window_s)
         shape = {"batches": batches, "lines": lines, "window_s": window_s}
         return shape | {"idle": idle, "busy": busy}
     finally:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -181,8 +182,29 @@ def _route_error(number: int, line: JSONDict, endpoint: str) -> tuple[str, str, 
     return None
 
 
+class _Tally:
+    """How many lines this process has parsed."""
+
+    def __init__(self) -> None:
+        self.lines = 0
+        self._lock = threading.Lock()
+
+    def add(self) -> None:
+        with self._lock:
+            self.lines += 1
+
+
+_tally = _Tally()
+
+
+def lines_parsed() -> int:
+    """How many input lines this process has parsed (each call of parse_line is one)."""
+    return _tally.lines
+
+
 def parse_line(raw: bytes, number: int, endpoint: str, settings: Settings) -> Line | LineError:
     """The line `number` of an input file, checked for a batch on `endpoint`."""
+    _tally.add()
     line = _envelope(number, raw, settings.max_body_bytes)
     if isinstance(line, LineError):
         return line

@@ -1,10 +1,10 @@
-"""Batches: their record in Redis, OpenAI's batch object, and every step of their life.
+"""Batches: their ids, statuses and record in Redis, OpenAI's batch object, their progress.
 
-Each step is one Lua script (chatq/lua/batch_*.lua), typed here. A batch is `validating`,
-then `in_progress` while the workers' batch loop feeds its lines into the `batch` lane and
-the lines' ends are accounted, `finalizing` while its files are written, and ends
-`completed`, `failed` (no valid line), `cancelled` or `expired`; a client's cancel makes it
-`cancelling` first. The steps the loop takes check that its worker holds the batch's lease.
+A batch is `validating`, then `in_progress` while the workers' batch loop feeds its lines
+into the `batch` lane and the lines' ends are accounted, `finalizing` while its files are
+written, and ends `completed`, `failed` (no valid line), `cancelled` or `expired`; a client's
+cancel makes it `cancelling` first. Each step of its life is one Lua script, typed in
+chatq/batch_store.py.
 """
 
 from __future__ import annotations
@@ -13,12 +13,10 @@ import json
 import re
 import secrets
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any
 
-import redis
-
-from chatq import keys
-from chatq.lua_scripts import register
+from chatq.batch_store import BatchStore as BatchStore
+from chatq.batch_store import Usage as Usage
 
 VALIDATING, IN_PROGRESS, FINALIZING = "validating", "in_progress", "finalizing"
 CANCELLING, COMPLETED, FAILED = "cancelling", "completed", "failed"
@@ -37,9 +35,6 @@ TIMESTAMPS = (
     "cancelled_at",
 )
 BATCH_ID = re.compile(r"^batch_[A-Za-z0-9_-]{16,64}$")
-SCRIPTS = ("create", "cancel", "lease", "account", "validated", "feed", "advance", "finish")
-LIST_CHUNK = 200
-LEASE_CHUNK = 500  # leases taken by one script call: Redis waits on no call for long
 
 
 def new_batch_id() -> str:
@@ -148,171 +143,3 @@ def progress(record: dict[str, str]) -> Progress:
     fed, skipped = _int(record, "fed"), _int(record, "skipped")
     fed_done = done - _int(record, "invalid") - skipped
     return Progress(total, max(0, valid - fed - skipped), max(0, fed - fed_done), done)
-
-
-@dataclass(frozen=True)
-class Usage:
-    """Tokens one line used."""
-
-    input_tokens: int = 0
-    cached_tokens: int = 0
-    output_tokens: int = 0
-    reasoning_tokens: int = 0
-
-
-class BatchStore:
-    """Batches in one Redis; see the module docstring."""
-
-    def __init__(self, client: redis.Redis, ttl_s: int) -> None:
-        self.redis = client
-        self.ttl_s = ttl_s
-        self._scripts = {name: register(client, f"batch_{name}") for name in SCRIPTS}
-
-    def _run(self, name: str, *args: str | int | float) -> Any:
-        # Every key of the batches is in the `{g}` slot: any of them routes the call there.
-        return self._scripts[name](keys=[keys.batches_active()], args=list(args))
-
-    def get(self, batch_id: str) -> dict[str, str] | None:
-        """The batch's record, or None."""
-        record = cast(dict[str, str], self.redis.hgetall(keys.batch(batch_id)))
-        return record or None
-
-    def create(self, record: dict[str, str], window_s: float, max_active: int) -> str:
-        """Write a new batch unless its owner has `max_active` unfinished ones: 'created',
-        'missing' (its file is gone) or 'limit'."""
-        fields = [item for pair in record.items() for item in pair]
-        answer = self._run(
-            "create",
-            record["id"],
-            record["owner"],
-            record["input_file_id"],
-            window_s,
-            max_active,
-            *fields,
-        )
-        return str(answer[0])
-
-    def cancel(self, batch_id: str) -> str:
-        """Ask a running batch to stop; its status now."""
-        return str(self._run("cancel", batch_id))
-
-    def page(self, owner: str, after: str, limit: int) -> tuple[list[dict[str, str]], bool]:
-        """Up to `limit` of `owner`'s batches after `after`, newest first; and whether more."""
-        key = keys.batches_of(owner)
-        start = 0
-        if after:
-            rank = cast(int | None, self.redis.zrevrank(key, after))
-            if rank is None:
-                return [], False
-            start = rank + 1
-        found: list[dict[str, str]] = []
-        while len(found) <= limit:
-            ids = [
-                str(i)
-                for i in cast(
-                    list[Any], self.redis.zrange(key, start, start + LIST_CHUNK - 1, desc=True)
-                )
-            ]
-            if not ids:
-                break
-            start += len(ids)
-            pipe = self.redis.pipeline(transaction=False)
-            for batch_id in ids:
-                pipe.hgetall(keys.batch(batch_id))
-            records = pipe.execute()
-            gone = [i for i, r in zip(ids, records, strict=True) if not r]
-            if gone:  # expired batches leave their owner's list lazily
-                self.redis.zrem(key, *gone)
-            found += [r for r in records if r]
-        return found[:limit], len(found) > limit
-
-    # --- the steps of the workers' batch loop ----------------------------------------
-
-    def lease(self, batch_id: str, token: str, lease_s: float) -> bool:
-        """Take or renew the batch's lease for `token`; whether it holds it."""
-        return self.lease_many([batch_id], token, lease_s)[0]
-
-    def lease_many(self, batch_ids: list[str], token: str, lease_s: float) -> list[bool]:
-        """Take or renew the leases of these batches for `token` (a script call per
-        LEASE_CHUNK); whether it holds each."""
-        held: list[bool] = []
-        for start in range(0, len(batch_ids), LEASE_CHUNK):
-            chunk = batch_ids[start : start + LEASE_CHUNK]
-            held += [bool(h) for h in self._run("lease", token, int(lease_s * 1000), *chunk)]
-        return held
-
-    def account(
-        self,
-        batch_id: str,
-        line: int,
-        kind: str,
-        text: str,
-        outcome: str,
-        usage: Usage | None = None,
-        skipped: bool = False,
-    ) -> bool:
-        """Record a line's result once; whether it was new."""
-        u = usage or Usage()
-        return bool(
-            self._run(
-                "account",
-                batch_id,
-                line,
-                kind,
-                text,
-                outcome,
-                u.input_tokens,
-                u.cached_tokens,
-                u.output_tokens,
-                u.reasoning_tokens,
-                "1" if skipped else "0",
-            )
-        )
-
-    def validated(
-        self,
-        batch_id: str,
-        token: str,
-        *,
-        total: int,
-        invalid: int,
-        errors: list[dict[str, Any]],
-        model: str,
-    ) -> str:
-        """Record what validation found; the status now ('lost': not our lease)."""
-        return str(
-            self._run("validated", batch_id, token, total, invalid, json.dumps(errors), model)
-        )
-
-    def fed(
-        self,
-        batch_id: str,
-        token: str,
-        *,
-        old_line: int,
-        new_line: int,
-        offset: int,
-        lines: int,
-        done: bool,
-    ) -> bool:
-        """Move the feeding cursor past the lines whose jobs exist now."""
-        return bool(
-            self._run(
-                "feed", batch_id, token, old_line, new_line, offset, lines, "1" if done else "0"
-            )
-        )
-
-    def advance(self, batch_id: str, token: str, op: str) -> str:
-        """'expire' or 'finalize' a running batch when due; the status now."""
-        return str(self._run("advance", batch_id, token, op))
-
-    def finish(
-        self,
-        batch_id: str,
-        token: str,
-        final: str,
-        files: list[tuple[str, str, int, int, str, int]],
-    ) -> str:
-        """End the batch as `final` with its files (field, id, bytes, lines, name, expires_s)."""
-        flat = [str(item) for entry in files for item in entry]
-        return str(self._run("finish", batch_id, token, final, self.ttl_s, *flat))

@@ -22,9 +22,10 @@ from chatq.files import DirectoryStorage, new_file_id
 from chatq.files_meta import FileIndex, new_meta
 from scripts.localredis import LocalRedis
 from tests.batchkit import CHAT, jsonl, request_line
-from worker.batch_feed import feed, feed_line, validate
+from worker.batch_feed import feed, feed_line
 from worker.batch_settle import settle
 from worker.batch_turn import Turn, account_job, lines_from
+from worker.batch_validate import validate
 from worker.batches import BatchLoop
 from worker.context import WorkerContext, _build
 

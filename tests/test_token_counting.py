@@ -1,5 +1,6 @@
 """Counting a prompt's tokens does not stop an event loop: a web answers other requests while
-it counts a large prompt, and a batch line that waits for its key's tokens is counted once."""
+it counts a large prompt, and a batch line that waits for its key's tokens is counted once and
+parsed once."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from typing import Any
 import pytest
 import requests
 
-from chatq import batch_lines, batches, tokens
+from chatq import batch_lines, batches, keys, limits, tokens
 from chatq.batches import BatchStore
 from chatq.celery_app import make_celery
 from chatq.config import Settings
@@ -25,8 +26,10 @@ from scripts.localredis import LocalRedis
 from tests.batchkit import CHAT, jsonl, request_line
 from tests.conftest import Stack, start_stack
 from tests.procs import ALICE_KEY, python_output, wait_until
-from worker.batch_feed import feed, validate
+from worker.batch_feed import feed
 from worker.batch_turn import Turn
+from worker.batch_validate import validate
+from worker.batches import BatchLoop
 from worker.context import WorkerContext, _build
 
 # A prompt that takes tiktoken a while: one run of a letter (no spaces for the pre-tokenizer
@@ -160,8 +163,8 @@ def ctx(tmp_path: Path) -> Iterator[WorkerContext]:
     server.stop()
 
 
-def _running_batch(ctx: WorkerContext, lines: list[dict[str, Any]]) -> Turn:
-    """A batch of alice's on these lines, validated by this worker, which holds its lease."""
+def _new_batch(ctx: WorkerContext, lines: list[dict[str, Any]]) -> str:
+    """A batch of alice's on these lines, as POST /v1/batches makes it; its id."""
     storage = DirectoryStorage(ctx.settings.files_dir)
     file_id = new_file_id()
     upload = storage.create(file_id)
@@ -179,7 +182,6 @@ def _running_batch(ctx: WorkerContext, lines: list[dict[str, Any]]) -> Turn:
         expires_at=now + 3600,
     )
     FileIndex(ctx.store.redis).add(meta)
-    store = BatchStore(ctx.store.redis, 3600)
     record = batches.new_record(
         batch_id=batches.new_batch_id(),
         owner="alice",
@@ -188,18 +190,33 @@ def _running_batch(ctx: WorkerContext, lines: list[dict[str, Any]]) -> Turn:
         metadata=None,
         output_expires_s=3600,
     )
-    assert store.create(record, 3600.0, max_active=100) == "created"
-    assert store.lease(record["id"], "w", 10.0)
-    turn = Turn(ctx, store, storage, "w", store.get(record["id"]) or {})
+    assert BatchStore(ctx.store.redis, 3600).create(record, 3600.0, max_active=100) == "created"
+    return record["id"]
+
+
+def _running_batch(ctx: WorkerContext, lines: list[dict[str, Any]]) -> Turn:
+    """A batch of alice's on these lines, validated by this worker, which holds its lease."""
+    store = BatchStore(ctx.store.redis, 3600)
+    batch_id = _new_batch(ctx, lines)
+    assert store.lease(batch_id, "w", 10.0)
+    turn = Turn(
+        ctx, store, DirectoryStorage(ctx.settings.files_dir), "w", store.get(batch_id) or {}
+    )
     validate(turn)
     assert turn.reload()["status"] == batches.IN_PROGRESS
     return turn
 
 
-def test_a_batch_line_waiting_for_its_keys_tokens_is_counted_once(ctx: WorkerContext) -> None:
+def _two_lines() -> list[dict[str, Any]]:
+    """Two lines of which the first takes most of the key's minute: the second waits."""
     lines = [request_line(f"l{i}", f"line {i} " * 50) for i in (1, 2)]
     for line in lines:
         line["body"]["max_tokens"] = MAX_TOKENS
+    return lines
+
+
+def test_a_batch_line_waiting_for_its_keys_tokens_is_counted_once(ctx: WorkerContext) -> None:
+    lines = _two_lines()
     turn = _running_batch(ctx, lines)
     counted_before = tokens.prompts_counted()
     # Four turns of the batch, each with room for both lines: the second line waits.
@@ -212,3 +229,40 @@ def test_a_batch_line_waiting_for_its_keys_tokens_is_counted_once(ctx: WorkerCon
     claim = ctx.store.claim(job_id=job_id, run_id="r", lease_s=10.0)
     expected = tokens.count_prompt_tokens({"model": "fake", **lines[0]["body"]})
     assert claim.claimed and claim.prompt_tokens == expected
+
+
+def test_a_batch_line_waiting_for_its_keys_tokens_is_parsed_once(ctx: WorkerContext) -> None:
+    lines = _two_lines()
+    turn = _running_batch(ctx, lines)
+    parsed_before = batch_lines.lines_parsed()
+    # Four turns of the batch, each with room for both lines: the second line waits.
+    assert [feed(turn, max_lines=2) for _ in range(4)] == [1, 0, 0, 0]
+    assert batch_lines.lines_parsed() - parsed_before == 2  # each line once
+    # The key's minute starts over: the kept line makes its job, not parsed again.
+    ctx.store.redis.delete(limits.state_key("alice"), limits.held_key("alice"))
+    assert feed(turn, max_lines=2) == 1
+    assert batch_lines.lines_parsed() - parsed_before == 2
+    assert len(turn.waiting) == 0
+    record = turn.reload()
+    assert (record["fed"], record["feed_line"], record["feed_done"]) == ("2", "3", "1")
+    job = ctx.store.get(batch_lines.line_job_id(turn.batch_id, 2)) or {}
+    raw = json.dumps(lines[1]).encode()
+    parsed = batch_lines.parse_line(raw, 2, CHAT, ctx.settings)
+    assert isinstance(parsed, batch_lines.Line)
+    assert json.loads(job["request"]) == parsed.request
+    assert (job["custom_id"], job["batch_line"]) == ("l2", "2")
+
+
+def test_the_batch_loop_forgets_a_waiting_line_whose_lease_moves_or_batch_stops(
+    ctx: WorkerContext,
+) -> None:
+    loop = BatchLoop(ctx)
+    moved, cancelled = _new_batch(ctx, _two_lines()), _new_batch(ctx, _two_lines())
+    loop.tick()  # validates both
+    loop.tick()  # feeds each one's first line; each one's second line waits
+    assert len(loop.waiting) == 2 and loop.waiting.bytes > 0
+    ctx.store.redis.delete(keys.batch_lease(moved))  # its lease ran out: another worker's now
+    assert BatchStore(ctx.store.redis, 3600).lease(moved, "another", 10.0)
+    assert BatchStore(ctx.store.redis, 3600).cancel(cancelled) == batches.CANCELLING
+    loop.tick()
+    assert len(loop.waiting) == 0 and loop.waiting.bytes == 0

@@ -1,4 +1,5 @@
-"""Validating a batch's input file, and feeding its lines into the `batch` lane at a bounded rate.
+"""Feeding a batch's lines into the `batch` lane at a bounded rate (once validated:
+worker/batch_validate.py).
 
 Lines wait in the input file: the batch's record holds a cursor (line number and byte
 offset) up to which every valid line has its job. The lease holder reads on from the cursor,
@@ -6,11 +7,12 @@ makes each line's job (its id is derived from the batch and the line, and guarde
 so a feeder that died and a successor that feeds the same lines again never make a line's job
 twice), sends its message, and moves the cursor. A crash between making a job and sending its
 message leaves a queued job without one: the sweeper sends it once its lease has run out.
+A line over its key's rate limits stops the feed; it is kept parsed for its retries
+(worker/batch_waiting.py).
 """
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import time
 from dataclasses import replace
@@ -19,121 +21,18 @@ from chatq import batch_lines, batches, celery_app, jobs, keys, queue_stats
 from chatq.batch_lines import ERROR, Line, LineError
 from chatq.store_results import CreateKind
 from worker import limits
-from worker.batch_turn import LINES_FED, Turn, lines_from, skip_bits
+from worker.batch_turn import LINES_FED, Turn, skip_bits
+from worker.batch_waiting import Cursor, LineJob, WaitingLine
 from worker.context import WorkerContext
 
 log = logging.getLogger(__name__)
 FEED_CHUNK = 100
-YIELD_EVERY_LINES = 200
-INVALID_FLUSH = 200
-MAX_ERRORS_SHOWN = 100
 # How long a batch whose line waits for its key's rate limits gets no share of the room:
 # other batches feed meanwhile, and the line is tried again (a tick or two later).
 WAIT_HINT_S = 1.0
 
 
-class _Findings:
-    """What validation has found so far."""
-
-    def __init__(self) -> None:
-        self.total = 0
-        self.invalid = 0
-        self.model = ""
-        self.errors: list[dict[str, object]] = []
-        self.pending: list[LineError] = []
-        self.blank: list[int] = []
-        self.seen: set[bytes] = set()
-
-    def check(self, parsed: Line | LineError) -> Line | LineError:
-        """The line, or its error; a custom_id seen before is one."""
-        if isinstance(parsed, LineError):
-            return parsed
-        digest = hashlib.blake2b(parsed.custom_id.encode(), digest_size=16).digest()
-        if digest in self.seen:
-            return LineError(
-                parsed.number,
-                "duplicate_custom_id",
-                f"`custom_id` {parsed.custom_id[:80]!r} is used by an earlier line.",
-                "custom_id",
-                parsed.custom_id,
-            )
-        self.seen.add(digest)
-        self.model = self.model or str(parsed.request.get("model") or "")
-        return parsed
-
-
-def _mark_invalid(turn: Turn, errors: list[LineError], blank: list[int]) -> None:
-    """Set the bits of lines not to run; account each invalid one as an error line."""
-    pipe = turn.redis.pipeline(transaction=False)
-    for number in [e.number for e in errors] + blank:
-        pipe.setbit(keys.batch_invalid(turn.batch_id), number, 1)
-    pipe.execute()
-    for error in errors:
-        turn.batches.account(
-            turn.batch_id,
-            error.number,
-            ERROR,
-            batch_lines.invalid_line(turn.batch_id, error),
-            "failed",
-        )
-
-
-def _note(found: _Findings, turn: Turn, parsed: Line | LineError) -> None:
-    found.total += 1
-    checked = found.check(parsed)
-    if isinstance(checked, LineError):
-        found.invalid += 1
-        found.pending.append(checked)
-        if len(found.errors) < MAX_ERRORS_SHOWN:
-            found.errors.append(checked.batch_error())
-    if len(found.pending) + len(found.blank) >= INVALID_FLUSH:
-        _mark_invalid(turn, found.pending, found.blank)
-        found.pending, found.blank = [], []
-
-
-def validate(turn: Turn) -> None:
-    """Read the whole input file once; record its invalid lines and start the batch running."""
-    record, s = turn.record, turn.ctx.settings
-    found = _Findings()
-    previous = 0
-    with turn.storage.open(record["input_file_id"]) as handle:
-        for number, raw, _ in lines_from(handle, 0, 1, s.max_body_bytes):
-            # Blank lines are no requests: marked so that the feeder's scans pass them by.
-            found.blank += range(previous + 1, number)
-            previous = number
-            _note(found, turn, batch_lines.parse_line(raw, number, record["endpoint"], s))
-            if found.total % YIELD_EVERY_LINES == 0:
-                time.sleep(0)  # let the worker's other greenlets run: this is all CPU
-                if not turn.keep_lease():
-                    return
-    _mark_invalid(turn, found.pending, found.blank)
-    if found.total == 0:
-        found.errors = [
-            {
-                "code": "empty_file",
-                "message": "The input file has no request.",
-                "param": None,
-                "line": None,
-            }
-        ]
-    status = turn.batches.validated(
-        turn.batch_id,
-        turn.token,
-        total=found.total,
-        invalid=found.invalid,
-        errors=found.errors,
-        model=found.model,
-    )
-    log.info(
-        "batch %s validated: %d lines, %d invalid; %s",
-        turn.batch_id,
-        found.total,
-        found.invalid,
-        status,
-    )
-
-
-def make_job(turn: Turn, line: Line, charged: bool = False) -> bool:
+def make_job(turn: Turn, line: LineJob, charged: bool = False) -> bool:
     """Make (once) and enqueue the job of one line; whether this call made it. `charged`:
     its key's limits were charged for it just now (released if it had its job already)."""
     ctx, owner = turn.ctx, turn.record["owner"]
@@ -154,16 +53,14 @@ def make_job(turn: Turn, line: Line, charged: bool = False) -> bool:
     return True
 
 
-def _line_record(turn: Turn, line: Line, job_id: str) -> dict[str, str]:
+def _line_record(turn: Turn, line: LineJob, job_id: str) -> dict[str, str]:
     """The job record of one line: a `batch` job that announces its end to its batch."""
-    request = line.request
-    record = jobs.new_record(
-        job_id, turn.record["owner"], request["model"], "batch", request, time.time()
-    )
+    record = jobs.new_record(job_id, turn.record["owner"], line.model, "batch", {}, time.time())
     return (
         record
         | line.fields
         | {
+            "request": line.request_json,  # written once, when the line was first admitted
             "announce": "1",
             "batch": turn.batch_id,
             "batch_line": str(line.number),
@@ -189,65 +86,115 @@ def _feed_chunk(turn: Turn, size: int) -> tuple[int, bool, bool]:
         or record["status"] != batches.IN_PROGRESS
         or record.get("ending")
     ):
+        turn.waiting.forget(turn.batch_id)
         return 0, False, False
-    line, offset = int(record["feed_line"]), int(record["feed_offset"])
-    taken = turn.read_lines(line, offset, size)
-    skips = skip_bits(turn.redis, turn.batch_id, [number for number, _, _ in taken])
-    fed, (new_line, new_offset), waits = _feed_lines(turn, taken, skips, (line, offset))
-    done = len(taken) < size and not waits
+    start = (int(record["feed_line"]), int(record["feed_offset"]))
+    fed, (new_line, new_offset), waits, taken = _feed_from(turn, start, size)
+    done = taken < size and not waits
     moved = turn.batches.fed(
         turn.batch_id,
         turn.token,
-        old_line=line,
+        old_line=start[0],
         new_line=new_line,
         offset=new_offset,
         lines=fed,
         done=done,
     )
     if not moved:
+        turn.waiting.forget(turn.batch_id)
         return 0, False, False
     return fed, not done and not waits, waits
 
 
+def _feed_from(turn: Turn, start: Cursor, size: int) -> tuple[int, Cursor, bool, int]:
+    """Feed up to `size` lines from `start`, first the line kept as waiting there, if one is:
+    (lines fed, the cursor to go on from, whether a line waits, lines taken)."""
+    kept = turn.waiting.recall(turn.batch_id, start)
+    if kept is None:
+        taken = turn.read_lines(*start, size)
+        return (*_feed_lines(turn, taken, start), len(taken))
+    outcome = _feed_kept(turn, kept)
+    if outcome == WAIT:  # nothing read, nothing parsed
+        return 0, start, True, 1
+    turn.waiting.forget(turn.batch_id)
+    taken = turn.read_lines(*kept.after, size - 1) if size > 1 else []
+    fed, resume, waits = _feed_lines(turn, taken, kept.after)
+    return outcome + fed, resume, waits, 1 + len(taken)
+
+
 def _feed_lines(
-    turn: Turn, taken: list[tuple[int, bytes, int]], skips: list[bool], start: tuple[int, int]
-) -> tuple[int, tuple[int, int], bool]:
-    """Feed the lines read: (lines fed, the line and offset to go on from, whether a line
-    waits for its key's rate limits: then it and those after it stay in the file)."""
+    turn: Turn, taken: list[tuple[int, bytes, int]], start: Cursor
+) -> tuple[int, Cursor, bool]:
+    """Feed the lines read: (lines fed, the cursor to go on from, whether a line waits for
+    its key's rate limits: then it and those after it stay in the file, and it is kept)."""
+    skips = skip_bits(turn.redis, turn.batch_id, [number for number, _, _ in taken])
     fed, resume = 0, start
     for (number, raw, end), skip in zip(taken, skips, strict=True):
-        outcome = 0 if skip else feed_line(turn, number, raw)
-        if outcome == WAIT:
-            return fed, resume, True
-        fed += outcome
+        if not skip:
+            parsed = batch_lines.parse_line(raw, number, turn.record["endpoint"], turn.ctx.settings)
+            outcome = _feed_parsed(turn, parsed, (resume, (number + 1, end)))
+            if outcome == WAIT:
+                return fed, resume, True
+            fed += outcome
         resume = (number + 1, end)
     return fed, resume, False
 
 
-# feed_line's answer for a line over its key's rate limits: it is fed on a later turn.
+# A feed's answer for a line over its key's rate limits: it is fed on a later turn.
 WAIT = -1
 
 
 def feed_line(turn: Turn, number: int, raw: bytes) -> int:
+    """Parse one line and feed it (_feed_parsed; a line that waits is not kept)."""
+    parsed = batch_lines.parse_line(raw, number, turn.record["endpoint"], turn.ctx.settings)
+    return _feed_parsed(turn, parsed)
+
+
+def _feed_parsed(
+    turn: Turn, parsed: Line | LineError, cursors: tuple[Cursor, Cursor] | None = None
+) -> int:
     """Make the job of one valid line: 1 when it has one now (made here or before), 0 when
     the line cannot run after all (checked under other settings, or over its key's token
-    budget: then it is an error line), WAIT when over its key's rate limits for now."""
-    parsed = batch_lines.parse_line(raw, number, turn.record["endpoint"], turn.ctx.settings)
-    if not isinstance(parsed, LineError):
-        job_id = batch_lines.line_job_id(turn.batch_id, number)
-        admission = limits.admit_line(turn.ctx, turn.record["owner"], job_id, parsed.request)
-        if admission.wait:
-            return WAIT
-        if admission.go:
-            line = replace(parsed, fields=parsed.fields | admission.record_fields)
-            make_job(turn, line, admission.charged)
-            return 1
-        parsed = LineError(number, admission.code, admission.message, None, parsed.custom_id)
+    budget: then it is an error line), WAIT when over its key's rate limits for now: then
+    it is kept, with the `cursors` before and after it, for its retries (_feed_kept)."""
+    if isinstance(parsed, LineError):
+        return _error_line(turn, parsed)
+    job_id = batch_lines.line_job_id(turn.batch_id, parsed.number)
+    admission = limits.admit_line(turn.ctx, turn.record["owner"], job_id, parsed.request)
+    if admission.wait:
+        if cursors:
+            line, cost, tokens = LineJob.of(parsed), admission.cost, admission.prompt_tokens
+            waiting = WaitingLine(cursors[0], line, cursors[1], cost, tokens or 0)
+            turn.waiting.keep(turn.batch_id, waiting)
+        return WAIT
+    return _admitted(turn, parsed, admission)
+
+
+def _feed_kept(turn: Turn, kept: WaitingLine) -> int:
+    """_feed_parsed for the line kept as waiting at the cursor: neither read nor parsed."""
+    job_id = batch_lines.line_job_id(turn.batch_id, kept.line.number)
+    owner = turn.record["owner"]
+    admission = limits.admit_counted(turn.ctx, owner, job_id, kept.cost, kept.prompt_tokens)
+    return WAIT if admission.wait else _admitted(turn, kept.line, admission)
+
+
+def _admitted(turn: Turn, line: Line | LineJob, admission: limits.LineAdmission) -> int:
+    """The line's job made (1), or its error line when its key's limits refuse it (0)."""
+    if not admission.go:
+        code, message = admission.code, admission.message
+        return _error_line(turn, LineError(line.number, code, message, None, line.custom_id))
+    job = line if isinstance(line, LineJob) else LineJob.of(line)
+    make_job(turn, replace(job, fields=job.fields | admission.record_fields), admission.charged)
+    return 1
+
+
+def _error_line(turn: Turn, error: LineError) -> int:
+    """Account a line that cannot run as an error line; 0 lines fed."""
     turn.batches.account(
         turn.batch_id,
-        number,
+        error.number,
         ERROR,
-        batch_lines.invalid_line(turn.batch_id, parsed),
+        batch_lines.invalid_line(turn.batch_id, error),
         "failed",
         skipped=True,
     )

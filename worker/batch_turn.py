@@ -15,6 +15,7 @@ from chatq import batch_lines, jobs, keys
 from chatq.batch_lines import CANCELLED_CODE, ERROR, EXPIRED_CODE, LINE_TOO_LONG, OUTPUT
 from chatq.batches import BatchStore, Usage
 from chatq.files import DirectoryStorage
+from worker.batch_waiting import WaitingLines
 from worker.context import WorkerContext
 
 # A line's job is kept this long once its result is in the batch (its answer then lives on
@@ -56,6 +57,8 @@ class Turn:
     token: str
     record: dict[str, str]
     renewed_at: float = field(default_factory=time.monotonic)
+    # The loop's memory of waiting lines, which outlives its turns (worker/batch_waiting.py).
+    waiting: WaitingLines = field(default_factory=WaitingLines)
 
     @property
     def batch_id(self) -> str:

@@ -28,10 +28,12 @@ from chatq.files_meta import FileIndex
 from chatq.outbox import Ended
 from chatq.redis_conn import is_backend_error
 from worker import batch_share, relay
-from worker.batch_feed import FEED_CHUNK, feed, validate
+from worker.batch_feed import FEED_CHUNK, feed
 from worker.batch_finalize import finalize
 from worker.batch_settle import settle, skip_unfed
 from worker.batch_turn import Turn, account_job
+from worker.batch_validate import validate
+from worker.batch_waiting import WaitingLines
 from worker.context import WorkerContext
 
 log = logging.getLogger(__name__)
@@ -51,6 +53,7 @@ class BatchLoop:
         self.storage: DirectoryStorage = storage_for(ctx.settings.files_dir)
         self.token = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
         self._settled: dict[str, float] = {}
+        self.waiting = WaitingLines()
         self._janitor_at = 0.0
         self._stop = threading.Event()
 
@@ -84,17 +87,20 @@ class BatchLoop:
         lines = batch_share.shares(active.records, self.ctx.settings, active.now_s)
         mine = {batch_id for batch_id, h in zip(ids, held, strict=True) if h}
         self._settled = {b: t for b, t in self._settled.items() if b in mine}
+        self.waiting.keep_only({r["id"] for r in active.records if _feeds(r) and r["id"] in mine})
         for record in active.records:
             if self._stop.is_set():
                 return
             if record["id"] in mine:
-                turn = Turn(self.ctx, self.batches, self.storage, self.token, record, leased_at)
-                self._turn(turn, lines.get(record["id"], 0), active.now_s)
+                self._turn(record, leased_at, lines.get(record["id"], 0), active.now_s)
         if time.monotonic() >= self._janitor_at:
             self._janitor_at = time.monotonic() + JANITOR_EVERY_S
             self.sweep_files()
 
-    def _turn(self, turn: Turn, lines: int, now_s: float) -> None:
+    def _turn(self, record: dict[str, str], leased_at: float, lines: int, now_s: float) -> None:
+        turn = Turn(
+            self.ctx, self.batches, self.storage, self.token, record, leased_at, self.waiting
+        )
         if turn.record["status"] in batches.ENDED:
             self.ctx.store.redis.srem(keys.batches_active(), turn.batch_id)
             return
@@ -160,6 +166,11 @@ class BatchLoop:
             if self.files.expire(file_id) == "deleted":
                 self.storage.delete(file_id)
         self.storage.remove_stale_partials(STALE_UPLOAD_S)
+
+
+def _feeds(record: dict[str, str]) -> bool:
+    """Whether the batch may still feed lines (its waiting line, if any, is kept)."""
+    return record.get("status") == batches.IN_PROGRESS and not record.get("ending")
 
 
 _loops: list[BatchLoop] = []

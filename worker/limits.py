@@ -11,7 +11,7 @@ from typing import Any
 from prometheus_client import Counter
 
 from chatq import jobs, keys
-from chatq.limits import ADMITTED, HELD, QUOTA_REFUSALS, RATE_REFUSALS, Limits
+from chatq.limits import ADMITTED, HELD, QUOTA_REFUSALS, RATE_REFUSALS, Limits, Window
 from chatq.outbox import Ended
 from chatq.tokens import count_prompt_tokens, count_text
 from worker import relay
@@ -86,8 +86,9 @@ def settle(ctx: WorkerContext, ended: Ended) -> None:
 @dataclass(frozen=True)
 class LineAdmission:
     """What a key's limits say of a batch line: `go` (and whether tokens were charged now),
-    `wait` (over a minute's limit: it stays in its file for a later turn), or `refused` with
-    the code and message of its error line (over a budget, or too large to ever pass)."""
+    `wait` (over a minute's limit: it stays in its file for a later turn; the answer carries
+    its cost and prompt tokens, for admit_counted), or `refused` with the code and message of
+    its error line (over a budget, or too large to ever pass)."""
 
     go: bool
     charged: bool = False
@@ -95,6 +96,7 @@ class LineAdmission:
     code: str = ""
     message: str = ""
     prompt_tokens: int | None = None
+    cost: int = 0
 
     @property
     def record_fields(self) -> dict[str, str]:
@@ -115,11 +117,11 @@ def _prompt_tokens(job_id: str, request: dict[str, Any]) -> int:
     return count_prompt_tokens(request) if counted is None else counted
 
 
-def _keep_waiting(job_id: str, prompt_tokens: int) -> LineAdmission:
+def _keep_waiting(job_id: str, cost: int, prompt_tokens: int) -> LineAdmission:
     _waiting[job_id] = prompt_tokens
     while len(_waiting) > MAX_WAITING_LINES:
         _waiting.popitem(last=False)
-    return LineAdmission(go=False, wait=True)
+    return LineAdmission(go=False, wait=True, prompt_tokens=prompt_tokens, cost=cost)
 
 
 def admit_line(
@@ -131,10 +133,29 @@ def admit_line(
     if not limits.enabled:
         return LineAdmission(go=True)
     prompt_tokens = _prompt_tokens(job_id, request)
-    cost = limits.cost(request, prompt_tokens)
+    return admit_counted(ctx, owner, job_id, limits.cost(request, prompt_tokens), prompt_tokens)
+
+
+def admit_counted(
+    ctx: WorkerContext, owner: str, job_id: str, cost: int, prompt_tokens: int
+) -> LineAdmission:
+    """admit_line for a line whose cost and prompt tokens are known (from its wait's answer):
+    a line kept while it waits (worker/batch_waiting.py) is retried without its request."""
+    limits = limits_of(ctx)
+    if not limits.enabled:
+        return LineAdmission(go=True)
+    _waiting.pop(job_id, None)
     window = limits.admit(owner, job_id, cost, prompt_tokens)
     if window.verdict in RATE_REFUSALS:
-        return _keep_waiting(job_id, prompt_tokens)
+        return _keep_waiting(job_id, cost, prompt_tokens)
+    if window.verdict not in (ADMITTED, HELD):
+        return _refused(owner, window, cost)
+    charged = window.verdict == ADMITTED and cost > 0
+    return LineAdmission(go=True, charged=charged, prompt_tokens=prompt_tokens)
+
+
+def _refused(owner: str, window: Window, cost: int) -> LineAdmission:
+    """A line over its key's budget, or too large to ever pass its minute's limit."""
     if window.verdict in QUOTA_REFUSALS:
         period = "daily" if window.verdict == "day" else "monthly"
         return LineAdmission(
@@ -145,17 +166,14 @@ def admit_line(
                 f"{cost} tokens."
             ),
         )
-    if window.verdict not in (ADMITTED, HELD):
-        return LineAdmission(
-            False,
-            code="rate_limit_exceeded",
-            message=(
-                f"This request may use up to {cost} tokens, more than the "
-                f"{window.limits.tokens_per_minute} a minute its key allows."
-            ),
-        )
-    charged = window.verdict == ADMITTED and cost > 0
-    return LineAdmission(go=True, charged=charged, prompt_tokens=prompt_tokens)
+    return LineAdmission(
+        False,
+        code="rate_limit_exceeded",
+        message=(
+            f"This request may use up to {cost} tokens, more than the "
+            f"{window.limits.tokens_per_minute} a minute its key allows."
+        ),
+    )
 
 
 def release_line(ctx: WorkerContext, owner: str, job_id: str) -> None:
