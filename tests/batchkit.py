@@ -9,10 +9,15 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import redis
 import requests
 from openai.types.chat import ChatCompletion
 from pydantic import BaseModel, ConfigDict
 
+from chatq import batches
+from chatq.batches import BatchStore
+from chatq.files import DirectoryStorage, new_file_id
+from chatq.files_meta import FileIndex, new_meta
 from scripts.localredis import LocalRedis
 from tests.conftest import Stack, start_stack
 from tests.procs import ALICE_KEY, start_fakellm
@@ -34,6 +39,39 @@ def request_line(
     if custom_id is None:
         del line["custom_id"]
     return {**line, **fields}
+
+
+def stored_batch(
+    client: redis.Redis, files_dir: str, lines: list[dict[str, Any] | str], owner: str = "alice"
+) -> str:
+    """A batch of `owner`'s on these lines, made as POST /v1/batches makes it (its input file
+    in `files_dir` and the file's record beside it, no web); its id."""
+    file_id = new_file_id()
+    upload = DirectoryStorage(files_dir).create(file_id)
+    upload.write(jsonl(lines))
+    size = upload.commit()
+    now = time.time()
+    meta = new_meta(
+        file_id=file_id,
+        owner=owner,
+        size_bytes=size,
+        lines=len(lines),
+        filename="in.jsonl",
+        purpose="batch",
+        created_at=now,
+        expires_at=now + 3600,
+    )
+    FileIndex(client).add(meta)
+    record = batches.new_record(
+        batch_id=batches.new_batch_id(),
+        owner=owner,
+        endpoint=CHAT,
+        input_file_id=file_id,
+        metadata=None,
+        output_expires_s=3600,
+    )
+    assert BatchStore(client, 3600).create(record, 3600.0, max_active=100) == "created"
+    return record["id"]
 
 
 def jsonl(lines: list[dict[str, Any] | str]) -> bytes:

@@ -21,7 +21,7 @@ from chatq.config import Settings
 from chatq.files import DirectoryStorage, new_file_id
 from chatq.files_meta import FileIndex, new_meta
 from scripts.localredis import LocalRedis
-from tests.batchkit import CHAT, jsonl, request_line
+from tests.batchkit import request_line, stored_batch
 from worker.batch_feed import feed, feed_line
 from worker.batch_settle import settle
 from worker.batch_turn import Turn, account_job, lines_from
@@ -46,35 +46,8 @@ def ctx(tmp_path: Path) -> Iterator[WorkerContext]:
 
 def _new_batch(ctx: WorkerContext, after: list[str] | None = None) -> str:
     """A batch of alice's of N lines and then `after`, as POST /v1/batches makes it; its id."""
-    storage = DirectoryStorage(ctx.settings.files_dir)
-    file_id = new_file_id()
-    upload = storage.create(file_id)
     lines: list[dict[str, Any] | str] = [request_line(f"x{i}", f"line {i}") for i in range(N)]
-    upload.write(jsonl(lines + (after or [])))
-    size = upload.commit()
-    now = time.time()
-    FileIndex(ctx.store.redis).add(
-        new_meta(
-            file_id=file_id,
-            owner="alice",
-            size_bytes=size,
-            lines=N,
-            filename="in.jsonl",
-            purpose="batch",
-            created_at=now,
-            expires_at=now + 3600,
-        )
-    )
-    record = batches.new_record(
-        batch_id=batches.new_batch_id(),
-        owner="alice",
-        endpoint=CHAT,
-        input_file_id=file_id,
-        metadata=None,
-        output_expires_s=3600,
-    )
-    assert BatchStore(ctx.store.redis, 3600).create(record, 3600.0, 100) == "created"
-    return record["id"]
+    return stored_batch(ctx.store.redis, ctx.settings.files_dir, lines + (after or []))
 
 
 def _batch(ctx: WorkerContext, token: str) -> Turn:

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import socket
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,11 +18,10 @@ from chatq import batch_lines, batches, keys, limits, tokens
 from chatq.batches import BatchStore
 from chatq.celery_app import make_celery
 from chatq.config import Settings
-from chatq.files import DirectoryStorage, new_file_id
-from chatq.files_meta import FileIndex, new_meta
+from chatq.files import DirectoryStorage
 from chatq.limits_config import KeyLimits
 from scripts.localredis import LocalRedis
-from tests.batchkit import CHAT, jsonl, request_line
+from tests.batchkit import CHAT, request_line, stored_batch
 from tests.conftest import Stack, start_stack
 from tests.procs import ALICE_KEY, python_output, wait_until
 from worker.batch_feed import feed
@@ -165,33 +163,7 @@ def ctx(tmp_path: Path) -> Iterator[WorkerContext]:
 
 def _new_batch(ctx: WorkerContext, lines: list[dict[str, Any]]) -> str:
     """A batch of alice's on these lines, as POST /v1/batches makes it; its id."""
-    storage = DirectoryStorage(ctx.settings.files_dir)
-    file_id = new_file_id()
-    upload = storage.create(file_id)
-    upload.write(jsonl(list(lines)))
-    size = upload.commit()
-    now = time.time()
-    meta = new_meta(
-        file_id=file_id,
-        owner="alice",
-        size_bytes=size,
-        lines=len(lines),
-        filename="in.jsonl",
-        purpose="batch",
-        created_at=now,
-        expires_at=now + 3600,
-    )
-    FileIndex(ctx.store.redis).add(meta)
-    record = batches.new_record(
-        batch_id=batches.new_batch_id(),
-        owner="alice",
-        endpoint=CHAT,
-        input_file_id=file_id,
-        metadata=None,
-        output_expires_s=3600,
-    )
-    assert BatchStore(ctx.store.redis, 3600).create(record, 3600.0, max_active=100) == "created"
-    return record["id"]
+    return stored_batch(ctx.store.redis, ctx.settings.files_dir, list(lines))
 
 
 def _running_batch(ctx: WorkerContext, lines: list[dict[str, Any]]) -> Turn:
