@@ -10,7 +10,6 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,6 +20,7 @@ from chatq.errors import ApiError, failed_job_status
 from chatq.response_input import invalid
 from chatq.response_view import render
 from chatq.responses import is_response, translate
+from chatq.tally import Tally
 from chatq.validate import chat_request
 
 JSONDict = dict[str, Any]
@@ -182,24 +182,12 @@ def _route_error(number: int, line: JSONDict, endpoint: str) -> tuple[str, str, 
     return None
 
 
-class _Tally:
-    """How many lines this process has parsed."""
-
-    def __init__(self) -> None:
-        self.lines = 0
-        self._lock = threading.Lock()
-
-    def add(self) -> None:
-        with self._lock:
-            self.lines += 1
-
-
-_tally = _Tally()
+_tally = Tally()
 
 
 def lines_parsed() -> int:
     """How many input lines this process has parsed (each call of parse_line is one)."""
-    return _tally.lines
+    return _tally.count
 
 
 def parse_line(raw: bytes, number: int, endpoint: str, settings: Settings) -> Line | LineError:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import math
-import threading
 from collections.abc import Sequence
 from typing import Any, Literal
 
@@ -14,6 +13,7 @@ from chatq import offload
 from chatq.encodings import encoding_for, is_built
 from chatq.errors import ApiError
 from chatq.model_limits import model_info
+from chatq.tally import Tally
 
 Policy = Literal["reject", "truncate_oldest"]
 OVERFLOW_POLICIES: tuple[Policy, ...] = ("reject", "truncate_oldest")
@@ -129,24 +129,12 @@ def _shorter_than(value: object, limit: int) -> bool:
     return True
 
 
-class _Tally:
-    """How many prompts this process has counted."""
-
-    def __init__(self) -> None:
-        self.prompts = 0
-        self._lock = threading.Lock()
-
-    def add(self) -> None:
-        with self._lock:
-            self.prompts += 1
-
-
-_tally = _Tally()
+_tally = Tally()
 
 
 def prompts_counted() -> int:
     """How many prompts this process has counted (each count of a request's prompt is one)."""
-    return _tally.prompts
+    return _tally.count
 
 
 def _costs(request: dict[str, Any]) -> tuple[int, list[int]]:
