@@ -127,6 +127,17 @@ class Settings:
     tenant_max_running: int = 0
     tenant_max_running_overrides: tuple[tuple[str, int], ...] = ()
 
+    def secret_values(self) -> list[str]:
+        """Every secret of this configuration (the values of the fields a repr masks): what
+        the logs and the errors told to clients redact."""
+        found: list[str] = []
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if _is_secret(f.name, value):
+                for item in value if isinstance(value, tuple) else (value,):
+                    found.append(item[1] if isinstance(item, tuple) else item)
+        return [v for v in found if v]
+
     def __repr__(self) -> str:
         """Every field, with keys masked and URL passwords hidden: safe to log or print."""
         shown = ", ".join(
@@ -136,15 +147,20 @@ class Settings:
 
 
 # A field whose name ends so holds secrets (api_keys, upstream_api_key, metrics_token, a
-# future webhook_secret): a repr never shows its values.
+# future webhook_secret): a repr never shows its values. A number is no secret, whatever its
+# name says (max_held_requests_per_key).
 SECRET_SUFFIXES = ("_key", "_keys", "_secret", "_secrets", "_password", "_token")
+
+
+def _is_secret(name: str, value: object) -> bool:
+    return name.endswith(SECRET_SUFFIXES) and not isinstance(value, int | float)
 MASK = "***"
 _URL_PASSWORD = re.compile(r"(?<=://)([^/@:\s]*):[^/@\s]*@")
 
 
 def _masked(name: str, value: object) -> object:
     """`value` as a repr may show it: secrets masked, a password in a URL replaced."""
-    if name.endswith(SECRET_SUFFIXES):
+    if _is_secret(name, value):
         if isinstance(value, tuple):  # (name, key) pairs keep their names
             return tuple((p[0], MASK) if isinstance(p, tuple) else MASK for p in value)
         return MASK if value else value

@@ -57,3 +57,24 @@ def test_the_caps_are_read_with_zero_meaning_no_cap() -> None:
     assert (config.Settings().max_n, config.Settings().max_output_tokens) == (8, 0)
     settings = config.load({"CHATQ_MAX_N": "0", "CHATQ_MAX_OUTPUT_TOKENS": "2048"})
     assert (settings.max_n, settings.max_output_tokens) == (0, 2048)
+
+
+def test_the_secrets_the_logs_redact_are_every_masked_field_s_values() -> None:
+    sentinel_password = "sentinel-pw-93e0a1"
+    settings = config.load(
+        {
+            "CHATQ_API_KEYS": f"{BARE_KEY},alice:{NAMED_KEY}",
+            "CHATQ_UPSTREAM_API_KEY": UPSTREAM_KEY,
+            "CHATQ_METRICS_TOKEN": METRICS_TOKEN,
+            "CHATQ_REDIS_SENTINEL_PASSWORD": sentinel_password,
+        }
+    )
+    assert sorted(settings.secret_values()) == sorted(
+        [BARE_KEY, NAMED_KEY, UPSTREAM_KEY, METRICS_TOKEN, sentinel_password]
+    )
+    assert config.load({}).secret_values() == []
+
+
+def test_a_number_is_shown_whatever_its_name_ends_with() -> None:
+    shown = repr(config.load({"CHATQ_MAX_HELD_REQUESTS_PER_KEY": "7"}))
+    assert "max_held_requests_per_key=7" in shown and "files_max_count_per_key=1000" in shown

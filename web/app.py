@@ -75,9 +75,7 @@ def drain(app: Flask, since: float) -> None:
 def create_app(settings: Settings | None = None) -> Flask:
     """Build the app; `settings` default to the CHATQ_* environment."""
     settings = settings or config.load()
-    secrets = [key for _, key in settings.api_keys]
-    secrets += [settings.upstream_api_key, settings.metrics_token]
-    logs.setup(settings.log_level, secrets, settings.log_format)
+    logs.setup(settings.log_level, settings.secret_values(), settings.log_format)
     app = Flask(__name__)
     app.config["MAX_CONTENT_LENGTH"] = settings.max_body_bytes
     app.json.sort_keys = False  # type: ignore[attr-defined]

@@ -45,7 +45,6 @@ _current: WorkerContext | None = None
 def _build(settings: Settings, celery: Celery) -> WorkerContext:
     max_connections = settings.worker_concurrency + settings.webhook_concurrency + 10
     client = redis_conn.connect_state(settings, max_connections=max_connections)
-    secrets = [settings.upstream_api_key] + [key for _, key in settings.api_keys]
     store = Store(
         client,
         settings.job_ttl_s,
@@ -62,7 +61,7 @@ def _build(settings: Settings, celery: Celery) -> WorkerContext:
         store=store,
         pools=make_pools(settings),
         registry=Registry(),
-        redact=Redactor(secrets),
+        redact=Redactor(settings.secret_values()),
         endpoints=Endpoints(
             settings.upstream_urls, client, settings.cooldown_s, settings.cooldown_after_failures
         ),

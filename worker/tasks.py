@@ -42,9 +42,7 @@ CELERY_PER_TASK_LOGGERS = ("celery.worker.strategy", "celery.app.trace")
 
 @signals.after_setup_logger.connect
 def _set_up_logging(**_: Any) -> None:
-    secrets = [settings.upstream_api_key, settings.metrics_token]
-    secrets += [key for _, key in settings.api_keys]
-    logs.setup(settings.log_level, secrets, settings.log_format)
+    logs.setup(settings.log_level, settings.secret_values(), settings.log_format)
     if settings.log_level.upper() != "DEBUG":
         for name in CELERY_PER_TASK_LOGGERS:
             logging.getLogger(name).setLevel(logging.WARNING)
