@@ -154,6 +154,8 @@ SECRET_SUFFIXES = ("_key", "_keys", "_secret", "_secrets", "_password", "_token"
 
 def _is_secret(name: str, value: object) -> bool:
     return name.endswith(SECRET_SUFFIXES) and not isinstance(value, int | float)
+
+
 MASK = "***"
 _URL_PASSWORD = re.compile(r"(?<=://)([^/@:\s]*):[^/@\s]*@")
 

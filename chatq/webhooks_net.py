@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ipaddress
 import socket
+from collections.abc import Iterator
 from typing import Any
 
 import requests
@@ -83,14 +84,19 @@ def guarded_session(allow_private: bool, pool_size: int = 10) -> requests.Sessio
     return session
 
 
+def causes(exc: BaseException, depth: int = 6) -> Iterator[BaseException]:
+    """`exc`, then what requests and urllib3 wrapped in it (its `reason`, its first argument,
+    or what it was raised in), down to `depth` levels."""
+    seen: BaseException | None = exc
+    for _ in range(depth + 1):
+        if seen is None:
+            return
+        yield seen
+        inner = seen.args[0] if seen.args and isinstance(seen.args[0], BaseException) else None
+        below = getattr(seen, "reason", None) or inner or seen.__context__
+        seen = below if isinstance(below, BaseException) else None
+
+
 def refused(exc: BaseException) -> bool:
     """Whether `exc` (as requests raised it) is a refused destination."""
-    seen: BaseException | None = exc
-    for _ in range(6):
-        if seen is None:
-            return False
-        if isinstance(seen, DestinationRefused):
-            return True
-        inner = seen.args[0] if seen.args and isinstance(seen.args[0], BaseException) else None
-        seen = getattr(seen, "reason", None) or inner or seen.__context__
-    return False
+    return any(isinstance(e, DestinationRefused) for e in causes(exc))

@@ -23,7 +23,7 @@ from requests.adapters import HTTPAdapter
 from urllib3.exceptions import LocationValueError
 
 from chatq import webhooks
-from chatq.webhooks_net import guarded_session, refused
+from chatq.webhooks_net import causes, guarded_session, refused
 from chatq.webhooks_store import Endpoint
 
 USER_AGENT = "chatq-webhooks/1"
@@ -149,18 +149,6 @@ def _outcome(status_code: int) -> tuple[str, str | None]:
     return "http_error", f"the receiver answered {status_code}"
 
 
-def _innermost(exc: BaseException) -> BaseException:
-    """The exception at the bottom of what requests and urllib3 wrapped."""
-    seen = exc
-    for _ in range(6):
-        inner = seen.args[0] if seen.args and isinstance(seen.args[0], BaseException) else None
-        below = getattr(seen, "reason", None) or inner or seen.__context__
-        if not isinstance(below, BaseException):
-            break
-        seen = below
-    return seen
-
-
 def _failure(exc: Exception, timeout_s: float) -> tuple[str, str]:
     """The outcome and reason of an attempt that raised `exc`."""
     if isinstance(exc, _URL_ERRORS):
@@ -172,7 +160,7 @@ def _failure(exc: Exception, timeout_s: float) -> tuple[str, str]:
     # A read timeout while reading the body surfaces as a ConnectionError.
     if isinstance(exc, requests.Timeout) or "timed out" in str(exc).lower():
         return TIMEOUT, f"no answer within {timeout_s:g} s"
-    return "connection_error", f"the connection failed: {type(_innermost(exc)).__name__}"
+    return "connection_error", f"the connection failed: {type(list(causes(exc))[-1]).__name__}"
 
 
 def send(
