@@ -99,22 +99,15 @@ def _event_types(raw: Any) -> tuple[str, ...]:
     return tuple(dict.fromkeys(raw))
 
 
-def _encodable(text: str) -> bool:
-    try:
-        text.encode()
-    except UnicodeEncodeError:  # a lone surrogate, which JSON's \u escapes can carry
-        return False
-    return True
-
-
 def _name(raw: Any) -> str:
     if raw is None:
         return ""
-    if not isinstance(raw, str) or len(raw) > MAX_NAME_CHARS or not _encodable(raw):
+    # A lone surrogate never gets here: the body's parse refuses it (chatq/json_input.py).
+    if not isinstance(raw, str) or len(raw) > MAX_NAME_CHARS:
         raise ApiError(
             400,
             "invalid_request",
-            f"`name` is a string of at most {MAX_NAME_CHARS} characters (no lone surrogates).",
+            f"`name` is a string of at most {MAX_NAME_CHARS} characters.",
             param="name",
         )
     return raw
