@@ -106,16 +106,14 @@ class BatchLines:
 
 
 def batch_lines(client: redis.Redis, owner: str | None = None) -> BatchLines:
-    """Sum the progress of every unfinished batch (of key name `owner`, if given)."""
-    ids = sorted(cast(set[str], client.smembers(keys.batches_active())))
+    """Sum the progress of every unfinished batch (of key name `owner`, if given: read from
+    its own set, not every key's)."""
+    active = keys.batches_active() if owner is None else keys.batches_active_of(owner)
+    ids = sorted(cast(set[str], client.smembers(active)))
     pipe = client.pipeline(transaction=False)
     for batch_id in ids:
         pipe.hgetall(keys.batch(batch_id))
-    found = [
-        batches.progress(r)
-        for r in pipe.execute()
-        if r and (owner is None or r.get("owner") == owner)
-    ]
+    found = [batches.progress(r) for r in pipe.execute() if r]
     return BatchLines(
         len(found),
         sum(p.total for p in found),
