@@ -18,7 +18,7 @@ import time
 from dataclasses import replace
 
 from chatq import batch_lines, batches, celery_app, jobs, keys, queue_stats
-from chatq.batch_lines import ERROR, Line, LineError
+from chatq.batch_lines import Line, LineError
 from chatq.store_results import CreateKind
 from worker import limits
 from worker.batch_turn import LINES_FED, Turn, skip_bits
@@ -190,14 +190,7 @@ def _admitted(turn: Turn, line: Line | LineJob, admission: limits.LineAdmission)
 
 def _error_line(turn: Turn, error: LineError) -> int:
     """Account a line that cannot run as an error line; 0 lines fed."""
-    turn.batches.account(
-        turn.batch_id,
-        error.number,
-        ERROR,
-        batch_lines.invalid_line(turn.batch_id, error),
-        "failed",
-        skipped=True,
-    )
+    turn.account_error(error.number, batch_lines.invalid_line(turn.batch_id, error), skipped=True)
     return 0
 
 

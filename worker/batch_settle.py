@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 
 from chatq import batch_lines, jobs, keys, queue_stats
-from chatq.batch_lines import ERROR, LineError
+from chatq.batch_lines import LineError
 from worker.batch_turn import Turn, account_job, skip_bits
 
 log = logging.getLogger(__name__)
@@ -74,15 +74,8 @@ def settle(turn: Turn, stop: str = "") -> int:
 
 
 def _lost(turn: Turn, number: int) -> int:
-    return int(
-        turn.batches.account(
-            turn.batch_id,
-            number,
-            ERROR,
-            batch_lines.ended_line(turn.batch_id, number, None, batch_lines.LOST_CODE),
-            "failed",
-        )
-    )
+    lost = batch_lines.ended_line(turn.batch_id, number, None, batch_lines.LOST_CODE)
+    return int(turn.account_error(number, lost))
 
 
 def _skip_line(turn: Turn, number: int, raw: bytes, code: str) -> int:
@@ -92,14 +85,8 @@ def _skip_line(turn: Turn, number: int, raw: bytes, code: str) -> int:
         return 1
     parsed = batch_lines.parse_line(raw, number, turn.record["endpoint"], turn.ctx.settings)
     custom_id = parsed.custom_id if not isinstance(parsed, LineError) else None
-    turn.batches.account(
-        turn.batch_id,
-        number,
-        ERROR,
-        batch_lines.ended_line(turn.batch_id, number, custom_id, code),
-        "failed",
-        skipped=True,
-    )
+    ended = batch_lines.ended_line(turn.batch_id, number, custom_id, code)
+    turn.account_error(number, ended, skipped=True)
     return 0
 
 

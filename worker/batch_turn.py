@@ -83,6 +83,11 @@ class Turn:
         self.record = self.batches.get(self.batch_id) or self.record
         return self.record
 
+    def account_error(self, number: int, text: str, skipped: bool = False) -> bool:
+        """Record line `number`'s error line `text` once (failed; `skipped`: never fed);
+        whether it was new."""
+        return self.batches.account(self.batch_id, number, ERROR, text, "failed", skipped=skipped)
+
     def read_lines(self, line: int, offset: int, count: int) -> list[tuple[int, bytes, int]]:
         """Up to `count` non-blank lines of the input file from line `line` at `offset`."""
         max_line_bytes = self.ctx.settings.max_body_bytes

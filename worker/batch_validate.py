@@ -13,7 +13,7 @@ import logging
 import time
 
 from chatq import batch_lines, keys
-from chatq.batch_lines import ERROR, Line, LineError
+from chatq.batch_lines import Line, LineError
 from worker.batch_turn import Turn, lines_from
 
 log = logging.getLogger(__name__)
@@ -59,13 +59,7 @@ def _mark_invalid(turn: Turn, errors: list[LineError], blank: list[int]) -> None
         pipe.setbit(keys.batch_invalid(turn.batch_id), number, 1)
     pipe.execute()
     for error in errors:
-        turn.batches.account(
-            turn.batch_id,
-            error.number,
-            ERROR,
-            batch_lines.invalid_line(turn.batch_id, error),
-            "failed",
-        )
+        turn.account_error(error.number, batch_lines.invalid_line(turn.batch_id, error))
 
 
 def _note(found: _Findings, turn: Turn, parsed: Line | LineError) -> None:
