@@ -19,8 +19,5 @@ end
 redis.call('DEL', K('file', id))
 redis.call('ZREM', G .. 'files:' .. v[1], id)
 redis.call('ZREM', G .. 'files_expiry', id)
-if v[4] == '1' then
-  redis.call('HINCRBY', files_usage(v[1]), 'bytes', 0 - (tonumber(v[3]) or 0))
-  redis.call('HINCRBY', files_usage(v[1]), 'count', -1)
-end
+uncount_file(v[1], v[4], v[3])
 return 'deleted'

@@ -335,3 +335,10 @@ local function count_file(owner, id, bytes)
   redis.call('HINCRBY', files_usage(owner), 'bytes', bytes)
   redis.call('HINCRBY', files_usage(owner), 'count', 1)
 end
+
+-- A deleted file gives its room back, if it was counted (its fields `counted` and `bytes`).
+local function uncount_file(owner, counted, bytes)
+  if counted ~= '1' then return end
+  redis.call('HINCRBY', files_usage(owner), 'bytes', 0 - (tonumber(bytes) or 0))
+  redis.call('HINCRBY', files_usage(owner), 'count', -1)
+end
