@@ -81,8 +81,8 @@ deb-packages:
 up: $(DEMO_STAMP)
 	$(PY) -m scripts.up
 
-# Tests run in a random order that a fixed seed makes repeatable; the summary prints the seed.
-# `make test SEED=123` tries another order (or replays a failure's). Four processes share the
+# Tests run in a random order, a new one each run; the seed is printed first, and
+# `make test SEED=123` replays that order (a failure's, say). Four processes share the
 # files (most tests wait on real processes, not on the CPU: on 2 cores, 4 took 3:43 and 5 took
 # 3:50, each adding its own Redis, fakellm and stack); `make test JOBS=0` runs them in one,
 # `JOBS=auto` in one per core. Files are handed out in the random order, the ones marked
@@ -91,10 +91,13 @@ up: $(DEMO_STAMP)
 # PYTHONDONTWRITEBYTECODE (set on some machines) is dropped for the tests: every test process
 # would rewrite each test module's asserts again, and each of the ~150 web, worker and fakellm
 # processes the suite starts would compile chatq from source again.
-SEED ?= 1
+ifndef SEED
+SEED := $(shell od -An -N3 -tu4 /dev/urandom | tr -d ' ')
+endif
 JOBS ?= 4
 PYTEST := env -u PYTHONDONTWRITEBYTECODE $(PY) -m pytest
 test: deb-packages venv
+	@echo "make test: random order seed $(SEED) (replay it with: make test SEED=$(SEED))"
 	$(PYTEST) -q -m "not slow" --random-order-bucket=module --random-order-seed=$(SEED) \
 		-n $(JOBS) --dist loadfile --no-loadscope-reorder --durations=15
 
