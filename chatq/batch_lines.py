@@ -145,7 +145,9 @@ def _envelope(number: int, raw: bytes, max_line_bytes: int) -> JSONDict | LineEr
         value = json_input.parse(raw.decode("utf-8"))
     except ApiError as exc:  # JSON, but a number or a string no request can carry
         return LineError(number, exc.code, exc.message, exc.param)
-    except (UnicodeDecodeError, ValueError, RecursionError):
+    except json_input.NestedTooDeeply as exc:
+        return LineError(number, "invalid_json_line", f"This line {exc}.")
+    except (UnicodeDecodeError, ValueError):
         return LineError(number, "invalid_json_line", "This line is not valid JSON in UTF-8.")
     if not isinstance(value, dict):
         return LineError(number, "invalid_json_line", "This line is not a JSON object.")

@@ -30,6 +30,11 @@ class _NotFinite(ValueError):
     pass
 
 
+class NestedTooDeeply(ValueError):
+    """JSON whose arrays and objects nest deeper than the parser's recursion allows (about
+    900 levels): said as such, not as text that is not JSON."""
+
+
 def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
 
@@ -87,12 +92,15 @@ def _refusal(path: str | None, code: str, what: str) -> ApiError:
 
 
 def parse(text: str) -> Any:
-    """The JSON `text`, parsed. ValueError when it is not JSON (NaN and Infinity are not);
+    """The JSON `text`, parsed. ValueError when it is not JSON (NaN and Infinity are not),
+    NestedTooDeeply (a ValueError) when it nests too deeply to parse;
     ApiError 400 `number_out_of_range` for a number beyond a 64-bit float's range, and
     `invalid_unicode` for a string (or key) holding a lone UTF-16 surrogate, `param` naming
     the field."""
     try:
         value = _STRICT.decode(text)
+    except RecursionError:
+        raise NestedTooDeeply("nests arrays and objects too deeply to be read") from None
     except _NotFinite:
         path = _find(_LENIENT.decode(text), _not_finite)
         raise _refusal(

@@ -82,6 +82,34 @@ def test_a_body_that_is_not_a_json_object_is_400_invalid_json(
         assert _error(r, 400, "invalid_json")["param"] is None
 
 
+def test_json_nested_too_deeply_is_refused_as_such(client: FlaskClient) -> None:
+    depth = 1500  # valid JSON, well within the body limit
+    data = b'{"messages": ' + b"[" * depth + b"]" * depth + b"}"
+    assert len(data) < MAX_BODY_BYTES
+    r = client.post("/v1/jobs", data=data, headers=AUTH)
+    assert "nests arrays and objects too deeply" in _error(r, 400, "invalid_json")["message"]
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/v1/jobs//events",
+        "/v1/jobs//result",
+        "/v1/jobs//cancel",
+        "/v1/responses//cancel",
+        "/v1/batches//cancel",
+        "/v1/files//content",
+        "//v1/jobs",
+    ],
+)
+def test_an_empty_id_is_a_json_404_never_a_redirect(client: FlaskClient, path: str) -> None:
+    for method in ("GET", "POST"):
+        r = client.open(path, method=method, headers=AUTH)
+        assert r.status_code in (404, 405), (method, r.status_code, r.get_data(as_text=True))
+        assert r.headers["Content-Type"].startswith("application/json")
+        assert "Location" not in r.headers
+
+
 BAD_FIELDS: list[tuple[dict[str, Any], str, str]] = [
     ({}, "missing_field", "messages"),
     ({"messages": None}, "invalid_request", "messages"),

@@ -78,3 +78,11 @@ def test_the_body_limit_counts_a_line_without_its_end_of_line() -> None:
         assert [raw for _, raw, _ in _read(at_limit + end)] == [at_limit + end], end
         assert _codes(over + end) == ["request_too_large"], end
     assert _codes(over + b"\r\n" + _short_line("a")) == ["request_too_large", "ok"]
+
+
+def test_a_line_nested_too_deeply_says_so() -> None:
+    depth = 1200
+    line = b'{"custom_id": "a", "body": ' + b"[" * depth + b"]" * depth + b"}"
+    error = parse_line(line, 1, CHAT, Settings(max_body_bytes=len(line)))
+    assert isinstance(error, LineError) and error.code == "invalid_json_line"
+    assert "too deeply" in error.message

@@ -265,7 +265,8 @@ def test_either_id_finds_the_same_record(client: FlaskClient) -> None:
 
 def test_another_keys_response_is_not_found_anywhere(client: FlaskClient) -> None:
     rid = _create(client)["id"]
-    assert client.get(f"/v1/responses/{rid}", headers=BOB).status_code == 404
+    r = client.get(f"/v1/responses/{rid}", headers=BOB)
+    assert (r.status_code, r.get_json()["error"]["code"]) == (404, "response_not_found")
     assert client.get(f"/v1/responses/{rid}?stream=true", headers=BOB).status_code == 404
     assert client.post(f"/v1/responses/{rid}/cancel", headers=BOB).status_code == 404
     assert client.delete(f"/v1/responses/{rid}", headers=BOB).status_code == 404

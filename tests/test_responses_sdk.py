@@ -368,5 +368,5 @@ def test_a_stream_followed_while_its_response_is_deleted_ends_cleanly(stack: Sta
     # Either the cancel that comes first was read to its end, or the keys were already gone.
     assert (last["type"], last.get("code") or last.get("response", {}).get("status")) in (
         ("response.incomplete", "cancelled"),
-        ("error", "job_not_found"),
+        ("error", "response_not_found"),
     ), last

@@ -77,6 +77,9 @@ def create_app(settings: Settings | None = None) -> Flask:
     settings = settings or config.load()
     logs.setup(settings.log_level, settings.secret_values(), settings.log_format)
     app = Flask(__name__)
+    # Werkzeug answers `/v1/jobs//events` (an empty id) with a 308 to `/v1/jobs/events` and an
+    # HTML body; every path of the API answers JSON, so such a path is a plain 404.
+    app.url_map.merge_slashes = False
     app.config["MAX_CONTENT_LENGTH"] = settings.max_body_bytes
     app.json.sort_keys = False  # type: ignore[attr-defined]
     svc = _services(settings)

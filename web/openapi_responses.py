@@ -11,7 +11,7 @@ _ERRORS = {
     "`previous_response_not_found`; `invalid_wait`; `invalid_cursor`: a Last-Event-ID "
     "that is no sequence number.",
     401: "`invalid_api_key`: no key or an unknown key.",
-    404: "`job_not_found`: unknown, expired, deleted, `store: false` or another key's.",
+    404: "`response_not_found`: unknown, expired, deleted, `store: false` or another key's.",
     413: "`request_too_large`: body over CHATQ_MAX_BODY_BYTES.",
     422: "`context_length_exceeded` (the prompt, previous responses included, is over the "
     "model's limit); `idempotency_key_reused`.",

@@ -42,7 +42,9 @@ def json_body() -> dict[str, Any]:
     raw = _read_body()
     try:
         body = json_input.parse(raw.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+    except json_input.NestedTooDeeply as exc:
+        raise ApiError(400, "invalid_json", f"The body {exc}.") from None
+    except (UnicodeDecodeError, ValueError) as exc:
         raise ApiError(400, "invalid_json", "The body is not valid JSON in UTF-8.") from exc
     if not isinstance(body, dict):
         raise ApiError(400, "invalid_json", "The body must be a JSON object.")

@@ -33,7 +33,7 @@ bp = Blueprint("responses", __name__, url_prefix="/v1/responses")
 
 def response_not_found(param: str = "id") -> ApiError:
     """Unknown, expired, deleted, unstored or another key's: all look the same."""
-    return ApiError(404, "job_not_found", "No response with that id.", param=param)
+    return ApiError(404, "response_not_found", "No response with that id.", param=param)
 
 
 def owned_response(svc: Services, owner: str, any_id: str) -> dict[str, str]:

@@ -80,7 +80,8 @@ def response_stream(
     except STREAM_ENDING_ERRORS as exc:
         log.warning("response stream of %s ended early: %s", job_id, type(exc).__name__)
         if isinstance(exc, ApiError):  # deleted or expired meanwhile
-            yield _error(maker, exc.code, "The response no longer exists.")
+            code = "response_not_found" if exc.status == 404 else exc.code
+            yield _error(maker, code, "The response no longer exists.")
         else:
             yield _error(
                 maker,
