@@ -11,7 +11,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from bench import meta, plots, report, soakrows
+from bench import meta, plots, report, soak_targets
 from bench.lab import Lab
 from bench.sections.registry import SECTIONS, stacks_of
 from bench.sizes import FULL, QUICK
@@ -115,7 +115,7 @@ def _publish(
     args.out.write_text(json.dumps({"meta": info, "sections": sections}, indent=1))
     fine = {name: s for name, s in sections.items() if "error" not in s}
     if args.soak:
-        fine["soak"] = soakrows.load(args.soak)
+        fine["soak"] = soak_targets.load(args.soak)
     rows = evaluate(fine)
     full = args.readme or (not args.quick and not args.only)
     plot_paths = plots.all_plots(fine, HERE / "plots" if full else args.out.parent / "plots")

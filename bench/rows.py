@@ -57,6 +57,11 @@ def all_met(parts: list[bool | None]) -> bool | None:
     return None if any(p is None for p in parts) else True
 
 
+def cpu_line(cpu: JSON | None) -> str:
+    """`name n %` for each process: its CPU as a share of one core."""
+    return ", ".join(f"{k} {v['cpu_pct']} %" for k, v in (cpu or {}).items())
+
+
 def table(header: list[str], rows: list[list[Any]]) -> str:
     """A Markdown table."""
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]

@@ -1,4 +1,5 @@
-"""A job's event stream as API.md shows it: typed entries from XRANGE rows."""
+"""A job's event stream as GET /v1/jobs/{id}/events shows it (docs/api.md): typed entries
+from XRANGE rows."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ class Event:
     extra: str
 
     def public(self) -> dict[str, Any]:
-        """The event as API.md shows it."""
+        """The event as a client reads it."""
         if self.type == "delta":
             return {"type": "delta", "delta": self.value}
         if self.type == "status":

@@ -67,7 +67,7 @@ def _json(raw: str | None) -> Any:
 
 
 def public_view(record: dict[str, str]) -> JSONDict:
-    """The job object of API.md, built from its Redis hash."""
+    """The job object clients read (docs/api.md), built from its Redis hash."""
     return {
         "id": record["id"],
         "object": "chat.completion.job",

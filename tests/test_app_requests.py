@@ -1,4 +1,4 @@
-"""Malformed requests get API.md's error, in process: create_app(...).test_client(), no server.
+"""Malformed requests get the API's error, in process: create_app(...).test_client(), no server.
 
 The app is built from a Settings object whose Redis URL points at a port where nothing listens:
 validation and error shapes must not need Redis (a request that touched it would answer

@@ -1,4 +1,4 @@
-"""Malformed Files and Batches requests get API.md's error, in process (create_app(...)
+"""Malformed Files and Batches requests get the API's error object, in process (create_app(...)
 .test_client(), no server) on a Redis of their own; no worker runs."""
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import redis
 
-from bench import profiling, soakrows, targets12, targets14
+from bench import isolation_targets, latency_targets, profiling, soak_targets, upstream_targets
 from bench.roundtrips import RoundTripProxy
 from bench.sections import batchturns, rediscalls
 from bench.sections.registry import SECTIONS
@@ -239,12 +239,12 @@ def _gateway(
 
 
 def test_the_gateway_target_is_judged_against_litellm_of_the_same_run() -> None:
-    assert targets12.gateway({"gateway": _gateway(5.0, 12.0, 300, 150)})[0].met is True
+    assert latency_targets.gateway({"gateway": _gateway(5.0, 12.0, 300, 150)})[0].met is True
     # Over half of LiteLLM's added p50, or saturating first: not met.
-    assert targets12.gateway({"gateway": _gateway(7.0, 12.0, 300, 150)})[0].met is False
-    assert targets12.gateway({"gateway": _gateway(5.0, 12.0, 100, 150)})[0].met is False
+    assert latency_targets.gateway({"gateway": _gateway(7.0, 12.0, 300, 150)})[0].met is False
+    assert latency_targets.gateway({"gateway": _gateway(5.0, 12.0, 100, 150)})[0].met is False
     # Neither saturated within the rates run: the comparison cannot be made.
-    assert targets12.gateway({"gateway": _gateway(5.0, 12.0, None, None)})[0].met is None
+    assert latency_targets.gateway({"gateway": _gateway(5.0, 12.0, None, None)})[0].met is None
 
 
 def _pacing(paced_p99_s: float, again_p99_s: float, again_completed: int) -> dict[str, Any]:
@@ -266,7 +266,7 @@ def _pacing(paced_p99_s: float, again_p99_s: float, again_completed: int) -> dic
 
 def test_the_pacing_p99_is_judged_over_every_job_completed_both_ways() -> None:
     def rows(paced_p99_s: float, again_p99_s: float, again_completed: int = 100) -> list[Any]:
-        return targets14.pacing(_pacing(paced_p99_s, again_p99_s, again_completed))[-2:]
+        return upstream_targets.pacing(_pacing(paced_p99_s, again_p99_s, again_completed))[-2:]
 
     every, completed_only = rows(40.0, 60.0)
     assert every.met is True
@@ -308,13 +308,13 @@ def test_the_soak_rows_take_the_highest_passing_rate_and_the_gc_bound() -> None:
             ]
         }
     }
-    row = soakrows.soak(runs)[0]
+    row = soak_targets.soak(runs)[0]
     assert row.met is True and row.reached.startswith("80 jobs/s")
     assert "failed at 100" in row.reached
-    gc = soakrows.gc_pause(runs)[0]
+    gc = soak_targets.gc_pause(runs)[0]
     assert gc.met is False and "10 min at 50 jobs/s" in gc.reached  # a worker paused > 50 ms
-    assert soakrows.soak({"soak": {"runs": [_soak(30, 100, False)]}})[0].met is False
-    assert soakrows.gc_pause({})[0].met is None
+    assert soak_targets.soak({"soak": {"runs": [_soak(30, 100, False)]}})[0].met is False
+    assert soak_targets.gc_pause({})[0].met is None
 
 
 def test_a_profile_summary_names_functions_and_processes_without_paths(tmp_path: Path) -> None:
@@ -363,9 +363,9 @@ def test_fairness_is_met_only_with_both_percentiles_within_one_and_a_half_times(
         "fair": variant(6.2, 60.0),  # 1.55x at p50: rounding to 1.5 must not pass it
         "fifo": variant(9000.0, 14000.0),
     }
-    capped, split, fair, fifo, varied = targets14.fairness({"fairness": section})
+    capped, split, fair, fifo, varied = isolation_targets.fairness({"fairness": section})
     assert (capped.met, split.met, fair.met, fifo.met) == (True, None, False, None)
     assert varied.met is None and varied.reached == "not measured in this run"
     section["fair_capped_varied"] = variant(4.0, 40.0)  # shown, never judged: not the target
-    rows = targets14.fairness({"fairness": section})
+    rows = isolation_targets.fairness({"fairness": section})
     assert [r.met for r in rows[4:]] == [None, None] and "4 / 40 ms vs 4 / 40 ms" in rows[4].reached

@@ -1,4 +1,4 @@
-"""docker-compose.yml is a valid Compose file, wired as DESIGN.md says and safe by default; the
+"""docker-compose.yml is a valid Compose file, wired as docs/design.md says and safe by default; the
 Dockerfile builds a runtime image that holds the service and its locked dependencies only.
 
 No Docker engine runs here, so the file is checked against the Compose Specification's own JSON

@@ -1,4 +1,4 @@
-"""A job's stream entries as the events API.md shows."""
+"""A job's stream entries as the events a client reads."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The OpenAPI document: a valid 3.1 document of every endpoint of API.md, and what is served."""
+"""The OpenAPI document: a valid 3.1 document of every endpoint of the API, and what is served."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from referencing.jsonschema import DRAFT202012
 from tests.conftest import Stack
 from web.openapi import document
 
-# The endpoints of API.md, by path, with their methods.
+# The endpoints of the HTTP contract (docs/api.md), by path, with their methods.
 CONTRACT_PATHS = {
     "/v1/jobs": {"post"},
     "/v1/jobs/{id}": {"get"},
@@ -50,7 +50,7 @@ CONTRACT_PATHS = {
 }
 OPEN_PATHS = {"/healthz", "/readyz", "/metrics", "/openapi.json", "/"}
 
-# "The job object" of API.md.
+# The job object's fields (docs/api.md, "Jobs").
 JOB_FIELDS = {
     "id",
     "object",

@@ -1,4 +1,5 @@
-"""The OpenAPI 3.1 document of the API, as API.md (the HTTP contract) states it."""
+"""The OpenAPI 3.1 document of the API: the full reference of the HTTP contract that
+docs/api.md summarises."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The component schemas of the OpenAPI document: the JSON objects of API.md."""
+"""The component schemas of the OpenAPI document: the JSON objects of the API."""
 
 from __future__ import annotations
 
@@ -182,7 +182,7 @@ def _upstream_schemas() -> dict[str, Schema]:
 
 
 def _job_schema() -> Schema:
-    """The job object, exactly the fields of API.md."""
+    """The job object, exactly the fields a job read answers."""
     job = _object(
         [],
         id={"type": "string", "pattern": "^job_[A-Za-z0-9_-]+$"},

@@ -47,7 +47,7 @@ SPREAD = {"fair_capped_varied": 0.5}
 
 # One gevent worker per core: a worker is one event loop, and bob's message waited behind
 # each wave of the flood's ends and starts in it (one worker: p99 19.1 ms beside the flood
-# against 7.8 ms with two, the same day; bench/README.md).
+# against 7.8 ms with two, the same day; CHANGELOG.md, 2026-12-04).
 WORKERS = 2
 
 

@@ -1,4 +1,4 @@
-"""The two soak lines of issue 12's table, judged from `make soak` result files.
+"""The two soak lines of the headline targets table, judged from `make soak` result files.
 
 A soak takes 10 to 30 minutes, so `make bench` does not run one: `python -m bench --soak
 FILE` (as often as needed) adds the JSON that `python -m scripts.soak` wrote.

@@ -1,71 +1,116 @@
-"""The Markdown tables of issue 12's figures: the peers side by side."""
+"""The Markdown tables of what chatq holds and what a job costs: parked waiters and their
+memory, throughput and CPU per role against bare Celery, the prefetch ablation, Redis
+commands per job."""
 
 from __future__ import annotations
 
-from bench.rows import JSON, dig, table
+from bench.rows import JSON, cpu_line, dig, table
 
 CHATQ_ROLES = ("web", "worker", "redis", "fakellm", "loadgen")
 
 
-def gateway_table(s: JSON) -> str:
-    """Each system at each rate: latency, what it adds over the direct call, CPU."""
-    gw = dig(s, "gateway") or {}
+def waiters_table(s: JSON) -> str:
+    """Measures 2-3: each parked level, chatq then gthread."""
     rows = []
-    stages = [("sequential", gw.get("sequential"))] + [
-        (f"{p['rate_per_s']:g}/s", p) for p in gw.get("points", [])
-    ]
-    for label, stage in stages:
-        for name in gw.get("systems", []):
-            run = (stage or {}).get(name)
-            if not run:
-                continue
-            added = dig(stage, "overhead", name) or {}
+    for name in ("waiters", "gthread"):
+        for lv in dig(s, name, "levels") or []:
             rows.append(
                 [
-                    label,
-                    name,
-                    run["latency"]["p50_ms"],
-                    run["latency"]["p99_ms"],
-                    added.get("p50_ms"),
-                    added.get("p99_ms"),
-                    run.get("jobs_per_s"),
-                    run["errors"],
-                    "yes" if run.get("saturated") else "",
-                    _cpu_pct(run.get("cpu")),
+                    name if name == "gthread" else "chatq",
+                    lv["waiters"],
+                    lv["probes"],
+                    f"{lv['probe']['answered_in_grace']}/{lv['probes']}",
+                    lv["wake"]["p50_ms"],
+                    lv["wake"]["p99_ms"],
+                    lv["errors"],
+                    lv["rss_parked_mib"],
+                    lv["kib_per_waiter"],
+                    lv["park_s"],
                 ]
             )
-    note = ""
-    if gw and dig(gw, "litellm", "status") != "measured":
-        note = f"\n\nLiteLLM {dig(gw, 'litellm', 'status')}: {dig(gw, 'litellm', 'note')}."
-    sat = "; ".join(
-        f"{n} saturated at {v['saturated_at_per_s'] or '—'}/s (held "
-        f"{v['max_rate_held_per_s'] or '—'}/s)"
-        for n, v in (gw.get("saturation") or {}).items()
-        if n != "direct"
+    return table(
+        [
+            "server",
+            "waiters",
+            "probes",
+            "probes answered < 1 s",
+            "wake p50 ms",
+            "wake p99 ms",
+            "errors",
+            "RSS MiB",
+            "KiB/waiter",
+            "park s",
+        ],
+        rows,
     )
+
+
+def waitermem_table(s: JSON) -> str:
+    """KiB per parked waiter by tracemalloc, by RSS, and where the Python memory is held."""
+    w = dig(s, "waitermem")
+    if not w:
+        return ""
+    sites = "; ".join(
+        f"`{t['where']}` {t['bytes_per_waiter'] / 1024:.2f}" for t in w["top_sites"][:8]
+    )
+    return table(
+        ["waiters", "KiB/waiter (tracemalloc)", "KiB/waiter (RSS)", "errors"],
+        [[w["waiters"], w["kib_per_waiter"], w["rss_kib_per_waiter"], w["errors"]]],
+    ) + (f"\n\nLargest sites, KiB per waiter: {sites}.")
+
+
+def _where(b: JSON | None) -> str:
+    """A job's added time by stage (p50, ms)."""
+    if not b:
+        return ""
     return (
-        table(
-            [
-                "load",
-                "system",
-                "p50 ms",
-                "p99 ms",
-                "added p50",
-                "added p99",
-                "done/s",
-                "errors",
-                "saturated",
-                "CPU (% of a core)",
-            ],
-            rows,
-        )
-        + (f"\n\nSaturation: {sat}." if sat else "")
-        + note
+        f"submit {b['submit_to_created_ms']}, queued {b['queued_ms']}, run +"
+        f"{b['run_beyond_upstream_ms']}, to client {b['completed_to_client_ms']}"
     )
 
 
-def _cpu_pct(cpu: JSON | None) -> str:
-    return ", ".join(f"{k} {v['cpu_pct']} %" for k, v in (cpu or {}).items())
+def throughput_table(s: JSON) -> str:
+    """Measure 4 with CPU per process, and the bare Celery baselines."""
+    t = dig(s, "throughput") or {}
+    rows = []
+    for name in ("instant", "streaming_1s", "instant_threads_pool"):
+        r = t.get(name)
+        if r:
+            rows.append(
+                [
+                    f"chatq {name}",
+                    r["clients"],
+                    r["jobs_per_s"],
+                    r["latency"]["p50_ms"],
+                    r["in_flight"]["mean"],
+                    cpu_line(r["cpu"]),
+                    _where(r.get("breakdown")),
+                ]
+            )
+    for b in t.get("bare_celery", []):
+        rows.append(
+            [
+                f"bare Celery ({b['settings']} settings, {b['pool']} x{b['slots']})",
+                "—",
+                b["jobs_per_s"],
+                None,
+                None,
+                cpu_line(b["cpu"]),
+                "",
+            ]
+        )
+    return table(
+        [
+            "run",
+            "clients",
+            "jobs/s",
+            "added p50 ms",
+            "in flight",
+            "CPU (% of a core)",
+            "where a job's time goes (p50 ms)",
+        ],
+        rows,
+    )
 
 
 def cpu_table(s: JSON) -> str:
@@ -123,7 +168,7 @@ def prefetch_table(s: JSON) -> str:
             v["running_with_backlog"],
             v["reserved_beyond_slots_max"],
             v["hidden_reserved_max"],
-            _cpu_pct(v["cpu"]),
+            cpu_line(v["cpu"]),
         ]
         for v in p.get("variants", [])
     ]
@@ -183,56 +228,3 @@ def redis_table(s: JSON) -> str:
             ]
         ],
     ) + (f"\n\nBy command, per job: {names}.")
-
-
-def _steady(via: JSON) -> str:
-    steady = via.get("steady_latency")
-    return f"{steady['p50_ms']} / {steady['p99_ms']}" if steady else "—"
-
-
-def tokens_table(s: JSON) -> str:
-    """Token latency through the events long-poll and through SSE."""
-    tok = dig(s, "tokens") or {}
-    rows = [
-        [
-            via,
-            tok["streams"],
-            tok["tps"],
-            tok[via]["latency"]["p50_ms"],
-            tok[via]["latency"]["p99_ms"],
-            tok[via]["latency"]["max_ms"],
-            _steady(tok[via]),
-            f"{tok[via]['tokens_seen']}/{tok[via]['tokens_expected']}",
-            tok[via]["requests"],
-        ]
-        for via in ("events", "sse")
-        if via in tok
-    ]
-    return table(
-        [
-            "followed by",
-            "streams",
-            "tokens/s",
-            "p50 ms",
-            "p99 ms",
-            "max ms",
-            "after 0.5 s: p50 / p99 ms",
-            "tokens seen",
-            "requests",
-        ],
-        rows,
-    )
-
-
-def waitermem_table(s: JSON) -> str:
-    """KiB per parked waiter by tracemalloc, by RSS, and where the Python memory is held."""
-    w = dig(s, "waitermem")
-    if not w:
-        return ""
-    sites = "; ".join(
-        f"`{t['where']}` {t['bytes_per_waiter'] / 1024:.2f}" for t in w["top_sites"][:8]
-    )
-    return table(
-        ["waiters", "KiB/waiter (tracemalloc)", "KiB/waiter (RSS)", "errors"],
-        [[w["waiters"], w["kib_per_waiter"], w["rss_kib_per_waiter"], w["errors"]]],
-    ) + (f"\n\nLargest sites, KiB per waiter: {sites}.")
