@@ -162,7 +162,8 @@ def _installs(commands: str) -> list[str]:
 def test_make_up_installs_the_runtime_and_demo_locks_only_with_hashes() -> None:
     commands = _make_would_run("up")
     assert _installs(commands) == [
-        ".venv/bin/python -m pip install --progress-bar off --require-hashes -r requirements-demo.lock"
+        ".venv/bin/python -m pip install --progress-bar off --require-hashes "
+        "-r requirements-demo.lock"
     ]
     assert "requirements-dev" not in commands
     assert "python -m scripts.up" in commands
