@@ -170,10 +170,10 @@ def parse_sentinels(raw: str) -> tuple[tuple[str, int], ...]:
             host, _, port = item.partition(":")
         if not host or not (port or str(SENTINEL_PORT)).isdigit():
             raise ConfigError(f"CHATQ_REDIS_SENTINELS entries must be host:port, got {item!r}")
-        number = int(port or SENTINEL_PORT)
-        if not 0 < number < 65536:
-            raise ConfigError(f"CHATQ_REDIS_SENTINELS: no port {number} (in {item!r})")
-        found.append((host, number))
+        port_number = int(port or SENTINEL_PORT)
+        if not 0 < port_number < 65536:
+            raise ConfigError(f"CHATQ_REDIS_SENTINELS: no port {port_number} (in {item!r})")
+        found.append((host, port_number))
     return tuple(found)
 
 

@@ -20,7 +20,8 @@ FIELDS = {
 
 @dataclass(frozen=True)
 class KeyLimits:
-    """What one key may use; 0 is no limit. Its fields are the defaults of every key."""
+    """What one key may use; 0 is no limit. Read as settings (CHATQ_KEY_*), the limits of every
+    key that CHATQ_KEY_LIMITS does not name."""
 
     requests_per_minute: int = setting(
         "CHATQ_KEY_RPM",
