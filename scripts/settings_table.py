@@ -22,10 +22,11 @@ def main() -> int:
     if args.check:
         text = args.file.read_text()
         if with_table(text, table()) != text:
+            command = "python -m scripts.settings_table" + (
+                "" if args.file == README else f" {args.file}"
+            )
             print(
-                f"{args.file}: the settings table is not current: run "
-                "`python -m scripts.settings_table`",
-                file=sys.stderr,
+                f"{args.file}: the settings table is not current: run `{command}`", file=sys.stderr
             )
             return 1
         return 0
