@@ -1,5 +1,6 @@
-"""Reading CHATQ_* variables: one typed reader per kind of value, and the parsers of the
-settings that hold lists (API keys, Sentinels, URLs, overrides); chatq/config.py uses them."""
+"""Reading CHATQ_* variables: the text of one variable as a parser sees it (`Reading`), one
+parser per kind of value, and the parsers of the settings that hold lists (API keys,
+Sentinels, URLs, overrides, lanes). The settings name their parsers where they are declared."""
 
 from __future__ import annotations
 
@@ -7,7 +8,11 @@ import hashlib
 import math
 import os
 import urllib.parse
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+T = TypeVar("T")
 
 # The job lanes, most urgent first (chatq/fair.py, chatq/celery_app.py).
 LANES = ("interactive", "batch")
@@ -17,6 +22,92 @@ class ConfigError(ValueError):
     """A CHATQ_* variable holds a value that cannot be used."""
 
 
+@dataclass(frozen=True)
+class Reading:
+    """One variable as its parser sees it: its name, its text (stripped, and not empty unless
+    its setting keeps an empty value), the bounds its setting declares, and the settings read
+    before it, by field name (for a value checked against another, such as a key name)."""
+
+    name: str
+    text: str
+    minimum: float = 0
+    maximum: float | None = None
+    earlier: Mapping[str, object] = field(default_factory=dict)
+
+    def key_names(self) -> set[str]:
+        """The names of the keys of CHATQ_API_KEYS (read before every setting that names them)."""
+        pairs = self.earlier["api_keys"]
+        assert isinstance(pairs, tuple)
+        return {name for name, _ in pairs}
+
+
+def text(r: Reading) -> str:
+    return r.text
+
+
+def upper(r: Reading) -> str:
+    return r.text.upper()
+
+
+def whole(r: Reading) -> int:
+    """A whole number within the setting's bounds."""
+    try:
+        value = int(r.text)
+    except ValueError as exc:
+        raise ConfigError(f"{r.name} must be a whole number, got {r.text!r}") from exc
+    if value < r.minimum:
+        raise ConfigError(f"{r.name} must be at least {r.minimum}, got {value}")
+    if r.maximum is not None and value > r.maximum:
+        raise ConfigError(f"{r.name} must be at most {r.maximum}")
+    return value
+
+
+def number(r: Reading) -> float:
+    """A finite number at least the setting's minimum."""
+    try:
+        value = float(r.text)
+    except ValueError as exc:
+        raise ConfigError(f"{r.name} must be a number, got {r.text!r}") from exc
+    if not math.isfinite(value) or value < r.minimum:
+        least = float(r.minimum)
+        raise ConfigError(f"{r.name} must be a finite number >= {least}, got {r.text!r}")
+    return value
+
+
+def flag(r: Reading) -> bool:
+    """On or off: 1, true, yes, on or 0, false, no, off, in any case."""
+    raw = r.text.lower()
+    if raw in ("1", "true", "yes", "on"):
+        return True
+    if raw in ("0", "false", "no", "off"):
+        return False
+    raise ConfigError(f"{r.name} must be 1 or 0, got {raw!r}")
+
+
+@dataclass(frozen=True)
+class Choice:
+    """A parser that takes one of `allowed`, as written (the table lists them)."""
+
+    allowed: tuple[str, ...]
+
+    def __call__(self, r: Reading) -> str:
+        if r.text not in self.allowed:
+            raise ConfigError(f"{r.name} must be one of {', '.join(self.allowed)}, got {r.text!r}")
+        return r.text
+
+
+def file_path(r: Reading) -> str:
+    """The path of a file that exists."""
+    if not os.path.isfile(r.text):
+        raise ConfigError(f"{r.name}: no file at {r.text!r}")
+    return r.text
+
+
+def from_text(parse: Callable[[str], T]) -> Callable[[Reading], T]:
+    """A parser of `parse`, which needs the text alone (its errors name the variable)."""
+    return lambda r: parse(r.text)
+
+
 def default_files_dir() -> str:
     """CHATQ_FILES_DIR's default: `chatq/files` in the user's data folder ($XDG_DATA_HOME,
     else ~/.local/share), which no other user can name in advance as in a shared /tmp."""
@@ -24,54 +115,6 @@ def default_files_dir() -> str:
     if not os.path.isabs(base):  # the XDG spec: a relative path is ignored
         base = os.path.join(os.path.expanduser("~"), ".local", "share")
     return os.path.join(base, "chatq", "files")
-
-
-def read_text(env: Mapping[str, str], name: str, default: str) -> str:
-    return env.get(name, "").strip() or default
-
-
-def read_int(env: Mapping[str, str], name: str, default: int, minimum: int = 0) -> int:
-    raw = env.get(name, "").strip()
-    if not raw:
-        return default
-    try:
-        value = int(raw)
-    except ValueError as exc:
-        raise ConfigError(f"{name} must be a whole number, got {raw!r}") from exc
-    if value < minimum:
-        raise ConfigError(f"{name} must be at least {minimum}, got {value}")
-    return value
-
-
-def read_float(env: Mapping[str, str], name: str, default: float, minimum: float = 0.0) -> float:
-    raw = env.get(name, "").strip()
-    if not raw:
-        return default
-    try:
-        value = float(raw)
-    except ValueError as exc:
-        raise ConfigError(f"{name} must be a number, got {raw!r}") from exc
-    if not math.isfinite(value) or value < minimum:
-        raise ConfigError(f"{name} must be a finite number >= {minimum}, got {raw!r}")
-    return value
-
-
-def read_bool(env: Mapping[str, str], name: str, default: bool) -> bool:
-    raw = env.get(name, "").strip().lower()
-    if not raw:
-        return default
-    if raw in ("1", "true", "yes", "on"):
-        return True
-    if raw in ("0", "false", "no", "off"):
-        return False
-    raise ConfigError(f"{name} must be 1 or 0, got {raw!r}")
-
-
-def read_choice(env: Mapping[str, str], name: str, default: str, allowed: tuple[str, ...]) -> str:
-    value = read_text(env, name, default)
-    if value not in allowed:
-        raise ConfigError(f"{name} must be one of {', '.join(allowed)}, got {value!r}")
-    return value
 
 
 def parse_overrides(raw: str) -> tuple[tuple[str, str], ...]:
@@ -127,10 +170,10 @@ def parse_sentinels(raw: str) -> tuple[tuple[str, int], ...]:
             host, _, port = item.partition(":")
         if not host or not (port or str(SENTINEL_PORT)).isdigit():
             raise ConfigError(f"CHATQ_REDIS_SENTINELS entries must be host:port, got {item!r}")
-        number = int(port or SENTINEL_PORT)
-        if not 0 < number < 65536:
-            raise ConfigError(f"CHATQ_REDIS_SENTINELS: no port {number} (in {item!r})")
-        found.append((host, number))
+        port_number = int(port or SENTINEL_PORT)
+        if not 0 < port_number < 65536:
+            raise ConfigError(f"CHATQ_REDIS_SENTINELS: no port {port_number} (in {item!r})")
+        found.append((host, port_number))
     return tuple(found)
 
 
@@ -143,25 +186,17 @@ def is_amqp(url: str) -> bool:
     return urllib.parse.urlsplit(url).scheme.lower() in AMQP_SCHEMES
 
 
-def read_broker_url(env: Mapping[str, str]) -> str:
-    """CHATQ_BROKER_URL: a Redis or a RabbitMQ URL; empty means the Redis URL."""
-    url = env.get("CHATQ_BROKER_URL", "").strip()
-    scheme, sep, _ = url.partition("://")
-    if url and (not sep or scheme.lower() not in BROKER_SCHEMES):
+def read_broker_url(r: Reading) -> str:
+    """CHATQ_BROKER_URL: a Redis or a RabbitMQ URL."""
+    scheme, sep, _ = r.text.partition("://")
+    if not sep or scheme.lower() not in BROKER_SCHEMES:
         # Only a well-formed scheme is repeated: the rest of a URL may hold a password.
         shown = repr(scheme) if sep and scheme.isalnum() else "no scheme"
         raise ConfigError(
-            f"CHATQ_BROKER_URL must start with one of "
+            f"{r.name} must start with one of "
             f"{', '.join(s + '://' for s in BROKER_SCHEMES)}; got {shown}"
         )
-    return url
-
-
-def read_file_path(env: Mapping[str, str], name: str) -> str:
-    path = env.get(name, "").strip()
-    if path and not os.path.isfile(path):
-        raise ConfigError(f"{name}: no file at {path!r}")
-    return path
+    return r.text
 
 
 def parse_lanes(raw: str) -> tuple[str, ...]:

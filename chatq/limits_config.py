@@ -1,9 +1,13 @@
-"""A key's token limits and budgets as configured (CHATQ_KEY_*), and the parsing of
-CHATQ_KEY_LIMITS, its per-key overrides. Redis's side is chatq/limits.py."""
+"""The settings of the limits on what a key may send: the web's guard (CHATQ_RATE_LIMIT), a
+key's token limits and budgets (CHATQ_KEY_*) and CHATQ_KEY_LIMITS, their per-key overrides.
+Redis's side is chatq/limits.py."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+
+from chatq.config_env import ConfigError, Reading, from_text, parse_overrides, text, whole
+from chatq.config_fields import group, setting
 
 # The words of CHATQ_KEY_LIMITS and the field each sets.
 FIELDS = {
@@ -16,12 +20,50 @@ FIELDS = {
 
 @dataclass(frozen=True)
 class KeyLimits:
-    """What one key may use; 0 is no limit."""
+    """What one key may use; 0 is no limit. Read as settings (CHATQ_KEY_*), the limits of every
+    key that CHATQ_KEY_LIMITS does not name."""
 
-    requests_per_minute: int = 0
-    tokens_per_minute: int = 0
-    tokens_per_day: int = 0
-    tokens_per_month: int = 0
+    requests_per_minute: int = setting(
+        "CHATQ_KEY_RPM",
+        0,
+        whole,
+        unit="requests per minute",
+        note="none",
+        doc=(
+            "each key's chat requests (those that make a job) and webhook replays per minute; see"
+            " [Limits and budgets](#limits-and-budgets)"
+        ),
+    )
+
+    tokens_per_minute: int = setting(
+        "CHATQ_KEY_TPM",
+        0,
+        whole,
+        unit="tokens per minute",
+        note="none",
+        doc=(
+            "each key's tokens per minute: prompt and requested output at admission, corrected by"
+            " what the job used"
+        ),
+    )
+
+    tokens_per_day: int = setting(
+        "CHATQ_KEY_TOKENS_PER_DAY",
+        0,
+        whole,
+        unit="tokens",
+        note="none",
+        doc="each key's token budget per UTC day; over it, `429 insufficient_quota`",
+    )
+
+    tokens_per_month: int = setting(
+        "CHATQ_KEY_TOKENS_PER_MONTH",
+        0,
+        whole,
+        unit="tokens",
+        note="none",
+        doc="each key's token budget per UTC calendar month",
+    )
 
     @property
     def any(self) -> bool:
@@ -74,3 +116,60 @@ def parse_key_limits(
             raise ValueError(f"`{name}` is not the name of a key in CHATQ_API_KEYS")
         pairs.append((name, _one(entry, default)))
     return tuple(pairs)
+
+
+def read_key_limits(r: Reading) -> tuple[tuple[str, KeyLimits], ...]:
+    """CHATQ_KEY_LIMITS over the limits of every key (read before it)."""
+    default = r.earlier["key_limits"]
+    assert isinstance(default, KeyLimits)
+    try:
+        return parse_key_limits(r.text, default, r.key_names())
+    except ValueError as exc:
+        raise ConfigError(f"{r.name}: {exc}") from None
+
+
+@dataclass(frozen=True, repr=False)
+class LimitSettings:
+    """What a key may send: request rates, token limits and budgets."""
+
+    rate_limit: str = setting(
+        "CHATQ_RATE_LIMIT",
+        "",
+        text,
+        unit="e.g. `600/minute`",
+        note="none",
+        doc="each key's request rate on `/v1`",
+    )
+
+    rate_limit_overrides: tuple[tuple[str, str], ...] = setting(
+        "CHATQ_RATE_LIMIT_OVERRIDES",
+        (),
+        from_text(parse_overrides),
+        unit="`name=limit name2=limit`",
+        doc="per-key-name rates (`;` joins several limits)",
+    )
+
+    key_limits: KeyLimits = group(KeyLimits)  # noqa: RUF009 - a field(), as setting() is
+
+    key_limit_overrides: tuple[tuple[str, KeyLimits], ...] = setting(
+        "CHATQ_KEY_LIMITS",
+        (),
+        read_key_limits,
+        unit="`name=rpm:N,tpm:N,day:N,month:N …`",
+        doc=(
+            "per-key-name limits over the four above (whitespace-separated; what an entry leaves "
+            "out keeps the default; `0` is none; every name must be one of `CHATQ_API_KEYS`)"
+        ),
+    )
+
+    default_output_budget: int = setting(
+        "CHATQ_DEFAULT_OUTPUT_BUDGET",
+        1024,
+        whole,
+        unit="tokens",
+        minimum=1,
+        doc=(
+            "the output a request naming no `max_tokens` (nor `max_completion_tokens`) is charged"
+            " for at admission, per choice"
+        ),
+    )

@@ -1,5 +1,6 @@
-"""Webhook endpoints given in CHATQ_WEBHOOKS, and the rules every endpoint's URL and secret
-follow (shared by the settings, the API and the worker)."""
+"""The settings of webhooks (CHATQ_WEBHOOK*): the endpoints given in CHATQ_WEBHOOKS and the
+delivery knobs; and the rules every endpoint's URL and secret follow (shared by the settings,
+the API and the worker)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ from urllib.parse import urlsplit
 
 import idna
 
+from chatq.config_env import ConfigError, Reading, flag, number, whole
+from chatq.config_fields import setting
 from chatq.webhooks_addresses import literal_address
 
 SECRET_PREFIX = "whsec_"
@@ -129,3 +132,104 @@ def parse_webhooks(raw: str, owners: set[str]) -> tuple[WebhookConfig, ...]:
     if len(set(ids)) != len(ids):
         raise ValueError("the same key name and URL are given twice")
     return endpoints
+
+
+def read_webhooks(r: Reading) -> tuple[WebhookConfig, ...]:
+    try:
+        return parse_webhooks(r.text, r.key_names())
+    except ValueError as exc:  # its message names the entry, never its secret
+        raise ConfigError(f"{r.name}: {exc}") from None
+
+
+@dataclass(frozen=True, repr=False)
+class WebhookSettings:
+    """Webhook endpoints from configuration, and how deliveries go."""
+
+    webhooks: tuple[WebhookConfig, ...] = setting(
+        "CHATQ_WEBHOOKS",
+        (),
+        read_webhooks,
+        unit="`name=URL#whsec_…`, whitespace-separated",
+        doc=(
+            "webhook endpoints from configuration, per key name; more `#whsec_…` sign beside the "
+            "first while a secret rotates (see [Webhooks](#webhooks))"
+        ),
+    )
+
+    webhook_allow_private: bool = setting(
+        "CHATQ_WEBHOOK_ALLOW_PRIVATE",
+        False,
+        flag,
+        doc=(
+            "let webhooks reach addresses that are not globally routable (loopback, private, "
+            "link-local, reserved, and their IPv6 forms; see [Webhooks](#webhooks)) (`make up` "
+            "and the tests set it)"
+        ),
+    )
+
+    webhook_timeout_s: float = setting(
+        "CHATQ_WEBHOOK_TIMEOUT",
+        15.0,
+        number,
+        unit="s",
+        minimum=0.1,
+        doc=(
+            "the deadline of one delivery attempt, all of it: connect, send, and the answer's "
+            "status and headers; a receiver that trickles its answer is cut there (outcome "
+            "`timeout`)"
+        ),
+    )
+
+    webhook_concurrency: int = setting(
+        "CHATQ_WEBHOOK_CONCURRENCY",
+        50,
+        whole,
+        unit="attempts, per worker process",
+        doc=(
+            "delivery slots of each worker process, apart from its job slots (a delivery never "
+            "takes a job's slot); `0`: this worker sends no webhooks"
+        ),
+    )
+
+    webhook_endpoint_concurrency: int = setting(
+        "CHATQ_WEBHOOK_ENDPOINT_CONCURRENCY",
+        10,
+        whole,
+        unit="attempts, per endpoint",
+        minimum=1,
+        doc=(
+            "most attempts running at once to one endpoint, across all workers (counted in "
+            "Redis); the endpoint's other due deliveries wait, first come first, for one of them "
+            "to end"
+        ),
+    )
+
+    webhook_key_concurrency: int = setting(
+        "CHATQ_WEBHOOK_KEY_CONCURRENCY",
+        20,
+        whole,
+        unit="attempts, per key name",
+        minimum=1,
+        doc=(
+            "most attempts running at once to all the endpoints of one key name, across all "
+            "workers (counted in Redis); the key's other due deliveries wait, first come first, "
+            "for one of them to end, out of other keys' way (see [Webhooks](#webhooks))"
+        ),
+    )
+
+    webhook_retry_scale: float = setting(
+        "CHATQ_WEBHOOK_RETRY_SCALE",
+        1.0,
+        number,
+        unit="factor",
+        doc="multiplies the retry schedule (5 s … 24 h); the tests compress it with `0.001`",
+    )
+
+    webhook_log_ttl_s: int = setting(
+        "CHATQ_WEBHOOK_LOG_TTL",
+        604800,
+        whole,
+        unit="s",
+        minimum=86400,
+        doc="a delivery and its attempts stay in the log this long after its last attempt",
+    )

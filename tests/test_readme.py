@@ -35,7 +35,9 @@ WORDS = re.compile(r"\S+")
 
 
 def test_every_chatq_setting_is_in_the_readme_table() -> None:
-    read = sorted((ROOT / "chatq").glob("config*.py"))
+    read = sorted((ROOT / "chatq").glob("config*.py")) + sorted(
+        (ROOT / "chatq").glob("*_config.py")
+    )
     names = {n for path in read for n in re.findall(r'"(CHATQ_[A-Z_]+)"', path.read_text())}
     readme = README.read_text()
     documented = set(re.findall(r"^\| `(CHATQ_[A-Z_]+)` \|", readme, re.MULTILINE))
