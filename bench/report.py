@@ -6,6 +6,7 @@ from typing import Any
 
 from bench import report12
 from bench.rows import Row, dig, table
+from bench.sections import transport
 
 JSON = dict[str, Any]
 
@@ -27,7 +28,7 @@ def targets_tables(rows: list[Row]) -> list[str]:
     return [
         "### Targets (issue 12)",
         targets_table(mine),
-        "### Earlier targets (issues 4, 6, 15, 16)",
+        "### Earlier targets (issues 4, 6, 15, 16, 35)",
         table(
             ["issue", "measure", "target", "reached", "met"],
             [[r.issue, r.measure, r.target, r.reached, mark[r.met]] for r in earlier],
@@ -267,6 +268,8 @@ def markdown(rows: list[Row], sections: JSON) -> str:
         report12.tokens_table(sections),
         "### Upstream calls: pooled against fresh",
         pooling_table(sections),
+        "### Upstream transport: requests.Session against raw urllib3",
+        transport.results_table(sections),
         "### Background responses against plain jobs",
         background_table(sections),
         "### Other figures",

@@ -7,6 +7,7 @@ from collections.abc import Callable
 
 from bench import bodyrows, soakrows, targets12, targets14
 from bench.rows import JSON, Row, dig, fmt, level, missing
+from bench.sections import transport
 
 __all__ = ["JSON", "Row", "dig", "evaluate"]
 
@@ -205,6 +206,7 @@ JUDGES: list[Callable[[JSON], list[Row]]] = [
     targets14.fairness,
     targets14.pacing,
     bodyrows.bodies,
+    transport.judge,
 ]
 
 
