@@ -2,8 +2,9 @@
 the raw urllib3 pool it replaced, plain and streamed, in one client process.
 
 Reads a JSON spec on stdin (`url`, `key`, `calls`, `rounds`); prints one JSON line. Each round
-makes `calls` sequential calls per variant, the variants taking turns (their order reversed
-every other round) so that a slower spell of the machine falls on both paths. The session path
+makes `calls` sequential calls per variant in blocks of `BLOCK_CALLS`, the variants taking
+turns block by block (their order reversed every other block), so that a slower spell of a
+shared machine falls on every variant alike. The session path
 is the worker's own (`worker.upstream.make_session`, `UpstreamSession.post_streamed`); the raw
 one is a minimal copy of the worker's former caller, kept here only: a PoolManager of the same
 reporting connections, `urlopen` with urllib3's retries and redirects off, the body unread
@@ -32,6 +33,7 @@ BODIES = {
     "streamed": json.dumps({"model": "fake", "messages": MESSAGES, "stream": True}).encode(),
 }
 CONNECT_S, READ_S = 5.0, 30.0
+BLOCK_CALLS = 25
 # An open call: (its response, how to read it to the end and give its connection back).
 Opened = tuple[Any, Callable[[], None]]
 
@@ -106,11 +108,22 @@ def _tracked_per_open_call(open_call: Callable[[], Opened], calls: int = 20) -> 
     return held / calls
 
 
-def _cpu_ms_per_call(open_call: Callable[[], Opened], calls: int) -> float:
+def _cpu_s(open_call: Callable[[], Opened], calls: int) -> float:
     cpu0 = time.process_time()
     for _ in range(calls):
         open_call()[1]()
-    return 1000 * (time.process_time() - cpu0) / calls
+    return time.process_time() - cpu0
+
+
+def _round(callers: dict[str, Callable[[], Opened]], calls: int) -> dict[str, float]:
+    """CPU ms per call of each variant over `calls` calls each, the variants taking turns."""
+    cpu_s = dict.fromkeys(callers, 0.0)
+    order = list(callers)
+    for block in range(max(1, calls // BLOCK_CALLS)):
+        for name in order if block % 2 == 0 else order[::-1]:
+            cpu_s[name] += _cpu_s(callers[name], BLOCK_CALLS)
+    blocks = max(1, calls // BLOCK_CALLS)
+    return {name: 1000 * spent / (blocks * BLOCK_CALLS) for name, spent in cpu_s.items()}
 
 
 def main() -> None:
@@ -123,18 +136,17 @@ def main() -> None:
         "Authorization": f"Bearer {spec['key']}",
     }
     callers = {
-        (path, kind): make(url, headers, body)
+        f"{path}_{kind}": make(url, headers, body)
         for path, make in PATHS.items()
         for kind, body in BODIES.items()
     }
     for open_call in callers.values():
         open_call()[1]()  # the first call pays for the connection and first-use work
-    order = list(callers)
-    cpu: dict[str, list[float]] = {f"{p}_{k}": [] for p, k in order}
-    for round_no in range(int(spec["rounds"])):
-        for path, kind in order if round_no % 2 == 0 else order[::-1]:
-            cpu[f"{path}_{kind}"].append(_cpu_ms_per_call(callers[path, kind], spec["calls"]))
-    objects = {f"{p}_{k}": _tracked_per_open_call(c) for (p, k), c in callers.items()}
+    cpu: dict[str, list[float]] = {name: [] for name in callers}
+    for _ in range(int(spec["rounds"])):
+        for name, ms in _round(callers, int(spec["calls"])).items():
+            cpu[name].append(ms)
+    objects = {name: _tracked_per_open_call(c) for name, c in callers.items()}
     sys.stdout.write(json.dumps({"cpu_ms_per_call": cpu, "tracked_objects": objects}) + "\n")
 
 
