@@ -1,12 +1,12 @@
 """The worker's connections to the upstream: a pooled `requests.Session` whose mounted
 HTTPAdapter keeps one urllib3 pool per endpoint.
 
-requests' per-call work is kept to what a call needs: the environment (proxies, CA bundle,
-`.netrc`) is read once per process, not on every call (`trust_env` is off); a request's URL
-and headers are prepared once per endpoint and copied for each call, so that a call prepares
-only its body (`Session.request` would merge cookies and settings and parse the URL each time);
-no cookie is kept; the answer is streamed (`stream=True`), its body unread until the caller
-reads it.
+requests' per-call work is kept to what a call needs: no environment look-up per call
+(`trust_env` is off: each endpoint's proxy is read from the environment once, and neither
+requests' CA bundle nor `.netrc` is used); a request's URL and headers are prepared once per
+endpoint and copied for each call, so that a call prepares only its body (`Session.request`
+would merge cookies and settings and parse the URL each time); no cookie is kept; the answer
+is streamed (`stream=True`), its body unread until the caller reads it.
 
 Retries that belong to the transport are urllib3's (`TRANSPORT_RETRY`): a connection that
 could not be made is tried once more at once, since nothing was sent. Every other retry is the
