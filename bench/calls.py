@@ -1,7 +1,7 @@
 """`python -m bench.calls`: upstream calls from a plain client process, pooled or fresh.
 
 Reads a JSON spec on stdin; prints one JSON line: latencies, CPU per call, wall time.
-"pooled" uses the worker's own pools (`worker.upstream.make_pools`); "fresh" opens a new
+"pooled" uses the worker's own session (`worker.upstream.make_session`); "fresh" opens a new
 connection for every call (a pool of its own per call, closed after it, as a client without
 a session does); "pooled_stream" reads a streamed answer as the worker does (on past
 `data: [DONE]` to the end of the body, so that the connection goes back to the pool).
@@ -18,7 +18,7 @@ from typing import Any
 from urllib3 import PoolManager, Timeout
 
 from chatq.config import Settings
-from worker.upstream import make_pools
+from worker.upstream import make_session
 
 MESSAGES = [{"role": "user", "content": "hello"}]
 BODY = json.dumps({"model": "fake", "messages": MESSAGES}).encode()
@@ -33,24 +33,27 @@ def _caller(spec: dict[str, Any]) -> Any:
         upstream_urls=(spec["url"],),
         upstream_ca_file=spec.get("ca") or "",
     )
-    pools = make_pools(settings)
+    session = make_session(settings)
     timeout = Timeout(30)
 
     def call(_: int) -> float:
         t0 = time.perf_counter()
         if spec["kind"] == "pooled_stream":
-            resp = pools.post(url, STREAM_BODY, headers, timeout)
-            for _chunk in resp.stream(None):  # the whole body, `[DONE]` and what follows
-                pass
+            with session.post_streamed(url, STREAM_BODY, headers, (30, 30)) as resp:
+                for _chunk in resp.iter_content(None):  # the whole body, `[DONE]` and after
+                    pass
+            status = resp.status_code
         elif spec["kind"] == "pooled":
-            resp = pools.post(url, BODY, headers, timeout)
-            json.loads(resp.read())
+            with session.post_streamed(url, BODY, headers, (30, 30)) as resp:
+                json.loads(resp.content)
+            status = resp.status_code
         else:
             with PoolManager(ca_certs=spec.get("ca") or None) as fresh:
-                resp = fresh.request("POST", url, body=BODY, headers=headers, timeout=timeout)
-                json.loads(resp.data)
-        if resp.status != 200:
-            raise RuntimeError(f"the upstream answered {resp.status}")
+                answer = fresh.request("POST", url, body=BODY, headers=headers, timeout=timeout)
+                json.loads(answer.data)
+            status = answer.status
+        if status != 200:
+            raise RuntimeError(f"the upstream answered {status}")
         return time.perf_counter() - t0
 
     return call

@@ -5,6 +5,7 @@ from __future__ import annotations
 from bench import capacity_tables as capacity
 from bench import latency_tables as latency
 from bench.rows import JSON, Row, dig, table
+from bench.sections import transport
 
 HEADLINE_ISSUE = 12  # the issue that set the headline table's targets
 
@@ -82,6 +83,8 @@ def markdown(rows: list[Row], sections: JSON) -> str:
         latency.tokens_table(sections),
         "### Upstream calls: pooled against fresh",
         latency.pooling_table(sections),
+        "### Upstream transport: requests.Session against raw urllib3",
+        transport.results_table(sections),
         "### Background responses against plain jobs",
         latency.background_table(sections),
         "### Other figures",

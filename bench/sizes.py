@@ -36,6 +36,8 @@ class Sizes:
     token_count: int
     pool_calls: int
     pool_concurrency: int
+    transport_calls: int
+    transport_rounds: int
     cache_hits: int
     conn_calls: int
     conn_top_up_cap_s: float
@@ -82,6 +84,8 @@ FULL = Sizes(
     token_count=30,
     pool_calls=1000,
     pool_concurrency=50,
+    transport_calls=1000,
+    transport_rounds=6,
     cache_hits=300,
     conn_calls=10000,
     conn_top_up_cap_s=60.0,
@@ -123,6 +127,8 @@ QUICK = Sizes(
     token_count=6,
     pool_calls=30,
     pool_concurrency=4,
+    transport_calls=30,
+    transport_rounds=2,
     cache_hits=10,
     conn_calls=100,
     conn_top_up_cap_s=10.0,

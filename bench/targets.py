@@ -14,6 +14,7 @@ from bench import (
     waiter_targets,
 )
 from bench.rows import JSON, Row, dig
+from bench.sections import transport
 
 __all__ = ["JSON", "Row", "dig", "evaluate"]
 
@@ -42,6 +43,7 @@ FURTHER: list[Judge] = [
     isolation_targets.fairness,
     upstream_targets.pacing,
     isolation_targets.bodies,
+    transport.judge,
 ]
 JUDGES: list[Judge] = [*HEADLINE, *FURTHER]
 

@@ -46,8 +46,9 @@ class UpstreamSettings:
             "PEM file of the CA that signed an `https://` upstream's certificate, for a private "
             "CA; the certificate and host name are always checked. A proxy for the upstream comes"
             " from the usual `HTTPS_PROXY` / `HTTP_PROXY` / `NO_PROXY`, read once per endpoint at"
-            " the worker's start. requests' `REQUESTS_CA_BUNDLE` is not read: the worker calls "
-            "the upstream on urllib3, so a private CA goes here"
+            " the worker's start. The worker's requests session reads neither "
+            "`REQUESTS_CA_BUNDLE` nor certifi's bundle (it trusts no environment but the "
+            "proxies): a private CA goes here"
         ),
     )
 
@@ -57,7 +58,10 @@ class UpstreamSettings:
         number,
         unit="s",
         minimum=0.01,
-        doc="TCP/TLS connect",
+        doc=(
+            "TCP/TLS connect; a connection that fails is tried once more at once (see "
+            "Retries), so an endpoint that never accepts costs up to twice this"
+        ),
     )
 
     first_byte_timeout_s: float = setting(

@@ -86,6 +86,11 @@ NUMBERS: dict[str, list[tuple[Any, ...]]] = {
         ("variants", i, key) for i in range(6) for key in ("connections_opened", "cpu_ms_per_call")
     ],
     "connections": [("calls",), ("connections_opened",)],
+    "transport": [
+        ("variants", kind, key)
+        for kind in ("plain", "streamed")
+        for key in ("urllib3_cpu_ms_per_call", "session_cpu_ms_per_call", "session_tracked_objects")
+    ],
     "background": [
         ("flows", f, "latency", "p50_ms")
         for f in (
@@ -129,7 +134,7 @@ NUMBERS: dict[str, list[tuple[Any, ...]]] = {
 
 
 # The sections that start no stack of their own: seconds, not a minute.
-CHEAP = ("gthread", "tokens", "pooling", "cache", "connections")
+CHEAP = ("gthread", "tokens", "pooling", "transport", "cache", "connections")
 
 
 def _quick_run(out: Path, *only: str) -> dict[str, Any]:
@@ -168,6 +173,7 @@ def test_quick_bench_of_the_cheap_sections_yields_their_numbers(tmp_path: Path) 
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(480)  # its own run is given 420 s (above); 250 s is usual
 def test_quick_bench_yields_every_sections_numbers(tmp_path: Path) -> None:
     data = _quick_run(tmp_path / "latest.json")
     sections = data["sections"]

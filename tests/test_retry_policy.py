@@ -27,7 +27,7 @@ from worker.flusher import DeltaWriter
 from worker.runner import BACKOFF_CAP_S, _backoff_s
 from worker.running import Handle
 from worker.upstream import Timeouts, attempt
-from worker.upstream_conn import UpstreamPools
+from worker.upstream_conn import UpstreamSession
 
 # (error code, status the upstream answered or 0) -> status the client gets.
 FAILED_JOB_STATUS = [
@@ -142,8 +142,8 @@ def _writer(handle: Handle) -> DeltaWriter:
 def _attempt(url: str, body: dict[str, object]) -> Attempt:
     # A deadline close by: the worker retries a store step through Redis errors until then.
     handle = Handle("job_policy", "run", time.monotonic() + 1.0)
-    pools = UpstreamPools(endpoints=1, maxsize=2)
-    return attempt(pools, url, body, {}, Timeouts(1, 5, 5), handle, _writer(handle), Redactor())
+    session = UpstreamSession((url,), maxsize=2)
+    return attempt(session, url, body, {}, Timeouts(1, 5, 5), handle, _writer(handle), Redactor())
 
 
 def test_an_unexpected_exception_is_a_failed_attempt_logged_with_its_traceback(

@@ -1,5 +1,5 @@
 """Handle.abort cuts the worker's upstream call while it still waits for the answer's first
-byte, over plain HTTP and over TLS (in process: the worker's own pools and attempt, against
+byte, over plain HTTP and over TLS (in process: the worker's own session and attempt, against
 a server that reads the request and never answers)."""
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from scripts.localredis import free_port
 from worker.attempts import Attempt
 from worker.flusher import DeltaWriter
 from worker.running import Handle
-from worker.upstream import Timeouts, attempt, make_pools
+from worker.upstream import Timeouts, attempt, make_session
 
 # Far longer than the test waits: a call that is not cut outlives the test.
 FIRST_BYTE_S = 600.0
@@ -89,14 +89,14 @@ def test_abort_cuts_a_call_waiting_for_its_first_byte(upstream: Upstream) -> Non
     settings = Settings(
         upstream_urls=(upstream.url,), worker_concurrency=2, upstream_ca_file=upstream.ca_path
     )
-    pools = make_pools(settings)
+    session = make_session(settings)
     handle = Handle("job_abort", "run", time.monotonic() + FIRST_BYTE_S)
     ended: list[Attempt] = []
 
     def call() -> None:
         ended.append(
             attempt(
-                pools,
+                session,
                 upstream.url + "/chat/completions",
                 {"model": "x"},
                 {},

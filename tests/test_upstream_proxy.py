@@ -1,6 +1,6 @@
 """The worker's upstream call goes through the proxy that the environment names (`HTTP_PROXY`,
 its credentials included), and around it for a host in `NO_PROXY` (in process: the worker's
-own pools and attempt).
+own session and attempt).
 
 The upstream's host does not resolve: only a call sent through the proxy can succeed. The
 proxy answers every request itself, with a well-formed stream, and notes what it was sent."""
@@ -25,7 +25,7 @@ from tests.shapes_upstream import STREAMS
 from worker.attempts import Attempt
 from worker.flusher import DeltaWriter
 from worker.running import Handle
-from worker.upstream import Timeouts, attempt, make_pools
+from worker.upstream import Timeouts, attempt, make_session
 
 UPSTREAM = "http://upstream.invalid/v1"  # .invalid never resolves (RFC 2606)
 
@@ -77,11 +77,11 @@ def _call() -> Attempt:
     handle = Handle("job_proxy", "run", time.monotonic() + 10)
     # The text stays in the writer's buffer (it flushes at 10,000 characters): no Redis needed.
     writer = DeltaWriter(Store(redis.Redis(port=free_port()), 60), handle, 10_000)
-    pools = make_pools(Settings(upstream_urls=(UPSTREAM,), worker_concurrency=2))
+    session = make_session(Settings(upstream_urls=(UPSTREAM,), worker_concurrency=2))
     body = {"model": "fake"}
     timeouts = Timeouts(2, 5, 5)
     return attempt(
-        pools, UPSTREAM + "/chat/completions", body, {}, timeouts, handle, writer, Redactor()
+        session, UPSTREAM + "/chat/completions", body, {}, timeouts, handle, writer, Redactor()
     )
 
 

@@ -23,7 +23,8 @@ log = logging.getLogger(__name__)
 
 JSONDict = dict[str, Any]
 RETRY_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504})
-# What a failed connection to the upstream raises (urllib3 wraps most of it).
+# What a failed connection to the upstream raises (urllib3 wraps most of it, and requests wraps
+# urllib3's errors in its RequestException, an OSError, the urllib3 error its first argument).
 CONNECTION_ERRORS: tuple[type[Exception], ...] = (
     urllib3.exceptions.HTTPError,
     http.client.HTTPException,
@@ -85,7 +86,8 @@ def timed_out(exc: BaseException) -> bool:
 
 def error_attempt(response: BaseHTTPResponse, redact: Redactor) -> Attempt:
     try:
-        error = json.loads(response.read(ERROR_BODY_BYTES)).get("error") or {}
+        body = response.read(ERROR_BODY_BYTES, decode_content=True)
+        error = json.loads(body).get("error") or {}
     except (ValueError, AttributeError):
         error = {}
     detail = error.get("message") if isinstance(error, dict) else None

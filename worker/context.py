@@ -1,4 +1,4 @@
-"""What a worker process holds: Redis, the store, the upstream pools, its running jobs."""
+"""What a worker process holds: Redis, the store, the upstream session, its running jobs."""
 
 from __future__ import annotations
 
@@ -18,8 +18,8 @@ from worker.endpoints import Endpoints
 from worker.flusher import Flusher
 from worker.pacing import Pacer
 from worker.running import Registry
-from worker.upstream import make_pools
-from worker.upstream_conn import UpstreamPools
+from worker.upstream import make_session
+from worker.upstream_conn import UpstreamSession
 
 
 @dataclass
@@ -29,7 +29,7 @@ class WorkerContext:
     settings: Settings
     celery: Celery
     store: Store
-    pools: UpstreamPools
+    session: UpstreamSession
     registry: Registry
     redact: Redactor
     endpoints: Endpoints
@@ -59,7 +59,7 @@ def _build(settings: Settings, celery: Celery) -> WorkerContext:
         settings=settings,
         celery=celery,
         store=store,
-        pools=make_pools(settings),
+        session=make_session(settings),
         registry=Registry(),
         redact=Redactor(settings.secret_values()),
         endpoints=Endpoints(

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import random
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -81,10 +83,12 @@ def _upstream_body(request: dict[str, Any]) -> dict[str, Any]:
     return {**request, "stream": True, "stream_options": {"include_usage": True}}
 
 
-def _headers(ctx: WorkerContext) -> dict[str, str]:
+@functools.cache
+def _headers(api_key: str) -> Mapping[str, str]:
+    """The upstream call's headers, the same for every call: built once."""
     headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
-    if ctx.settings.upstream_api_key:
-        headers["Authorization"] = f"Bearer {ctx.settings.upstream_api_key}"
+    if api_key:
+        headers["Authorization"] = f"Bearer {api_key}"
     return headers
 
 
@@ -107,10 +111,10 @@ def _call(ctx: WorkerContext, run: Run) -> tuple[str, Attempt, str]:
     timeouts = Timeouts(s.connect_timeout_s, s.first_byte_timeout_s, s.read_timeout_s)
     started = time.monotonic()
     result = attempt(
-        ctx.pools,
+        ctx.session,
         url + "/chat/completions",
         _upstream_body(run.request),
-        _headers(ctx),
+        _headers(s.upstream_api_key),
         timeouts,
         handle,
         writer,

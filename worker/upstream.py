@@ -1,14 +1,15 @@
-"""Calling the upstream chat API: one set of connection pools per process, one streamed attempt."""
+"""Calling the upstream chat API: one pooled session per process, one streamed attempt."""
 
 from __future__ import annotations
 
 import json
 import logging
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import redis
-from urllib3 import Timeout
+import requests
 from urllib3.response import BaseHTTPResponse
 
 from chatq.config import Settings
@@ -28,7 +29,7 @@ from worker.attempts import (
 from worker.flusher import DeltaWriter
 from worker.running import Handle
 from worker.sse import CompletionBuilder, InvalidChunk, parse_event, sse_data
-from worker.upstream_conn import UpstreamPools
+from worker.upstream_conn import UpstreamSession
 
 log = logging.getLogger(__name__)
 
@@ -36,10 +37,10 @@ log = logging.getLogger(__name__)
 STORE_ERRORS: tuple[type[Exception], ...] = (redis.RedisError, *BACKEND_ERRORS)
 
 
-def make_pools(settings: Settings) -> UpstreamPools:
-    """Pools holding one connection per concurrent job, per endpoint."""
-    return UpstreamPools(
-        len(settings.upstream_urls), settings.worker_concurrency, settings.upstream_ca_file
+def make_session(settings: Settings) -> UpstreamSession:
+    """A session whose pools hold one connection per concurrent job, per endpoint."""
+    return UpstreamSession(
+        settings.upstream_urls, settings.worker_concurrency, settings.upstream_ca_file
     )
 
 
@@ -60,13 +61,13 @@ def _set_read_timeout(response: BaseHTTPResponse, timeout_s: float) -> None:
 
 
 def _read_stream(
-    response: BaseHTTPResponse, writer: DeltaWriter, started: float, read_timeout_s: float
+    response: requests.Response, writer: DeltaWriter, started: float, read_timeout_s: float
 ) -> Attempt:
     builder = CompletionBuilder()
     first_token_s: float | None = None
     done = False
     events = 0
-    for data in sse_data(response.stream(None)):
+    for data in sse_data(response.iter_content(chunk_size=None)):
         events += 1
         if done or data.strip() == "[DONE]":
             # Read on to the end of the body: a connection left mid-body cannot be reused.
@@ -78,7 +79,7 @@ def _read_stream(
         text = builder.add(chunk)
         if text and first_token_s is None:
             first_token_s = time.monotonic() - started
-            _set_read_timeout(response, read_timeout_s)
+            _set_read_timeout(response.raw, read_timeout_s)
         if not writer.add(text):
             return aborted()
     if not events:
@@ -98,10 +99,10 @@ def _read_stream(
 
 
 def _stream_call(
-    pools: UpstreamPools,
+    session: UpstreamSession,
     url: str,
     body: JSONDict,
-    headers: dict[str, str],
+    headers: Mapping[str, str],
     timeouts: Timeouts,
     handle: Handle,
     writer: DeltaWriter,
@@ -113,22 +114,19 @@ def _stream_call(
         # `calling`: the connection reports to the handle, so abort cuts even a call that
         # still waits for its first byte.
         with handle.calling():
-            timeout = Timeout(connect=timeouts.connect_s, read=first_byte_s)
-            resp = pools.post(url, _encoded(body), headers, timeout)
-        try:
-            handle.attach(resp)
-            if resp.status != 200:
-                result = error_attempt(resp, redact)
+            timeout_s = (timeouts.connect_s, first_byte_s)
+            resp = session.post_streamed(url, _encoded(body), headers, timeout_s)
+        # On leaving: a body read to its end has put its connection back in the pool already;
+        # one left unread is closed, since it cannot carry the next request.
+        with resp:
+            handle.attach(resp.raw)
+            if resp.status_code != 200:
+                result = error_attempt(resp.raw, redact)
             else:
                 result = _read_stream(resp, writer, started, timeouts.read_s)
-            result.rate_headers = rate_headers(resp)
+            result.rate_headers = rate_headers(resp.raw)
             result.sent_at = started
             return result
-        finally:
-            # A body read to its end has put its connection back in the pool already; one
-            # left unread is closed, since it cannot carry the next request.
-            resp.close()
-            resp.release_conn()
     finally:
         handle.attach(None)
 
@@ -138,10 +136,10 @@ def _encoded(body: JSONDict) -> bytes:
 
 
 def attempt(
-    pools: UpstreamPools,
+    session: UpstreamSession,
     url: str,
     body: JSONDict,
-    headers: dict[str, str],
+    headers: Mapping[str, str],
     timeouts: Timeouts,
     handle: Handle,
     writer: DeltaWriter,
@@ -149,7 +147,7 @@ def attempt(
 ) -> Attempt:
     """One streamed call to `url`: how it ended. Raises only the job store's errors."""
     try:
-        return _stream_call(pools, url, body, headers, timeouts, handle, writer, redact)
+        return _stream_call(session, url, body, headers, timeouts, handle, writer, redact)
     except STORE_ERRORS:
         raise
     except InvalidChunk as exc:

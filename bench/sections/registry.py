@@ -24,6 +24,7 @@ from bench.sections import (
     rediscalls,
     throughput,
     tokens,
+    transport,
     waitermem,
     waiters,
 )
@@ -41,6 +42,7 @@ MODULES: dict[str, ModuleType] = {
     "memory": memory,
     "tokens": tokens,
     "pooling": pooling,
+    "transport": transport,
     "cache": cache,
     "connections": connections,
     "background": background,

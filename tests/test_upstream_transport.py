@@ -1,0 +1,100 @@
+"""The worker's session retries only what belongs to the transport: a connection that could
+not be made is tried once more at once, then the attempt ends for the job's own policy; and it
+keeps no cookie from one call to the next (in process: the worker's own session and attempt)."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+import redis
+
+from chatq.logs import Redactor
+from chatq.store import Store
+from scripts.localredis import free_port
+from tests.shapes_upstream import STREAMS
+from worker.attempts import Attempt
+from worker.flusher import DeltaWriter
+from worker.running import Handle
+from worker.upstream import Timeouts, attempt
+from worker.upstream_conn import UpstreamSession
+
+CONNECT_S = 0.3
+
+
+@pytest.fixture
+def full_backlog() -> Iterator[int]:
+    """A port whose listener never accepts and whose backlog is full: a connect times out."""
+    listener = socket.create_server(("127.0.0.1", 0), backlog=0)
+    port = listener.getsockname()[1]
+    waiting = []
+    for _ in range(3):
+        client = socket.socket()
+        client.setblocking(False)
+        client.connect_ex(("127.0.0.1", port))
+        waiting.append(client)
+    yield port
+    for client in waiting:
+        client.close()
+    listener.close()
+
+
+@pytest.fixture
+def cookie_upstream() -> Iterator[tuple[str, list[str]]]:
+    """An upstream that sets a cookie on every answer; (its URL, the Cookie header of each
+    request, empty when none came)."""
+    cookies: list[str] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            cookies.append(self.headers.get("Cookie", ""))
+            body = STREAMS["ok"]
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Set-Cookie", "tenant=first; Path=/")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/v1", cookies
+    server.shutdown()
+    server.server_close()
+
+
+def _call(session: UpstreamSession, url: str, connect_s: float = CONNECT_S) -> Attempt:
+    handle = Handle("job_transport", "run", time.monotonic() + 30)
+    # The text stays in the writer's buffer (it flushes at 10,000 characters): no Redis needed.
+    writer = DeltaWriter(Store(redis.Redis(port=free_port()), 60), handle, 10_000)
+    timeouts = Timeouts(connect_s, 5, 5)
+    return attempt(
+        session, url + "/chat/completions", {"model": "x"}, {}, timeouts, handle, writer, Redactor()
+    )
+
+
+def test_a_connect_that_times_out_is_tried_once_more_then_is_a_timeout(full_backlog: int) -> None:
+    url = f"http://127.0.0.1:{full_backlog}/v1"
+    started = time.monotonic()
+    result = _call(UpstreamSession((url,), maxsize=2), url)
+    # Two connects, each waiting its whole timeout; then the job's policy decides.
+    assert time.monotonic() - started >= 2 * CONNECT_S
+    assert (result.ok, result.retryable, result.outcome) == (False, True, "timeout")
+
+
+def test_no_cookie_goes_from_one_call_to_the_next(cookie_upstream: tuple[str, list[str]]) -> None:
+    url, cookies = cookie_upstream
+    session = UpstreamSession((url,), maxsize=2)
+    assert all(_call(session, url, connect_s=5).ok for _ in range(2))
+    assert cookies == ["", ""] and not session.cookies
