@@ -113,6 +113,7 @@ lint: venv
 	$(VENV)/bin/ruff check $(LINTED)
 	$(VENV)/bin/ruff format --check $(LINTED)
 	$(VENV)/bin/mypy chatq web worker fakellm
+	$(VENV)/bin/lint-imports --no-cache
 
 # 30 minutes at 100 jobs/s with 1,000 waiters (not in CI); figures go to bench/README.md.
 # SOAK_ARGS overrides, e.g. `make soak SOAK_ARGS="--rate 50"` on a 2-core machine.
@@ -124,5 +125,5 @@ bench: venv
 	$(PY) -m bench
 
 clean:
-	rm -rf $(VENV) .run .mypy_cache .ruff_cache .pytest_cache
+	rm -rf $(VENV) .run .mypy_cache .ruff_cache .pytest_cache .import_linter_cache .grimp_cache
 	find . -name __pycache__ -type d -prune -exec rm -rf {} +
