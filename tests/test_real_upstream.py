@@ -1,0 +1,103 @@
+"""chatq in front of an OpenAI-compatible server that is neither fakellm nor written here:
+LiteLLM's proxy, installed from PyPI into a venv of its own (as `make bench` installs it), set
+up as the README's gateway recipe says. Its model answers with LiteLLM's own mock response, so
+no fakellm is behind it: what chatq talks to is LiteLLM's server, end to end (a chat, a stream
+and a Batch line)."""
+
+from __future__ import annotations
+
+import json
+import secrets
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import requests
+
+from bench import litellm
+from scripts.localredis import free_port
+from tests.batchkit import content, request_line, run_batch, wait_ended
+from tests.conftest import Stack, start_stack
+from tests.procs import ALICE_KEY, LOG_DIR, Proc, wait_until
+
+pytestmark = pytest.mark.slow
+
+MODEL = "local-model"
+ANSWER = "Hello from a real OpenAI-compatible server."
+
+
+def _config(master_key: str) -> str:
+    """One model whose answer is LiteLLM's mock response (its api_base is never called)."""
+    return (
+        "model_list:\n"
+        f"  - model_name: {MODEL}\n"
+        "    litellm_params:\n"
+        f"      model: openai/{MODEL}\n"
+        "      api_base: http://127.0.0.1:9/v1\n"
+        f"      mock_response: {json.dumps(ANSWER)}\n"
+        "litellm_settings:\n"
+        "  telemetry: false\n"
+        "general_settings:\n"
+        f"  master_key: {master_key}\n"
+    )
+
+
+@pytest.fixture(scope="module")
+def gateway() -> Iterator[tuple[str, str]]:
+    """LiteLLM's proxy: its `…/v1` URL and its key."""
+    built = litellm.build()
+    assert built.command is not None, built.note
+    master_key = "sk-gateway-" + secrets.token_hex(12)
+    config = Path(LOG_DIR) / "real-upstream-litellm.yaml"
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text(_config(master_key))
+    port = free_port()
+    proc: Proc = litellm.LiteLLMProc(built.command, config, port).start()
+    base = f"http://127.0.0.1:{port}"
+    try:
+        wait_until(lambda: requests.get(base + "/health/liveliness", timeout=2).ok, 120, "litellm")
+        yield f"{base}/v1", master_key
+    finally:
+        proc.stop()
+
+
+@pytest.fixture(scope="module")
+def chatq(redis_url: str, gateway: tuple[str, str]) -> Iterator[Stack]:
+    """chatq set up as the recipe says: the gateway's URL, its key, its model."""
+    url, key = gateway
+    stack = start_stack(redis_url, url, CHATQ_UPSTREAM_API_KEY=key, CHATQ_DEFAULT_MODEL=MODEL)
+    yield stack
+    stack.stop()
+
+
+def test_a_chat_completion_through_the_gateway(chatq: Stack) -> None:
+    body = {"messages": [{"role": "user", "content": "Hello"}]}
+    r = chatq.session().post(f"{chatq.url}/v1/chat/completions", json=body, timeout=60)
+    assert r.status_code == 200, r.text
+    completion = r.json()
+    assert completion["object"] == "chat.completion"
+    assert completion["choices"][0]["message"]["content"] == ANSWER
+    job = chatq.submit("Hello", model=MODEL, wait=30).json()
+    assert (job["status"], job["output_text"]) == ("completed", ANSWER), job
+
+
+def test_a_stream_through_the_gateway(chatq: Stack) -> None:
+    body = {"messages": [{"role": "user", "content": "Hello"}], "stream": True}
+    with chatq.session().post(
+        f"{chatq.url}/v1/chat/completions", json=body, stream=True, timeout=60
+    ) as r:
+        assert r.status_code == 200, r.text
+        data = [line[6:] for line in r.iter_lines(decode_unicode=True) if line.startswith("data: ")]
+    assert data[-1] == "[DONE]"
+    chunks = [json.loads(d) for d in data[:-1]]
+    deltas = [c["choices"][0]["delta"].get("content") for c in chunks if c["choices"]]
+    assert len([d for d in deltas if d]) > 1, chunks  # the gateway's stream, in pieces
+    assert "".join(d or "" for d in deltas) == ANSWER
+
+
+def test_a_batch_line_through_the_gateway(chatq: Stack) -> None:
+    batch = run_batch(chatq.url, [request_line("q1", "Hello", model=MODEL)], ALICE_KEY)
+    ended = wait_ended(chatq.url, batch["id"], timeout_s=120)
+    assert (ended["status"], ended["request_counts"]["completed"]) == ("completed", 1), ended
+    (line,) = content(chatq.url, ended["output_file_id"])
+    assert line.completion().choices[0].message.content == ANSWER
