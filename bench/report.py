@@ -190,6 +190,14 @@ def pooling_table(s: JSON) -> str:
     )
 
 
+def http_metrics_table(s: JSON) -> str:
+    """Issue 35: CPU per request of the HTTP metrics, the exporter against hand-written hooks."""
+    h = dig(s, "httpmetrics") or {}
+    us, added = h.get("cpu_us_per_request", {}), h.get("metrics_cpu_us_per_request", {})
+    rows = [[name, value, added.get(name, "—")] for name, value in us.items()]
+    return table(["app", "CPU µs/request", "metrics' µs/request"], rows)
+
+
 def background_table(s: JSON) -> str:
     """Issue 15: a background response against a plain job, one client, instant upstream."""
     flows = dig(s, "background", "flows") or {}
@@ -267,6 +275,8 @@ def markdown(rows: list[Row], sections: JSON) -> str:
         report12.tokens_table(sections),
         "### Upstream calls: pooled against fresh",
         pooling_table(sections),
+        "### HTTP metrics: prometheus-flask-exporter against hand-written hooks",
+        http_metrics_table(sections),
         "### Background responses against plain jobs",
         background_table(sections),
         "### Other figures",

@@ -47,6 +47,8 @@ class Sizes:
     bodies_upload_bytes: int
     bodies_refused_bytes: int
     bodies_refused_window_s: float
+    http_metrics_requests: int
+    http_metrics_rounds: int
 
 
 FULL = Sizes(
@@ -93,6 +95,8 @@ FULL = Sizes(
     bodies_upload_bytes=200_000_000,
     bodies_refused_bytes=100_000_000,
     bodies_refused_window_s=5.0,
+    http_metrics_requests=20_000,
+    http_metrics_rounds=7,
 )
 
 QUICK = Sizes(
@@ -134,4 +138,6 @@ QUICK = Sizes(
     bodies_upload_bytes=4_000_000,
     bodies_refused_bytes=2_000_000,
     bodies_refused_window_s=0.5,
+    http_metrics_requests=300,
+    http_metrics_rounds=2,
 )

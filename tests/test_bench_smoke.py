@@ -86,6 +86,8 @@ NUMBERS: dict[str, list[tuple[Any, ...]]] = {
         ("variants", i, key) for i in range(6) for key in ("connections_opened", "cpu_ms_per_call")
     ],
     "connections": [("calls",), ("connections_opened",)],
+    "httpmetrics": [("metrics_cpu_us_per_request", way) for way in ("hand_written", "exporter")]
+    + [("cpu_us_per_request", "bare")],
     "background": [
         ("flows", f, "latency", "p50_ms")
         for f in (
@@ -129,7 +131,7 @@ NUMBERS: dict[str, list[tuple[Any, ...]]] = {
 
 
 # The sections that start no stack of their own: seconds, not a minute.
-CHEAP = ("gthread", "tokens", "pooling", "cache", "connections")
+CHEAP = ("gthread", "tokens", "pooling", "cache", "connections", "httpmetrics")
 
 
 def _quick_run(out: Path, *only: str) -> dict[str, Any]:
