@@ -95,7 +95,7 @@ FULL = Sizes(
     bodies_upload_bytes=200_000_000,
     bodies_refused_bytes=100_000_000,
     bodies_refused_window_s=5.0,
-    http_metrics_requests=20_000,
+    http_metrics_requests=10_000,
     http_metrics_rounds=7,
 )
 
