@@ -49,6 +49,8 @@ class Sizes:
     bodies_refused_window_s: float
     http_metrics_requests: int
     http_metrics_rounds: int
+    http_metrics_gunicorn_requests: int
+    http_metrics_gunicorn_rounds: int
 
 
 FULL = Sizes(
@@ -97,6 +99,8 @@ FULL = Sizes(
     bodies_refused_window_s=5.0,
     http_metrics_requests=10_000,
     http_metrics_rounds=7,
+    http_metrics_gunicorn_requests=3000,
+    http_metrics_gunicorn_rounds=15,
 )
 
 QUICK = Sizes(
@@ -140,4 +144,6 @@ QUICK = Sizes(
     bodies_refused_window_s=0.5,
     http_metrics_requests=300,
     http_metrics_rounds=2,
+    http_metrics_gunicorn_requests=50,
+    http_metrics_gunicorn_rounds=2,
 )
