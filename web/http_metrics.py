@@ -43,7 +43,8 @@ class _InProcess(_NoInfoSeries, PrometheusMetrics):  # type: ignore[misc]
 
 def install(app: Flask, metrics_dir: str) -> None:
     """Time every request but /metrics's, by route template, method and status: in the
-    multiprocess folder `metrics_dir` or, when empty, in a registry of the app's own."""
+    multiprocess folder `metrics_dir` (`python -m web` sets PROMETHEUS_MULTIPROC_DIR, which
+    the exporter reads, to it) or, when empty, in a registry of the app's own."""
     # The label is named after the callable: `endpoint`, as the dashboard reads it.
     options = {
         "defaults_prefix": "chatq",
