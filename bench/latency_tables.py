@@ -190,3 +190,19 @@ def pooling_table(s: JSON) -> str:
         ],
         rows,
     )
+
+
+def http_metrics_table(s: JSON) -> str:
+    """Issue 35: CPU per request of the HTTP metrics, the exporter against hand-written hooks."""
+    h = dig(s, "httpmetrics") or {}
+    us, added = h.get("cpu_us_per_request", {}), h.get("metrics_cpu_us_per_request", {})
+    rows = [["WSGI", name, value, added.get(name, "—")] for name, value in us.items()]
+    real = h.get("gunicorn", {})
+    for name, value in real.get("cpu_us_per_request", {}).items():
+        rows.append(["gunicorn, GET /healthz", name, value, "—"])
+    if real:
+        paired = real["exporter_minus_hand_written_us"]
+        rows.append(
+            ["gunicorn, GET /healthz", "exporter minus hand_written, per round", paired, "—"]
+        )
+    return table(["through", "app", "CPU µs/request", "metrics' µs/request"], rows)

@@ -85,6 +85,8 @@ def markdown(rows: list[Row], sections: JSON) -> str:
         latency.pooling_table(sections),
         "### Upstream transport: requests.Session against raw urllib3",
         transport.results_table(sections),
+        "### HTTP metrics: prometheus-flask-exporter against hand-written hooks",
+        latency.http_metrics_table(sections),
         "### Background responses against plain jobs",
         latency.background_table(sections),
         "### Other figures",

@@ -49,6 +49,10 @@ class Sizes:
     bodies_upload_bytes: int
     bodies_refused_bytes: int
     bodies_refused_window_s: float
+    http_metrics_requests: int
+    http_metrics_rounds: int
+    http_metrics_gunicorn_requests: int
+    http_metrics_gunicorn_rounds: int
 
 
 FULL = Sizes(
@@ -97,6 +101,10 @@ FULL = Sizes(
     bodies_upload_bytes=200_000_000,
     bodies_refused_bytes=100_000_000,
     bodies_refused_window_s=5.0,
+    http_metrics_requests=10_000,
+    http_metrics_rounds=7,
+    http_metrics_gunicorn_requests=3000,
+    http_metrics_gunicorn_rounds=15,
 )
 
 QUICK = Sizes(
@@ -140,4 +148,8 @@ QUICK = Sizes(
     bodies_upload_bytes=4_000_000,
     bodies_refused_bytes=2_000_000,
     bodies_refused_window_s=0.5,
+    http_metrics_requests=300,
+    http_metrics_rounds=2,
+    http_metrics_gunicorn_requests=50,
+    http_metrics_gunicorn_rounds=2,
 )

@@ -91,6 +91,9 @@ NUMBERS: dict[str, list[tuple[Any, ...]]] = {
         for kind in ("plain", "streamed")
         for key in ("urllib3_cpu_ms_per_call", "session_cpu_ms_per_call", "session_tracked_objects")
     ],
+    "httpmetrics": [("metrics_cpu_us_per_request", way) for way in ("hand_written", "exporter")]
+    + [("cpu_us_per_request", "bare"), ("gunicorn", "cpu_us_per_request", "exporter")]
+    + [("gunicorn", "cpu_us_per_request", "hand_written")],
     "background": [
         ("flows", f, "latency", "p50_ms")
         for f in (

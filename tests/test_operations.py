@@ -64,6 +64,11 @@ def test_metrics_of_web_and_worker_pass_promtool_and_move(stack: Stack) -> None:
     _promtool(web)
     _promtool(worker)
     assert 'endpoint="/v1/jobs/<job_id>"' in web and "job_zzz" not in web
+    # prometheus-flask-exporter's series under chatq's names: scrapes not counted, no info gauge.
+    assert 'endpoint="/metrics"' not in web and "chatq_exporter_info" not in web
+    unknown = {"method": "GET", "status": "404"}
+    total = "chatq_http_request_total"
+    assert _sample(web, total, **unknown) - _sample(web_before, total, **unknown) >= 1
     done = "chatq_jobs_finished_total"
     assert (
         _sample(worker, done, status="completed") - _sample(worker_before, done, status="completed")

@@ -18,6 +18,7 @@ from web import (
     errors,
     events,
     files,
+    http_metrics,
     jobs,
     observability,
     openai_api,
@@ -86,6 +87,7 @@ def create_app(settings: Settings | None = None) -> Flask:
     _check_redis(settings, svc)
     app.extensions["chatq"] = svc
     observability.install_request_log(app, settings.access_log)
+    http_metrics.install(app, settings.metrics_dir)
     errors.register(app)
     app.register_blueprint(jobs.bp)
     app.register_blueprint(events.bp)

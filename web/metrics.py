@@ -2,14 +2,13 @@
 
 Web processes run under gunicorn in multiprocess mode (PROMETHEUS_MULTIPROC_DIR is set by
 `python -m web` before this module is imported), so gauges say how they combine. The
-worker never imports this module, so its own /metrics carries none of these.
+worker never imports this module, so its own /metrics carries none of these. The HTTP
+request histogram and counter are prometheus-flask-exporter's (web/http_metrics.py).
 """
 
 from __future__ import annotations
 
-from prometheus_client import Counter, Gauge, Histogram
-
-from chatq.metrics import LATENCY_BUCKETS_S
+from prometheus_client import Counter, Gauge
 
 JOBS_SUBMITTED = Counter("chatq_jobs_submitted_total", "Jobs accepted", ["priority"])
 CACHE_LOOKUPS = Counter("chatq_cache_lookups_total", "Result cache lookups at submit", ["result"])
@@ -30,12 +29,3 @@ HELD_OVER_CAP = Counter(
     "long-polls answered at once, others refused",
     ["answer"],
 )
-# Observed once per request in the request hook (web/observability.py): these are the names
-# prometheus-flask-exporter gave them, without its per-request cost.
-HTTP_DURATION = Histogram(
-    "chatq_http_request_duration_seconds",
-    "HTTP requests by route template, method and status",
-    ["method", "endpoint", "status"],
-    buckets=LATENCY_BUCKETS_S,
-)
-HTTP_REQUESTS = Counter("chatq_http_request", "HTTP requests", ["method", "status"])

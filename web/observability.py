@@ -1,4 +1,5 @@
-"""The web's metrics (/metrics) and its one log line per request."""
+"""The web's metrics (/metrics) and its one log line per request (the HTTP request metrics
+are prometheus-flask-exporter's: web/http_metrics.py)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import logging
 import time
 from collections.abc import Iterator
 
-from flask import Flask, Request, Response, g, request
+from flask import Flask, Response, g, request
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, generate_latest
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.multiprocess import MultiProcessCollector
@@ -17,15 +18,10 @@ from chatq.metrics import untenanted
 from chatq.redis_conn import BACKEND_ERRORS
 from web import batch_metrics, metrics
 from web.context import Services
+from web.http_metrics import endpoint
 from web.usage import UsageCollector
 
 log = logging.getLogger("chatq.web.requests")
-
-
-def endpoint(req: Request | None = None) -> str:
-    """The route template of the request (never the raw path: one series per job id)."""
-    rule = (req or request).url_rule
-    return rule.rule if rule else "unmatched"
 
 
 class QueueCollector(Collector):
@@ -66,17 +62,23 @@ class QueueCollector(Collector):
         yield from batch_metrics.webhook_gauges(snap.webhooks)
 
 
-def render_metrics(svc: Services, tenants: bool) -> tuple[bytes, str]:
+def render_metrics(
+    svc: Services, tenants: bool, http: Collector | None = None
+) -> tuple[bytes, str]:
     """The text exposition: every gunicorn worker's metrics summed, plus the queue's; the
-    series that name a tenant (key) only with `tenants`."""
+    series that name a tenant (key) only with `tenants`. `http`: the app's HTTP request
+    metrics when they are kept in memory (no multiprocess folder)."""
     queue = CollectorRegistry()
     queue.register(QueueCollector(svc))
     if tenants:
         queue.register(UsageCollector(svc))
-    registry = REGISTRY
+    registry = CollectorRegistry()
     if svc.settings.metrics_dir:
-        registry = CollectorRegistry()
         MultiProcessCollector(registry, path=svc.settings.metrics_dir)  # type: ignore[no-untyped-call]
+    else:
+        registry.register(REGISTRY)
+        if http is not None:
+            registry.register(http)
     body = generate_latest(registry if tenants else untenanted(registry))
     return body + generate_latest(queue), CONTENT_TYPE_LATEST
 
@@ -91,12 +93,9 @@ def _finished(response: Response) -> Response:
     metrics.HTTP_IN_PROGRESS.dec()
     gcpause.flush()
     if request.path != "/metrics":
-        method, status, path = request.method, str(response.status_code), endpoint()
-        metrics.HTTP_DURATION.labels(method, path, status).observe(duration_s)
-        metrics.HTTP_REQUESTS.labels(method, status).inc()
         context = {
-            "method": method,
-            "path": path,
+            "method": request.method,
+            "path": endpoint(),
             "status": response.status_code,
             "duration_ms": round(duration_s * 1000, 2),
             "key": g.get("chatq_key", "-"),

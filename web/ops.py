@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from flask import Blueprint, Response, request
+from flask import Blueprint, Response, current_app, request
 
 from chatq import queue_share, queue_stats, redis_check, redis_conn
 from chatq.errors import ApiError, backend_unavailable
@@ -10,6 +10,7 @@ from chatq.metrics import Scrape, metrics_refusal, scrape_access
 from chatq.redis_conn import BACKEND_ERRORS
 from web.context import services
 from web.guard import authorize
+from web.http_metrics import EXTENSION
 from web.observability import render_metrics
 from web.openapi import document
 from web.responses import json_response
@@ -66,7 +67,8 @@ def metrics() -> Response:
     access = scrape_access(request.headers.get("Authorization", ""), svc.settings.metrics_token)
     if access is Scrape.REFUSED:
         raise metrics_refusal()
-    body, content_type = render_metrics(svc, tenants=access is Scrape.ALL)
+    http = current_app.extensions.get(EXTENSION)
+    body, content_type = render_metrics(svc, tenants=access is Scrape.ALL, http=http)
     return Response(body, content_type=content_type)
 
 

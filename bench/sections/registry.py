@@ -17,6 +17,7 @@ from bench.sections import (
     fairness,
     gateway,
     gthread,
+    httpmetrics,
     memory,
     pacing,
     pooling,
@@ -50,6 +51,7 @@ MODULES: dict[str, ModuleType] = {
     "fairness": fairness,
     "pacing": pacing,
     "bodies": bodies,
+    "httpmetrics": httpmetrics,
 }
 SECTIONS: dict[str, Section] = {name: module.run for name, module in MODULES.items()}
 
