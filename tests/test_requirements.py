@@ -56,7 +56,9 @@ def _service_modules() -> set[str]:
 def _distributions(modules: set[str]) -> set[str]:
     """The installed distributions that provide `modules` (standard library and ours left out)."""
     providers = importlib.metadata.packages_distributions()
-    third_party = modules - set(sys.stdlib_module_names) - set(SERVICE) - {"__future__"}
+    # `_typeshed` exists only for type checkers (imported under TYPE_CHECKING).
+    not_installed = {"__future__", "_typeshed"}
+    third_party = modules - set(sys.stdlib_module_names) - set(SERVICE) - not_installed
     missing = sorted(m for m in third_party if m not in providers)
     assert not missing, f"no installed distribution provides {missing}"
     return {locks.canonical(name) for m in third_party for name in providers[m]}
