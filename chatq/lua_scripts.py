@@ -11,8 +11,9 @@ argument, so that no script indexes ARGV or its named KEYS by number:
     local id = ARGV[1]
     local lease_s = tonumber(ARGV[2])
 
-A variadic last argument (a tuple: the record's field/value pairs, pieces, ids) is flattened
-onto the end of ARGV (or KEYS) and the header gives its first index, `local caps_at = 6`.
+An optional number (`int | None`) is nil when None. A variadic last argument (a tuple: the
+record's field/value pairs, pieces, ids) is flattened onto the end of ARGV (or KEYS) and the
+header gives its first index, `local caps_at = 6`.
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ import json
 from collections.abc import Callable, Iterable
 from functools import cache
 from pathlib import Path
-from typing import Any, Generic, NamedTuple, ParamSpec, TypeVar, get_type_hints
+from types import UnionType
+from typing import Any, Generic, NamedTuple, ParamSpec, TypeVar, get_args, get_type_hints
 
 from redis.cluster import RedisCluster
 from redis.commands.core import Script
@@ -89,6 +91,8 @@ def _fields(args: Callable[..., Any]) -> list[Field]:
     for name in args._fields:  # type: ignore[attr-defined]
         hint = hints[name]
         variadic = getattr(hint, "__origin__", None) is tuple
+        if isinstance(hint, UnionType) and type(None) in get_args(hint):  # `int | None`
+            hint = next(arg for arg in get_args(hint) if arg is not type(None))
         fields.append(Field(name, str if variadic else hint, variadic))
     return fields
 
@@ -110,6 +114,8 @@ def _encode(value: Any) -> list[Arg]:
         return [x for item in value for x in _encode(item)]
     if isinstance(value, bool):
         return ["1" if value else "0"]
+    if value is None:
+        return [""]  # the script reads it as nil
     return [value]
 
 
@@ -186,19 +192,6 @@ class BoundScript(Generic[P, A, R]):
         its raw answer (a pipeline's comes from its execute)."""
         wire_keys, argv = self.spec.wire(args)
         return self.script(keys=wire_keys, args=argv, client=client)
-
-
-def register(client: Any, name: str) -> Script:
-    """The script `name` (its file `name`.lua, not yet behind a spec) registered on
-    `client`, for a Cluster if it is one."""
-    source = _words(is_cluster(client)) + lua_text(PRELUDE) + lua_text(f"{name}.lua")
-    script: Script = client.register_script(source)
-    return script
-
-
-def lua_source(name: str) -> str:
-    """The source of the script `name` not yet behind a spec, for one Redis."""
-    return _words(False) + lua_text(PRELUDE) + lua_text(f"{name}.lua")
 
 
 def flat_pairs(items: Iterable[tuple[T, ...]]) -> tuple[T, ...]:
