@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable
 from functools import cache
+from itertools import chain
 from pathlib import Path
 from types import UnionType
 from typing import Any, Generic, NamedTuple, ParamSpec, TypeVar, get_args, get_type_hints
@@ -109,14 +110,17 @@ def _read(table: str, index: int, field: Field) -> str:
     return f"local {field.name} = {item}\n"
 
 
-def _encode(value: Any) -> list[Arg]:
-    if isinstance(value, tuple):
-        return [x for item in value for x in _encode(item)]
-    if isinstance(value, bool):
-        return ["1" if value else "0"]
-    if value is None:
-        return [""]  # the script reads it as nil
-    return [value]
+def _encode(fields: list[Field], values: Iterable[Any]) -> list[Arg]:
+    """`values` on the wire, as the header of `fields` reads them."""
+    out: list[Arg] = []
+    for field, value in zip(fields, values, strict=True):
+        if field.variadic:
+            out += value
+        elif field.kind is bool:
+            out.append("1" if value else "0")
+        else:
+            out.append("" if value is None else value)  # None: nil in the script
+    return out
 
 
 class LuaScript(Generic[P, A, R]):
@@ -144,10 +148,10 @@ class LuaScript(Generic[P, A, R]):
         self.libraries = libraries
         self.fields = _fields(args)
         names = [f.name for f in self.fields]
-        if not set(keys) <= set(names) or names[: len(keys)] != list(keys):
+        if names[: len(keys)] != list(keys):
             raise ValueError(f"{file}: keys {keys} must be the first arguments of {names}")
         if (anchor is None) == (not keys):
-            raise ValueError(f"{file}: give named keys or an anchor, not both")
+            raise ValueError(f"{file}: give either named keys or an anchor")
 
     def header(self) -> str:
         """The `local` of each argument, as the script reads it."""
@@ -164,12 +168,11 @@ class LuaScript(Generic[P, A, R]):
 
     def wire(self, args: A) -> tuple[list[str], list[Arg]]:
         """KEYS and ARGV of a call with `args`."""
-        flat = [_encode(value) for value in args]
         n = len(self.keys)
-        wire_keys = [str(x) for value in flat[:n] for x in value]
+        argv = _encode(self.fields[n:], args[n:])
         if self.anchor is not None:
-            wire_keys = [self.anchor(args)]
-        return wire_keys, [x for value in flat[n:] for x in value]
+            return [self.anchor(args)], argv
+        return [str(key) for key in _encode(self.fields[:n], args[:n])], argv
 
     def on(self, client: Any) -> BoundScript[P, A, R]:
         """The script registered on `client`, for a Cluster if it is one."""
@@ -196,4 +199,4 @@ class BoundScript(Generic[P, A, R]):
 
 def flat_pairs(items: Iterable[tuple[T, ...]]) -> tuple[T, ...]:
     """Tuples laid end to end, as a variadic argument carries them."""
-    return tuple(x for item in items for x in item)
+    return tuple(chain.from_iterable(items))

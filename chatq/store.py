@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import logging
-from dataclasses import astuple
 from typing import Any, TypeVar
 
 import redis
@@ -192,7 +191,10 @@ class Store:
         per shard on a Cluster); for each piece, whether its run still held its job."""
         ours = [False] * len(pieces)
         for group in self._by_shard([p.job_id for p in pieces]):
-            answer = self._append(pieces=flat_pairs([astuple(pieces[i]) for i in group]))
+            mine = [pieces[i] for i in group]
+            answer = self._append(
+                pieces=flat_pairs((p.job_id, p.run_id, p.offset_bytes, p.text) for p in mine)
+            )
             for i, ok in zip(group, answer, strict=True):
                 ours[i] = ok
         return ours
