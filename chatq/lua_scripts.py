@@ -29,9 +29,11 @@ from typing import Any, Generic, NamedTuple, ParamSpec, TypeVar, get_args, get_t
 from redis.cluster import RedisCluster
 from redis.commands.core import Script
 
+import chatq
 from chatq import jobs, keys
 
-PACKAGE_DIR = Path(__file__).parent
+# The whole package, wherever this module sits in it: a script's file lives beside its caller.
+PACKAGE_DIR = Path(chatq.__file__).parent
 PRELUDE = "prelude.lua"
 P = ParamSpec("P")
 A = TypeVar("A", bound=tuple[Any, ...])

@@ -1,5 +1,6 @@
-"""The job store: every rule of a job's life, one Lua script each (chatq/lua/), called here
-with named arguments; what each answers is typed in chatq/store_results.py.
+"""The job store: every rule of a job's life, one Lua script each (chatq/lua/, declared in
+chatq/store_scripts.py), called here with named arguments; what each answers is typed in
+chatq/store_results.py.
 
 Each call is one atomic step in Redis: it checks the job's state, writes, appends the event,
 sets expiry and publishes the notification. Times come from Redis's clock, never a host's.
@@ -41,10 +42,6 @@ WORKER_LOST = {
 }
 
 
-def _flat(fields: dict[str, str]) -> tuple[str, ...]:
-    return tuple(item for pair in fields.items() for item in pair)
-
-
 class Store:
     """Job records in one Redis or a Redis Cluster; see the module docstring."""
 
@@ -64,7 +61,7 @@ class Store:
         self.rates = rates or Rates()
         self.job_ttl_s = job_ttl_s
         self.max_followers = max_followers
-        # Each tenant's running cap, as the claim script takes it (0: none).
+        # Each tenant's running cap (0: none), and owner/cap pairs that override it.
         self.cap = max_running
         self.caps: tuple[str | int, ...] = flat_pairs(max_running_overrides)
         # How long a job parked over its tenant's cap waits to be sent again (0: a lease).
@@ -158,7 +155,7 @@ class Store:
             may_exist=may_exist,
             queue=queue,
             message=message,
-            record=_flat(fields),
+            record=flat_pairs(fields.items()),
         )
         created = self._run_replicated(self._create, args)
         if created.kind is CreateKind.CREATED and not cached:
@@ -191,10 +188,7 @@ class Store:
         per shard on a Cluster); for each piece, whether its run still held its job."""
         ours = [False] * len(pieces)
         for group in self._by_shard([p.job_id for p in pieces]):
-            mine = [pieces[i] for i in group]
-            answer = self._append(
-                pieces=flat_pairs((p.job_id, p.run_id, p.offset_bytes, p.text) for p in mine)
-            )
+            answer = self._append(pieces=store_scripts.encode_pieces(pieces[i] for i in group))
             for i, ok in zip(group, answer, strict=True):
                 ours[i] = ok
         return ours
@@ -220,7 +214,7 @@ class Store:
             reason=finish_reason,
             tail=tail,
             ttl_s=self.job_ttl_s,
-            fields=_flat(fields),
+            fields=flat_pairs(fields.items()),
         )
         return self._run_replicated(self._finish, args, strict=False)
 

@@ -4,6 +4,7 @@ arguments and its answer; chatq/store.py calls them. Every one works in the slot
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any, NamedTuple
 
 from chatq import jobs, keys
@@ -14,6 +15,7 @@ from chatq.store_results import (
     Created,
     CreateKind,
     LeaseState,
+    Piece,
     SweepOutcome,
     Swept,
 )
@@ -87,6 +89,12 @@ class AppendArgs(NamedTuple):
     """append.lua: text of several jobs of one slot."""
 
     pieces: tuple[str | int, ...]  # (job id, run id, offset_bytes, text) per piece
+
+
+def encode_pieces(pieces: Iterable[Piece]) -> tuple[str | int, ...]:
+    """AppendArgs.pieces: each piece's four fields laid end to end (append.lua reads them
+    four at a time)."""
+    return tuple(x for p in pieces for x in (p.job_id, p.run_id, p.offset_bytes, p.text))
 
 
 def decode_appended(answer: list[Any]) -> list[bool]:
