@@ -86,6 +86,7 @@ class Field(NamedTuple):
     name: str
     kind: type
     variadic: bool
+    optional: bool  # None may stand for it (nil in the script)
 
 
 def _fields(args: Callable[..., Any]) -> list[Field]:
@@ -94,9 +95,10 @@ def _fields(args: Callable[..., Any]) -> list[Field]:
     for name in args._fields:  # type: ignore[attr-defined]
         hint = hints[name]
         variadic = getattr(hint, "__origin__", None) is tuple
-        if isinstance(hint, UnionType) and type(None) in get_args(hint):  # `int | None`
+        optional = isinstance(hint, UnionType) and type(None) in get_args(hint)
+        if optional:  # `int | None`
             hint = next(arg for arg in get_args(hint) if arg is not type(None))
-        fields.append(Field(name, str if variadic else hint, variadic))
+        fields.append(Field(name, str if variadic else hint, variadic, optional))
     return fields
 
 
@@ -112,17 +114,27 @@ def _read(table: str, index: int, field: Field) -> str:
     return f"local {field.name} = {item}\n"
 
 
-def _encode(fields: list[Field], values: Iterable[Any]) -> list[Arg]:
-    """`values` on the wire, as the header of `fields` reads them."""
-    out: list[Arg] = []
-    for field, value in zip(fields, values, strict=True):
-        if field.variadic:
-            out += value
-        elif field.kind is bool:
-            out.append("1" if value else "0")
-        else:
-            out.append("" if value is None else value)  # None: nil in the script
-    return out
+class _Encoder:
+    """Puts values on the wire as the header of `fields` reads them: bools as '1'/'0', None
+    as '' (nil in the script), a variadic last field laid out in place. Worked out once per
+    spec: a call only copies its values."""
+
+    def __init__(self, fields: list[Field]) -> None:
+        self.variadic = bool(fields) and fields[-1].variadic
+        fixed = fields[:-1] if self.variadic else fields
+        self.fixed = len(fixed)
+        self.bools = tuple(i for i, f in enumerate(fixed) if f.kind is bool)
+        self.nullable = any(f.optional for f in fixed)
+
+    def __call__(self, values: tuple[Any, ...]) -> list[Any]:
+        out = list(values[: self.fixed])
+        for i in self.bools:
+            out[i] = "1" if out[i] else "0"
+        if self.nullable:
+            out = ["" if v is None else v for v in out]
+        if self.variadic:
+            out += values[self.fixed]
+        return out
 
 
 class LuaScript(Generic[P, A, R]):
@@ -149,6 +161,8 @@ class LuaScript(Generic[P, A, R]):
         self.anchor = anchor
         self.libraries = libraries
         self.fields = _fields(args)
+        self._keys = _Encoder(self.fields[: len(keys)])
+        self._argv = _Encoder(self.fields[len(keys) :])
         names = [f.name for f in self.fields]
         if names[: len(keys)] != list(keys):
             raise ValueError(f"{file}: keys {keys} must be the first arguments of {names}")
@@ -171,10 +185,10 @@ class LuaScript(Generic[P, A, R]):
     def wire(self, args: A) -> tuple[list[str], list[Arg]]:
         """KEYS and ARGV of a call with `args`."""
         n = len(self.keys)
-        argv = _encode(self.fields[n:], args[n:])
+        argv: list[Arg] = self._argv(args[n:])
         if self.anchor is not None:
             return [self.anchor(args)], argv
-        return [str(key) for key in _encode(self.fields[:n], args[:n])], argv
+        return [str(key) for key in self._keys(args[:n])], argv
 
     def on(self, client: Any) -> BoundScript[P, A, R]:
         """The script registered on `client`, for a Cluster if it is one."""
