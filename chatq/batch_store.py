@@ -11,10 +11,9 @@ from typing import Any, cast
 
 import redis
 
-from chatq import keys
-from chatq.lua_scripts import register
+from chatq import batch_scripts, keys
+from chatq.lua_scripts import flat_pairs
 
-SCRIPTS = ("create", "cancel", "lease", "account", "validated", "feed", "advance", "finish")
 LIST_CHUNK = 200
 LEASE_CHUNK = 500  # leases taken by one script call: Redis waits on no call for long
 
@@ -35,11 +34,14 @@ class BatchStore:
     def __init__(self, client: redis.Redis, ttl_s: int) -> None:
         self.redis = client
         self.ttl_s = ttl_s
-        self._scripts = {name: register(client, f"batch_{name}") for name in SCRIPTS}
-
-    def _run(self, name: str, *args: str | int | float) -> Any:
-        # Every key of the batches is in the `{g}` slot: any of them routes the call there.
-        return self._scripts[name](keys=[keys.batches_active()], args=list(args))
+        self._create = batch_scripts.CREATE.on(client)
+        self._cancel = batch_scripts.CANCEL.on(client)
+        self._lease = batch_scripts.LEASE.on(client)
+        self._account = batch_scripts.ACCOUNT.on(client)
+        self._validated = batch_scripts.VALIDATED.on(client)
+        self._feed = batch_scripts.FEED.on(client)
+        self._advance = batch_scripts.ADVANCE.on(client)
+        self._finish = batch_scripts.FINISH.on(client)
 
     def get(self, batch_id: str) -> dict[str, str] | None:
         """The batch's record, or None."""
@@ -49,21 +51,18 @@ class BatchStore:
     def create(self, record: dict[str, str], window_s: float, max_active: int) -> str:
         """Write a new batch unless its owner has `max_active` unfinished ones: 'created',
         'missing' (its file is gone) or 'limit'."""
-        fields = [item for pair in record.items() for item in pair]
-        answer = self._run(
-            "create",
-            record["id"],
-            record["owner"],
-            record["input_file_id"],
-            window_s,
-            max_active,
-            *fields,
+        return self._create(
+            id=record["id"],
+            owner=record["owner"],
+            file_id=record["input_file_id"],
+            window_s=window_s,
+            max_active=max_active,
+            record=flat_pairs(record.items()),
         )
-        return str(answer[0])
 
     def cancel(self, batch_id: str) -> str:
         """Ask a running batch to stop; its status now."""
-        return str(self._run("cancel", batch_id))
+        return self._cancel(id=batch_id)
 
     def page(self, owner: str, after: str, limit: int) -> tuple[list[dict[str, str]], bool]:
         """Up to `limit` of `owner`'s batches after `after`, newest first; and whether more."""
@@ -107,7 +106,7 @@ class BatchStore:
         held: list[bool] = []
         for start in range(0, len(batch_ids), LEASE_CHUNK):
             chunk = batch_ids[start : start + LEASE_CHUNK]
-            held += [bool(h) for h in self._run("lease", token, int(lease_s * 1000), *chunk)]
+            held += self._lease(token=token, lease_ms=int(lease_s * 1000), ids=tuple(chunk))
         return held
 
     def account(
@@ -122,20 +121,17 @@ class BatchStore:
     ) -> bool:
         """Record a line's result once; whether it was new."""
         u = usage or Usage()
-        return bool(
-            self._run(
-                "account",
-                batch_id,
-                line,
-                kind,
-                text,
-                outcome,
-                u.input_tokens,
-                u.cached_tokens,
-                u.output_tokens,
-                u.reasoning_tokens,
-                "1" if skipped else "0",
-            )
+        return self._account(
+            id=batch_id,
+            line=line,
+            kind=kind,
+            text=text,
+            outcome=outcome,
+            input_tokens=u.input_tokens,
+            cached_tokens=u.cached_tokens,
+            output_tokens=u.output_tokens,
+            reasoning_tokens=u.reasoning_tokens,
+            skipped=skipped,
         )
 
     def validated(
@@ -149,8 +145,13 @@ class BatchStore:
         model: str,
     ) -> str:
         """Record what validation found; the status now ('lost': not our lease)."""
-        return str(
-            self._run("validated", batch_id, token, total, invalid, json.dumps(errors), model)
+        return self._validated(
+            id=batch_id,
+            token=token,
+            total=total,
+            invalid=invalid,
+            errors_json=json.dumps(errors),
+            model=model,
         )
 
     def fed(
@@ -165,15 +166,19 @@ class BatchStore:
         done: bool,
     ) -> bool:
         """Move the feeding cursor past the lines whose jobs exist now."""
-        return bool(
-            self._run(
-                "feed", batch_id, token, old_line, new_line, offset, lines, "1" if done else "0"
-            )
+        return self._feed(
+            id=batch_id,
+            token=token,
+            old_line=old_line,
+            new_line=new_line,
+            offset=offset,
+            lines=lines,
+            done=done,
         )
 
     def advance(self, batch_id: str, token: str, op: str) -> str:
         """'expire' or 'finalize' a running batch when due; the status now."""
-        return str(self._run("advance", batch_id, token, op))
+        return self._advance(id=batch_id, token=token, op=op)
 
     def finish(
         self,
@@ -183,5 +188,6 @@ class BatchStore:
         files: list[tuple[str, str, int, int, str, int]],
     ) -> str:
         """End the batch as `final` with its files (field, id, bytes, lines, name, expires_s)."""
-        flat = [str(item) for entry in files for item in entry]
-        return str(self._run("finish", batch_id, token, final, self.ttl_s, *flat))
+        return self._finish(
+            id=batch_id, token=token, final=final, ttl_s=self.ttl_s, files=flat_pairs(files)
+        )

@@ -7,7 +7,7 @@ long the oldest has waited, and which queued jobs have no message in it (to be s
 from __future__ import annotations
 
 import json
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 import redis
 import requests
@@ -16,7 +16,7 @@ from celery import Celery
 from chatq import fair, keys, rabbit, redis_conn
 from chatq.celery_app import QUEUES, broker_url
 from chatq.config import Settings
-from chatq.lua_scripts import is_cluster, lua_source
+from chatq.lua_scripts import LuaScript, is_cluster
 from chatq.store_results import Swept
 
 
@@ -54,6 +54,18 @@ def parked_depths(state: redis.Redis) -> dict[str, int]:
     return dict(zip(QUEUES, (int(n) for n in pipe.execute()), strict=True))
 
 
+class MissingArgs(NamedTuple):
+    """missing.lua: which of the jobs have no message in the broker's lists."""
+
+    lists: tuple[str, ...]  # keys: the broker's lists
+    expected: tuple[str | int, ...]  # (job id, index in `lists` from 1) per job
+
+
+MISSING = LuaScript(
+    "missing.lua", MissingArgs, lambda found: [str(i) for i in found], keys=("lists",)
+)
+
+
 class RedisBroker:
     """Celery's Redis transport: the lanes are lists (a queue per tenant, chatq/fair.py)
     that can be read in place."""
@@ -65,7 +77,7 @@ class RedisBroker:
         self.state = state or client
         self.plan = plan or fair.Plan()
         self.lanes = {lane: self.plan.lane_queues(lane) for lane in QUEUES}
-        self._missing = client.register_script(lua_source("missing"))
+        self._missing = MISSING.on(client)
 
     def _lists(self, lane: str) -> list[str]:
         return [key for queue in self.lanes[lane] for key in queue_keys(queue)]
@@ -76,13 +88,12 @@ class RedisBroker:
         if not waiting:
             return []
         lists = [key for lane in QUEUES for key in self._lists(lane)]
-        args: list[str | int] = []
+        expected: list[str | int] = []
         for job in waiting:
             lane = job.priority if job.priority in self.lanes else QUEUES[0]
             sent_to = queue_keys(self.plan.queue_for(lane, job.owner))[0]
-            args += [job.job_id, lists.index(sent_to) + 1]  # Lua counts from 1
-        found = self._missing(keys=lists, args=args)
-        return [str(i) for i in found]
+            expected += [job.job_id, lists.index(sent_to) + 1]  # Lua counts from 1
+        return self._missing(lists=tuple(lists), expected=tuple(expected))
 
     def depths(self) -> dict[str, int]:
         """LLEN of every list of each lane and the lane's parked jobs (in the job store)."""

@@ -5,9 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from chatq import keys
-from chatq.lua_scripts import register
 from chatq.store import Store
+from chatq.store_scripts import DELETE
 
 
 @dataclass(frozen=True)
@@ -24,6 +23,6 @@ def erase(store: Store, job_id: str, lease_s: float) -> Erased:
     cancel = store.cancel(job_id=job_id, lease_s=lease_s)
     if cancel.status == "missing":
         return Erased("missing")
-    answer = str(register(store.redis, "delete")(keys=[keys.job(job_id)], args=[job_id]))
+    answer = DELETE.on(store.redis)(id=job_id)
     # Only 'deleted' or 'missing' can come back: a cancelled or ended job never changes again.
     return Erased(answer if answer in ("deleted", "missing") else "missing", cancel.detached)

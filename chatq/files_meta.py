@@ -12,8 +12,8 @@ from typing import Any, cast
 
 import redis
 
-from chatq import keys
-from chatq.lua_scripts import register
+from chatq import files_scripts, keys
+from chatq.lua_scripts import flat_pairs
 
 PURPOSE_INPUT = "batch"
 PURPOSE_OUTPUT = "batch_output"
@@ -79,14 +79,13 @@ class FileIndex:
 
     def __init__(self, client: redis.Redis) -> None:
         self.redis = client
-        self._delete = register(client, "file_delete")
-        self._add = register(client, "file_add")
+        self._delete = files_scripts.DELETE.on(client)
+        self._add = files_scripts.ADD.on(client)
 
     def add(self, meta: dict[str, str]) -> None:
         """Record a committed file: its metadata, its owner's list, its expiry, and its bytes
         in its owner's quota, its upload's hold let go (chatq/files_quota.py)."""
-        pairs = [x for pair in meta.items() for x in pair]
-        self._add(keys=[keys.file_meta(meta["id"])], args=pairs)  # the key: a Cluster's slot
+        self._add(meta=flat_pairs(meta.items()))
 
     def get(self, file_id: str, owner: str, now: float) -> dict[str, str] | None:
         """The file's metadata if it is `owner`'s and has not expired."""
@@ -136,11 +135,11 @@ class FileIndex:
 
     def delete(self, file_id: str, owner: str) -> str:
         """Forget `owner`'s file: 'deleted', 'missing' or 'in_use' (a batch reads it)."""
-        return str(self._delete(keys=[keys.files_expiry()], args=[file_id, owner]))
+        return self._delete(id=file_id, owner=owner)
 
     def expire(self, file_id: str) -> str:
         """Forget a file whose time is up (the janitor): as `delete`."""
-        return str(self._delete(keys=[keys.files_expiry()], args=[file_id, ""]))
+        return self._delete(id=file_id, owner="")
 
     def due(self, now: float, limit: int = 100) -> list[str]:
         """Ids of files whose expiry has passed."""

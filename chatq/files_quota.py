@@ -20,9 +20,8 @@ from typing import Any, cast
 
 import redis
 
-from chatq import keys
+from chatq import files_scripts, keys
 from chatq.errors import ApiError
-from chatq.lua_scripts import register
 from chatq.redis_conn import BACKEND_ERRORS
 
 # An upload asks for room this far ahead of its bytes (a Redis call per step), and asks
@@ -48,27 +47,32 @@ class FileQuota:
         self.redis = client
         self.max_bytes = max_bytes
         self.max_count = max_count
-        self._hold = register(client, "file_hold")
-        self._unhold = register(client, "file_unhold")
+        self._hold = files_scripts.HOLD.on(client)
+        self._unhold = files_scripts.UNHOLD.on(client)
 
     def hold(self, owner: str, upload_id: str, need_bytes: int, want_bytes: int) -> int:
         """Hold at least `need_bytes` (up to `want_bytes`) for the upload; the bytes held.
 
         ApiError 400 `files_count_quota_exceeded` / `files_bytes_quota_exceeded` when the
         key has no room for one more file / for `need_bytes`."""
-        args: list[str | int] = [owner, upload_id, need_bytes, max(need_bytes, want_bytes)]
-        args += [self.max_bytes, self.max_count, HOLD_S]
-        kind, value = cast(list[Any], self._hold(keys=[keys.files_usage(owner)], args=args))
-        kind = kind.decode() if isinstance(kind, bytes) else str(kind)
+        kind, value = self._hold(
+            owner=owner,
+            id=upload_id,
+            need=need_bytes,
+            want=max(need_bytes, want_bytes),
+            max_bytes=self.max_bytes,
+            max_files=self.max_count,
+            hold_s=HOLD_S,
+        )
         if kind == "files":
-            raise over_count(int(value), self.max_count)
+            raise over_count(value, self.max_count)
         if kind == "bytes":
-            raise over_bytes(int(value), self.max_bytes)
-        return int(value)
+            raise over_bytes(value, self.max_bytes)
+        return value
 
     def release(self, owner: str, upload_id: str) -> None:
         """The upload ended without a file: its hold gives its room back."""
-        self._unhold(keys=[keys.files_usage(owner)], args=[owner, upload_id])
+        self._unhold(owner=owner, id=upload_id)
 
     def usage(self, owner: str) -> Usage:
         """The key's usage now."""

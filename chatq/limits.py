@@ -12,15 +12,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from functools import cache
-from typing import Any
+from typing import Any, NamedTuple
 
 import redis
 
 from chatq import keys
 from chatq.config import Settings
 from chatq.limits_config import KeyLimits
-from chatq.lua_scripts import LUA_DIR, lua_source
+from chatq.lua_scripts import LuaScript
 from chatq.tokens import charged_tokens
 
 # A key's state outlives the longest period it counts (a month), whatever its use.
@@ -43,9 +42,71 @@ def held_key(owner: str) -> str:
     return state_key(owner) + ":held"
 
 
-@cache
-def _source(name: str) -> str:
-    return (LUA_DIR / "limits_calendar.lua").read_text() + lua_source(name)
+class AdmitArgs(NamedTuple):
+    """limits_admit.lua: charge (or peek at) one request of a key."""
+
+    state: str  # key: state_key
+    held: str  # key: held_key
+    mode: str  # 'admit' or 'peek'
+    job: str
+    cost: int
+    prompt: int
+    rpm: int
+    tpm: int
+    per_day: int
+    per_month: int
+    keep_s: int
+
+
+class Standing(NamedTuple):
+    """limits_admit.lua's answer, field by field (times in ms, as Redis counts them)."""
+
+    verdict: str
+    wait_ms: int
+    remaining_requests: int
+    requests_full_in_ms: int
+    remaining_tokens: int
+    tokens_full_in_ms: int
+    day_tokens: int
+    day_requests: int
+    month_tokens: int
+    month_requests: int
+    reserved_tokens: int
+    day_start: int
+    day_end: int
+    month_start: int
+    month_end: int
+
+
+def decode_standing(answer: list[Any]) -> Standing:
+    """From limits_admit.lua's flat answer: the verdict, then integers."""
+    verdict, *numbers = answer
+    return Standing(str(verdict), *(int(n) for n in numbers))
+
+
+ADMIT = LuaScript(
+    "limits_admit.lua",
+    AdmitArgs,
+    decode_standing,
+    keys=("state", "held"),
+    libraries=("limits_calendar.lua",),
+)
+
+
+class SettleArgs(NamedTuple):
+    """limits_settle.lua: what a job held replaced by what it used."""
+
+    state: str
+    held: str
+    job: str
+    how: str  # 'exact', 'prompt' or 'keep'
+    tokens: int
+    tpm: int
+
+
+SETTLE = LuaScript(
+    "limits_settle.lua", SettleArgs, int, keys=("state", "held"), libraries=("limits_calendar.lua",)
+)
 
 
 @dataclass(frozen=True)
@@ -70,18 +131,26 @@ class Window:
     month_end: int
 
     @classmethod
-    def parse(cls, answer: list[Any], limits: KeyLimits) -> Window:
+    def parse(cls, answer: Standing, limits: KeyLimits) -> Window:
         """From the answer of limits_admit.lua."""
-        verdict, wait_ms, rq, rq_ms, tk, tk_ms, *rest = answer
+        a = answer
         return cls(
-            str(verdict),
-            int(wait_ms) / 1000,
-            limits,
-            int(rq),
-            int(rq_ms) / 1000,
-            int(tk),
-            int(tk_ms) / 1000,
-            *(int(n) for n in rest),
+            verdict=a.verdict,
+            wait_s=a.wait_ms / 1000,
+            limits=limits,
+            remaining_requests=a.remaining_requests,
+            requests_full_in_s=a.requests_full_in_ms / 1000,
+            remaining_tokens=a.remaining_tokens,
+            tokens_full_in_s=a.tokens_full_in_ms / 1000,
+            day_tokens=a.day_tokens,
+            day_requests=a.day_requests,
+            month_tokens=a.month_tokens,
+            month_requests=a.month_requests,
+            reserved_tokens=a.reserved_tokens,
+            day_start=a.day_start,
+            day_end=a.day_end,
+            month_start=a.month_start,
+            month_end=a.month_end,
         )
 
 
@@ -94,8 +163,8 @@ class Limits:
         self.overrides = dict(settings.key_limit_overrides)
         self.output_budget = settings.default_output_budget
         self.enabled = self.default.any or any(o.any for o in self.overrides.values())
-        self._admit = client.register_script(_source("limits_admit"))
-        self._settle = client.register_script(_source("limits_settle"))
+        self._admit = ADMIT.on(client)
+        self._settle = SETTLE.on(client)
 
     def of(self, owner: str) -> KeyLimits:
         """The limits of key name `owner`."""
@@ -106,38 +175,35 @@ class Limits:
         for (its max_tokens, else CHATQ_DEFAULT_OUTPUT_BUDGET) times `n`."""
         return charged_tokens(request, prompt_tokens, self.output_budget)
 
-    def _args(
-        self, mode: str, owner: str, job_id: str, cost: int, prompt_tokens: int
-    ) -> dict[str, Any]:
+    def _args(self, mode: str, owner: str, job_id: str, cost: int, prompt_tokens: int) -> AdmitArgs:
         lim = self.of(owner)
-        return {
-            "keys": [state_key(owner), held_key(owner)],
-            "args": [
-                mode,
-                job_id,
-                cost,
-                prompt_tokens,
-                lim.requests_per_minute,
-                lim.tokens_per_minute,
-                lim.tokens_per_day,
-                lim.tokens_per_month,
-                KEEP_S,
-            ],
-        }
+        return AdmitArgs(
+            state=state_key(owner),
+            held=held_key(owner),
+            mode=mode,
+            job=job_id,
+            cost=cost,
+            prompt=prompt_tokens,
+            rpm=lim.requests_per_minute,
+            tpm=lim.tokens_per_minute,
+            per_day=lim.tokens_per_day,
+            per_month=lim.tokens_per_month,
+            keep_s=KEEP_S,
+        )
 
     def admit(self, owner: str, job_id: str, cost: int, prompt_tokens: int) -> Window:
         """Charge one request of `cost` tokens for `job_id` to `owner`, unless over a limit
         or a budget (then nothing is charged and the verdict says which)."""
-        answer = self._admit(**self._args("admit", owner, job_id, cost, prompt_tokens))
-        return Window.parse(answer, self.of(owner))
+        answer = self._admit.send(None, self._args("admit", owner, job_id, cost, prompt_tokens))
+        return Window.parse(ADMIT.answer(answer), self.of(owner))
 
     def peek(self, owners: list[str]) -> list[Window]:
         """The current limits and use of each key name, in one round trip."""
         pipe = self.redis.pipeline(transaction=False)
         for owner in owners:
-            self._admit(**self._args("peek", owner, "", 0, 0), client=pipe)
+            self._admit.send(pipe, self._args("peek", owner, "", 0, 0))
         return [
-            Window.parse(answer, self.of(owner))
+            Window.parse(ADMIT.answer(answer), self.of(owner))
             for owner, answer in zip(owners, pipe.execute(), strict=True)
         ]
 
@@ -145,11 +211,13 @@ class Limits:
         """Replace what `job_id` held by what it used ('exact' `tokens`; 'prompt': its prompt
         count plus `tokens`; 'keep': what it held); the tokens it is charged in the end, or
         None when it held nothing (settled before, or never charged)."""
-        used = int(
-            self._settle(
-                keys=[state_key(owner), held_key(owner)],
-                args=[job_id, how, tokens, self.of(owner).tokens_per_minute],
-            )
+        used = self._settle(
+            state=state_key(owner),
+            held=held_key(owner),
+            job=job_id,
+            how=how,
+            tokens=tokens,
+            tpm=self.of(owner).tokens_per_minute,
         )
         return None if used < 0 else used
 

@@ -11,10 +11,10 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from chatq import keys
-from chatq.lua_scripts import register
+from chatq.lua_scripts import LuaScript
 
 RATE_HEADER_PREFIX = "x-ratelimit-"
 # ASCII digits only: `\d` and float() also take other scripts' digits, and float() "inf".
@@ -88,18 +88,29 @@ class Seen:
             return None
         return cls(requests, tokens, 0.0, hold_s)
 
-    def args(self) -> list[Any]:
-        """Its part of the script's ARGV."""
-        out: list[Any] = []
-        for limit in (self.requests, self.tokens):
-            if limit is None:
-                out += ["", "", ""]
-            else:
-                out += [limit.limit, limit.remaining, limit.full_in_s]
-        return [*out, self.age_s, "" if self.hold_s is None else self.hold_s]
+
+NOTHING_SEEN = Seen(None, None)
 
 
-NOTHING_SEEN = ["", "", "", "", "", "", 0, ""]
+class PacingArgs(NamedTuple):
+    """pacing.lua: a call takes its share of an endpoint's limits (None: nothing to say)."""
+
+    state: str  # key: keys.pacing
+    rpm: int
+    tpm: int
+    rq_limit: int | None
+    rq_remaining: int | None
+    rq_full_in: float | None
+    tk_limit: int | None
+    tk_remaining: int | None
+    tk_full_in: float | None
+    age_s: float
+    hold_s: float | None
+    tokens: int | None  # None: only learn
+    max_wait_s: float
+
+
+PACING = LuaScript("pacing.lua", PacingArgs, lambda answer: list(answer), keys=("state",))
 
 
 @dataclass(frozen=True)
@@ -117,23 +128,37 @@ class Pacing:
 
     def __init__(self, client: Any, rpm: int, tpm: int) -> None:
         self.rpm, self.tpm = rpm, tpm
-        self._script = register(client, "pacing")
+        self._script = PACING.on(client)
 
     def take(
         self, endpoint_id: str, tokens: int, max_wait_s: float, seen: Seen | None = None
     ) -> Turn:
         """Take one request and `tokens` for a call, unless it would wait over `max_wait_s`;
         `seen` (the last answer's limits) corrects the buckets first."""
-        answer = self._run(endpoint_id, seen, [tokens, max(0.0, max_wait_s)])
+        answer = self._run(endpoint_id, seen, tokens, max(0.0, max_wait_s))
         return Turn(bool(answer[2]), bool(answer[0]), int(answer[1]) / 1000)
 
     def learn(self, endpoint_id: str, seen: Seen) -> None:
         """Correct the buckets by what an answer said (a 429: at once, for every worker)."""
-        self._run(endpoint_id, seen, ["", 0])
+        self._run(endpoint_id, seen, None, 0)
 
-    def _run(self, endpoint_id: str, seen: Seen | None, call: list[Any]) -> list[Any]:
-        observed = NOTHING_SEEN if seen is None else seen.args()
-        answer: list[Any] = self._script(
-            keys=[keys.pacing(endpoint_id)], args=[self.rpm, self.tpm, *observed, *call]
+    def _run(
+        self, endpoint_id: str, seen: Seen | None, tokens: int | None, max_wait_s: float
+    ) -> list[Any]:
+        seen = seen or NOTHING_SEEN
+        rq, tk = seen.requests, seen.tokens
+        return self._script(
+            state=keys.pacing(endpoint_id),
+            rpm=self.rpm,
+            tpm=self.tpm,
+            rq_limit=rq.limit if rq else None,
+            rq_remaining=rq.remaining if rq else None,
+            rq_full_in=rq.full_in_s if rq else None,
+            tk_limit=tk.limit if tk else None,
+            tk_remaining=tk.remaining if tk else None,
+            tk_full_in=tk.full_in_s if tk else None,
+            age_s=seen.age_s,
+            hold_s=seen.hold_s,
+            tokens=tokens,
+            max_wait_s=max_wait_s,
         )
-        return answer

@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import urllib.parse
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any, NamedTuple, cast
 
 import amqp.exceptions
 import redis
@@ -21,11 +21,10 @@ import requests
 from celery import Celery
 from kombu import Connection, Exchange, Queue
 from kombu.exceptions import LimitExceeded, OperationalError
-from redis.commands.core import Script
 
 from chatq import keys
 from chatq.config_env import is_amqp as is_amqp
-from chatq.lua_scripts import lua_source
+from chatq.lua_scripts import BoundScript, LuaScript
 
 log = logging.getLogger(__name__)
 
@@ -149,6 +148,15 @@ def ready_messages(app: Celery) -> int:
         raise BrokerUnavailable(f"RabbitMQ: {type(exc).__name__}") from None
 
 
+class BrokerSentArgs(NamedTuple):
+    """broker_sent.lua: a job's message of its current generation is confirmed."""
+
+    job: str  # key: the job's record
+
+
+BROKER_SENT = LuaScript("broker_sent.lua", BrokerSentArgs, bool, keys=("job",))
+
+
 class SentMarks:
     """Which queued jobs' messages RabbitMQ has confirmed (see lua/broker_sent.lua).
 
@@ -157,7 +165,7 @@ class SentMarks:
     confirmed (the web died before sending it, or the broker refused it) needs sending again.
     """
 
-    _script: Script | None = None
+    _script: BoundScript[..., BrokerSentArgs, bool] | None = None
 
     def __init__(self, client: redis.Redis) -> None:
         self.redis = client
@@ -165,8 +173,8 @@ class SentMarks:
     def mark(self, job_id: str) -> None:
         """The message of `job_id`'s current generation is confirmed (one round trip)."""
         if SentMarks._script is None:
-            SentMarks._script = self.redis.register_script(lua_source("broker_sent"))
-        SentMarks._script(keys=[keys.job(job_id)], args=[], client=self.redis)
+            SentMarks._script = BROKER_SENT.on(self.redis)
+        SentMarks._script.send(self.redis, BrokerSentArgs(job=keys.job(job_id)))
 
     def missing(self, job_ids: list[str]) -> list[str]:
         """The ids among `job_ids` whose current message was never confirmed."""

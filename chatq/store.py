@@ -1,5 +1,6 @@
-"""The job store: every rule of a job's life, one Lua script each (chatq/lua/), called here
-with named arguments; what each answers is typed in chatq/store_results.py.
+"""The job store: every rule of a job's life, one Lua script each (chatq/lua/, declared in
+chatq/store_scripts.py), called here with named arguments; what each answers is typed in
+chatq/store_results.py.
 
 Each call is one atomic step in Redis: it checks the job's state, writes, appends the event,
 sets expiry and publishes the notification. Times come from Redis's clock, never a host's.
@@ -11,12 +12,12 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import Any
+from typing import Any, TypeVar
 
 import redis
 
-from chatq import jobs, keys
-from chatq.lua_scripts import is_cluster, register
+from chatq import keys, store_scripts
+from chatq.lua_scripts import BoundScript, flat_pairs, is_cluster
 from chatq.rates import Rates
 from chatq.replicas import NO_WAIT, ReplicasBehind, Replication, run_and_wait
 from chatq.store_results import (
@@ -26,11 +27,12 @@ from chatq.store_results import (
     CreateKind,
     LeaseState,
     Piece,
-    SweepOutcome,
     Swept,
 )
 
 log = logging.getLogger(__name__)
+A = TypeVar("A", bound=tuple[Any, ...])
+R = TypeVar("R")
 # A notification "+ <id> <id> ...": these jobs have more text (one per flush, not per job).
 PROGRESS = "+"
 WORKER_LOST = {
@@ -38,10 +40,6 @@ WORKER_LOST = {
     "code": "worker_lost",
     "message": "the job's worker was lost too many times; it was not retried again",
 }
-
-
-def _flat(fields: dict[str, str]) -> list[str]:
-    return [item for pair in fields.items() for item in pair]
 
 
 class Store:
@@ -63,52 +61,41 @@ class Store:
         self.rates = rates or Rates()
         self.job_ttl_s = job_ttl_s
         self.max_followers = max_followers
-        # Each tenant's running cap, as the claim script takes it (0: none).
-        self.caps: list[str | int] = [max_running]
-        self.caps += [x for pair in max_running_overrides for x in pair]
+        # Each tenant's running cap (0: none), and owner/cap pairs that override it.
+        self.cap = max_running
+        self.caps: tuple[str | int, ...] = flat_pairs(max_running_overrides)
         # How long a job parked over its tenant's cap waits to be sent again (0: a lease).
         self.park_s = park_s
         self.cluster = is_cluster(client)
         if replication.replicas and self.cluster:
             raise ValueError("CHATQ_REDIS_MIN_REPLICAS needs one Redis (or Sentinel), no Cluster")
         self.replication = replication
-        self._scripts = {
-            name: register(client, name)
-            for name in (
-                "create",
-                "claim",
-                "attempt",
-                "append",
-                "finish",
-                "cancel",
-                "sweep",
-                "heartbeat",
-                "watch",
-            )
-        }
+        self._create = store_scripts.CREATE.on(client)
+        self._claim = store_scripts.CLAIM.on(client)
+        self._attempt = store_scripts.ATTEMPT.on(client)
+        self._append = store_scripts.APPEND.on(client)
+        self._finish = store_scripts.FINISH.on(client)
+        self._cancel = store_scripts.CANCEL.on(client)
+        self._sweep = store_scripts.SWEEP.on(client)
+        self._heartbeat = store_scripts.HEARTBEAT.on(client)
+        self._watch = store_scripts.WATCH.on(client)
 
-    def _run(self, name: str, anchor: str, *args: str | int | float) -> Any:
-        # `anchor`: a key of the slot the script works in (a Cluster routes the call by it).
-        return self._scripts[name](keys=[anchor], args=list(args))
-
-    def _run_replicated(
-        self, name: str, job_id: str, *args: str | int | float, strict: bool = True
-    ) -> Any:
-        """`_run` on the job, then WAIT for the replicas CHATQ_REDIS_MIN_REPLICAS asks for;
-        fewer in time raise ReplicasBehind if `strict`, else a warning (the write stands on
-        the primary either way)."""
+    def _run_replicated(self, script: BoundScript[Any, A, R], args: A, *, strict: bool = True) -> R:
+        """Run `script`, then WAIT for the replicas CHATQ_REDIS_MIN_REPLICAS asks for; fewer
+        in time raise ReplicasBehind if `strict`, else a warning (the write stands on the
+        primary either way)."""
         if not self.replication.replicas:
-            return self._run(name, keys.job(job_id), job_id, *args)
-        script = self._scripts[name]
+            return script.spec.answer(script.send(None, args))
+        wire_keys, argv = script.spec.wire(args)
         answer, acked = run_and_wait(
-            self.redis, script, keys.job(job_id), [job_id, *args], self.replication
+            self.redis, script.script, wire_keys[0], argv, self.replication
         )
         if acked < self.replication.replicas:
             behind = ReplicasBehind(acked, self.replication)
             if strict:
                 raise behind
-            log.warning("%s of %s: %s", name, job_id, behind)
-        return answer
+            log.warning("%s of %s: %s", script.spec.name, argv[0], behind)
+        return script.spec.answer(answer)
 
     def _by_shard(self, job_ids: list[str]) -> list[list[int]]:
         """Indexes of `job_ids` grouped so that each group is one script call: one group on a
@@ -157,21 +144,20 @@ class Store:
         fields = dict(record)
         text = fields.pop("output_text", "")
         job_id = record["id"]
-        kind, value, created_at = self._run_replicated(
-            "create",
-            job_id,
-            self.job_ttl_s,
-            lease_s,
-            flight,
-            self.max_followers,
-            "cached" if cached else "queue",
-            text,
-            "1" if may_exist else "0",
-            queue,
-            message,
-            *_flat(fields),
+        args = store_scripts.CreateArgs(
+            id=job_id,
+            ttl_s=self.job_ttl_s,
+            lease_s=lease_s,
+            flight=flight,
+            max_followers=self.max_followers,
+            mode="cached" if cached else "queue",
+            text=text,
+            may_exist=may_exist,
+            queue=queue,
+            message=message,
+            record=flat_pairs(fields.items()),
         )
-        created = Created(CreateKind(kind), value, created_at)
+        created = self._run_replicated(self._create, args)
         if created.kind is CreateKind.CREATED and not cached:
             self.rates.arrived(record.get("owner", ""))
         return created
@@ -179,22 +165,19 @@ class Store:
     def watch(self, *, job_id: str) -> bool:
         """A request follows the events of `job_id`: if it is queued, its claim announces its
         start (claim.lua); False when it is not queued."""
-        return bool(self._run("watch", keys.job(job_id), job_id))
+        return self._watch(id=job_id)
 
     def claim(self, *, job_id: str, run_id: str, lease_s: float) -> Claim:
         """queued -> in_progress for `run_id`, its first attempt counted; or 'capped': its
         tenant has its cap of jobs running, so it stays queued (parked, see claim.lua)."""
         park_s = self.park_s or lease_s
-        answer = self._run("claim", keys.job(job_id), job_id, run_id, lease_s, park_s, *self.caps)
-        if answer[0] != "claimed":
-            return Claim(False, answer[0])
-        _, request, owner, created_at, prompt_tokens = answer
-        counted = int(prompt_tokens) if prompt_tokens else None
-        return Claim(True, jobs.IN_PROGRESS, request, owner, float(created_at or 0), counted)
+        return self._claim(
+            id=job_id, run=run_id, lease_s=lease_s, park_s=park_s, cap=self.cap, caps=self.caps
+        )
 
     def begin_attempt(self, *, job_id: str, run_id: str, attempt: int) -> bool:
         """Count the run's attempt number `attempt` (2, 3, ...), dropping partial text."""
-        return bool(self._run("attempt", keys.job(job_id), job_id, run_id, attempt))
+        return self._attempt(id=job_id, run=run_id, n=attempt)
 
     def append(self, *, job_id: str, run_id: str, offset_bytes: int, text: str) -> bool:
         """Append text written after `offset_bytes` bytes of this attempt's text."""
@@ -205,19 +188,9 @@ class Store:
         per shard on a Cluster); for each piece, whether its run still held its job."""
         ours = [False] * len(pieces)
         for group in self._by_shard([p.job_id for p in pieces]):
-            args = [
-                a
-                for i in group
-                for a in (
-                    pieces[i].job_id,
-                    pieces[i].run_id,
-                    pieces[i].offset_bytes,
-                    pieces[i].text,
-                )
-            ]
-            answer = self._run("append", keys.job(pieces[group[0]].job_id), *args)
+            answer = self._append(pieces=store_scripts.encode_pieces(pieces[i] for i in group))
             for i, ok in zip(group, answer, strict=True):
-                ours[i] = bool(ok)
+                ours[i] = ok
         return ours
 
     def finish(
@@ -234,13 +207,21 @@ class Store:
 
         An end the replicas did not acknowledge in time stands: it is logged, not retried (if
         the primary is lost before a replica has it, the job runs again after its lease)."""
-        args: list[str | int] = [run_id, status, finish_reason, tail, self.job_ttl_s]
-        return bool(self._run_replicated("finish", job_id, *args, *_flat(fields), strict=False))
+        args = store_scripts.FinishArgs(
+            id=job_id,
+            run=run_id,
+            status=status,
+            reason=finish_reason,
+            tail=tail,
+            ttl_s=self.job_ttl_s,
+            fields=flat_pairs(fields.items()),
+        )
+        return self._run_replicated(self._finish, args, strict=False)
 
     def cancel(self, *, job_id: str, lease_s: float) -> Cancel:
         """Cancel a job that has not ended; its followers are detached to run on their own."""
-        status, *detached = self._run_replicated("cancel", job_id, lease_s, self.job_ttl_s)
-        return Cancel(status, tuple(detached))
+        args = store_scripts.CancelArgs(id=job_id, lease_s=lease_s, ttl_s=self.job_ttl_s)
+        return self._run_replicated(self._cancel, args)
 
     def sweep(
         self, *, lease_s: float, resend_s: float, max_takeovers: int, limit: int = 100
@@ -250,26 +231,15 @@ class Store:
         groups = [[c] for c in keys.SHARDS] if self.cluster else [[keys.SHARDS[0]]]
         swept: list[Swept] = []
         for shards in groups:
-            answer = self._run(
-                "sweep",
-                keys.leases(shards[0]),
-                limit,
-                lease_s,
-                resend_s,
-                max_takeovers,
-                self.job_ttl_s,
-                json.dumps(WORKER_LOST),
-                *shards,
+            swept += self._sweep(
+                limit=limit,
+                lease_s=lease_s,
+                resend_s=resend_s,
+                max_takeovers=max_takeovers,
+                ttl_s=self.job_ttl_s,
+                error_json=json.dumps(WORKER_LOST),
+                shards=tuple(shards),
             )
-            swept += [
-                Swept(
-                    answer[i],
-                    SweepOutcome(answer[i + 1]),
-                    answer[i + 2] or jobs.PRIORITIES[0],
-                    answer[i + 3],
-                )
-                for i in range(0, len(answer), 4)
-            ]
         return swept
 
     def heartbeat(
@@ -279,11 +249,10 @@ class Store:
         states: list[LeaseState] = [LeaseState.LOST] * len(runs)
         now = ""
         for group in self._by_shard([job_id for job_id, _ in runs]) or [[]]:
-            anchor = keys.job(runs[group[0]][0]) if group else keys.leases(keys.SHARDS[0])
-            now, *answer = self._run(
-                "heartbeat", anchor, lease_s, *[x for i in group for x in runs[i]]
+            now, answer = self._heartbeat(
+                lease_s=lease_s, runs=flat_pairs([runs[i] for i in group])
             )
             for i, state in zip(group, answer, strict=True):
-                states[i] = LeaseState(state)
+                states[i] = state
         self.redis.hset(keys.workers(), worker, f"{slots} {len(runs)} {now}")
         return states

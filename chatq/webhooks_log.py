@@ -13,8 +13,8 @@ from typing import Any
 
 import redis
 
-from chatq import keys
-from chatq.lua_scripts import register
+from chatq import keys, webhooks_scripts
+from chatq.lua_scripts import flat_pairs
 from chatq.webhooks import MAX_ATTEMPTS, Event
 from chatq.webhooks_store import API, Endpoint
 
@@ -46,14 +46,6 @@ FORGET_PAGE = 1000
 # worker renews the hold while the attempt runs, and a lost worker's delivery is taken again
 # once the hold runs out.
 HOLD_MARGIN_S = 5.0
-SCRIPTS = (
-    "webhook_add",
-    "webhook_take",
-    "webhook_begin",
-    "webhook_finish",
-    "webhook_renew",
-    "webhook_forget",
-)
 
 
 def delivery_hold_s(timeout_s: float) -> float:
@@ -129,11 +121,12 @@ class Deliveries:
         self.redis = client
         self.log_ttl_s = log_ttl_s
         self.hold_s = hold_s
-        self._scripts = {name: register(client, name) for name in SCRIPTS}
-
-    def _run(self, name: str, *args: str | int | float) -> Any:
-        # Every key of the webhooks is in the `{g}` slot: any of them routes the call there.
-        return self._scripts[name](keys=[keys.webhooks_due()], args=list(args))
+        self._add = webhooks_scripts.ADD.on(client)
+        self._take = webhooks_scripts.TAKE.on(client)
+        self._begin = webhooks_scripts.BEGIN.on(client)
+        self._renew = webhooks_scripts.RENEW.on(client)
+        self._finish = webhooks_scripts.FINISH.on(client)
+        self._forget = webhooks_scripts.FORGET.on(client)
 
     def add(self, delivery_id: str, endpoint: Endpoint, event: Event, replay_of: str = "") -> bool:
         """Record a delivery due now, of the endpoint's key; False if it existed already, or
@@ -144,10 +137,14 @@ class Deliveries:
             "body": event.body(),
             "replay_of": replay_of,
         }
-        flat = [item for pair in fields.items() for item in pair]
-        made_here = "1" if endpoint.source == API else "0"
-        who = (delivery_id, endpoint.id, endpoint.owner, made_here)
-        return bool(self._run("webhook_add", *who, self.log_ttl_s, *flat))
+        return self._add(
+            id=delivery_id,
+            endpoint=endpoint.id,
+            owner=endpoint.owner,
+            made_here=endpoint.source == API,
+            ttl_s=self.log_ttl_s,
+            fields=flat_pairs(fields.items()),
+        )
 
     def take(self, limit: int, endpoint_cap: int, key_cap: int) -> list[tuple[str, str]]:
         """(delivery id, token) of up to `limit` deliveries due now, each held for the caller;
@@ -156,40 +153,37 @@ class Deliveries:
         if limit <= 0:
             return []
         scan = max(50, 5 * limit)
-        flat = self._run("webhook_take", self.hold_s, limit, endpoint_cap, key_cap, scan)
-        return list(zip(flat[::2], flat[1::2], strict=True))
+        return self._take(
+            hold_s=self.hold_s, limit=limit, endpoint_cap=endpoint_cap, key_cap=key_cap, scan=scan
+        )
 
     def begin(self, delivery_id: str, token: str) -> Started | None:
         """The delivery, its attempt logged as begun, if `token` still holds it."""
-        answer = self._run("webhook_begin", delivery_id, token, self.hold_s, MAX_ATTEMPTS)
-        if not answer:
-            return None
-        now_s, *flat = answer
-        return Started(dict(zip(flat[::2], flat[1::2], strict=True)), float(now_s))
+        begun = self._begin(
+            id=delivery_id, token=token, hold_s=self.hold_s, max_attempts=MAX_ATTEMPTS
+        )
+        return Started(begun.record, begun.now_s) if begun else None
 
     def renew(self, held: list[tuple[str, str]]) -> set[str]:
         """Hold the (delivery id, token) pairs whose attempts still run for `hold_s` more; the
         ids still held (the others were taken over, ended, or deleted)."""
         if not held:
             return set()
-        flat = [item for pair in held for item in pair]
-        return set(self._run("webhook_renew", self.hold_s, *flat))
+        return self._renew(hold_s=self.hold_s, held=flat_pairs(held))
 
     def finish(
         self, delivery_id: str, token: str, attempt: Attempt, disable: tuple[str, str] = ("", "")
     ) -> bool:
         """Record `attempt`; `disable` is (endpoint id, reason JSON) to disable one."""
-        return bool(
-            self._run(
-                "webhook_finish",
-                delivery_id,
-                token,
-                attempt.status,
-                attempt.as_json(),
-                attempt.delay_s,
-                self.log_ttl_s,
-                *disable,
-            )
+        return self._finish(
+            id=delivery_id,
+            token=token,
+            status=attempt.status,
+            attempt=attempt.as_json(),
+            delay_s=attempt.delay_s,
+            ttl_s=self.log_ttl_s,
+            disable=disable[0],
+            reason=disable[1],
         )
 
     def get(self, delivery_id: str) -> dict[str, str] | None:
@@ -219,5 +213,5 @@ class Deliveries:
     def forget(self, endpoint_id: str, page: int = FORGET_PAGE) -> None:
         """Delete a deleted endpoint's deliveries and log, `page` per Redis step; an attempt
         still running ends unrecorded."""
-        while self._run("webhook_forget", endpoint_id, page):
+        while self._forget(endpoint=endpoint_id, page=page):
             pass

@@ -11,8 +11,7 @@ from typing import Any
 
 import redis
 
-from chatq import keys
-from chatq.lua_scripts import register
+from chatq import keys, webhooks_scripts
 from chatq.webhook_owners import KnownOwners, announce_change
 from chatq.webhooks import EVENT_TYPES, new_secret, secret_hint
 from chatq.webhooks_config import WebhookConfig
@@ -122,7 +121,7 @@ class Endpoints:
         self.configured = {c.endpoint_id: _from_config(c) for c in configured}
         # A web's answers of has_any, kept right by its notification listener.
         self.owners = owners
-        self._create = register(client, "webhook_create")
+        self._create = webhooks_scripts.CREATE.on(client)
 
     def _disabled(self, endpoint: Endpoint, reasons: dict[str, str]) -> Endpoint:
         raw = reasons.get(endpoint.id)
@@ -184,8 +183,11 @@ class Endpoints:
         )
         configured = sum(e.owner == owner for e in self.configured.values())
         made = self._create(
-            keys=[keys.webhooks_of(owner), keys.webhook(endpoint.id)],
-            args=[endpoint.id, MAX_ENDPOINTS_PER_KEY - configured, *_flat(endpoint)],
+            owned=keys.webhooks_of(owner),
+            endpoint=keys.webhook(endpoint.id),
+            id=endpoint.id,
+            most=MAX_ENDPOINTS_PER_KEY - configured,
+            fields=tuple(_flat(endpoint)),
         )
         if not made:
             return None

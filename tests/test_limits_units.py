@@ -14,7 +14,7 @@ import redis
 
 from chatq import config
 from chatq.config import ConfigError, Settings
-from chatq.limits import Limits, Window, _source, duration_text
+from chatq.limits import SETTLE, Limits, Window, duration_text
 from chatq.limits_config import KeyLimits
 from web.admission import rate_headers, refusal
 from worker.limits import used_by
@@ -126,7 +126,7 @@ def test_the_calendar_of_the_budgets_is_the_utc_calendar(
     client: redis.Redis, day: int, expected: tuple[int, ...]
 ) -> None:
     script = (
-        _source("limits_settle").split("local state, held")[0]
+        SETTLE.source().split(SETTLE.header())[0]
         + """
         local y, m, d = civil_from_days(tonumber(ARGV[1]))
         local index, start_s, end_s = month_of(tonumber(ARGV[1]))

@@ -2,12 +2,12 @@
 -- followers as one delta event; then one notification per shard lists the jobs that got
 -- text ("+ <id> <id> ..."), instead of one per job.
 --
--- ARGV: then (job id, run id, offset, piece) per piece; offset: the bytes of text the attempt
+-- Arguments: pieces: (job id, run id, offset, piece) per piece; offset: the bytes of text the attempt
 -- wrote before the piece.
 -- Answers, per piece, 1, or 0 when its run no longer holds its job. A piece already appended
 -- (a retry whose first answer was lost) is not appended twice.
 local answer, by_shard = {}, {}
-for i = 1, #ARGV, 4 do
+for i = pieces_at, #ARGV, 4 do
   local id, run, offset, piece = ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 2]), ARGV[i + 3]
   local ok, members = 0, {}
   local ours, followed = owned(id, run)

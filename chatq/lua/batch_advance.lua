@@ -3,9 +3,8 @@
 --               `expired` once its unfinished lines are stopped and accounted;
 --   'finalize'  every line is fed and accounted: `finalizing`, its files to be written.
 --
--- ARGV: batch id, lease holder, 'expire' or 'finalize'.
+-- Arguments: id (the batch's), token (the lease holder's), op ('expire' or 'finalize').
 -- Answers the batch's status now, or 'lost' when the lease is another's.
-local id, token, op = ARGV[1], ARGV[2], ARGV[3]
 if redis.call('GET', K('lease', id)) ~= token then return 'lost' end
 local v = redis.call('HMGET', K('batch', id), 'status', 'expires_at', 'total', 'completed',
                      'failed', 'feed_done')

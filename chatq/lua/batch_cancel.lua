@@ -2,9 +2,8 @@
 -- workers' batch loop stops feeding it, cancels its queued lines and writes what was done.
 -- A batch already finalizing or ended is left as it is.
 --
--- ARGV: batch id.
+-- Arguments: id (the batch's).
 -- Answers the batch's status now ('missing' when there is none).
-local id = ARGV[1]
 local status = redis.call('HGET', K('batch', id), 'status')
 if not status then return 'missing' end
 if status ~= 'validating' and status ~= 'in_progress' then return status end

@@ -3,12 +3,10 @@
 -- after, and its owner's, which max_active caps). The file cannot be deleted while the batch
 -- reads it. Times come from Redis's clock.
 --
--- ARGV: batch id, owner, input file id, window_s, max_active, then the record's field/value
---       pairs.
+-- Arguments: id (the batch's), owner, file_id (its input file's), window_s, max_active,
+--       then record: the record's field/value pairs.
 -- Answers {'created', created_at}; {'missing'} when the file is gone, another owner's or
 -- expired; {'limit'} when the owner has max_active unfinished batches already.
-local id, owner, file_id = ARGV[1], ARGV[2], ARGV[3]
-local window_s, max_active = tonumber(ARGV[4]), tonumber(ARGV[5])
 local t = now()
 local v = redis.call('HMGET', K('file', file_id), 'owner', 'expires_at')
 if v[1] ~= owner or (v[2] and v[2] ~= '' and tonumber(v[2]) <= t) then return {'missing'} end
@@ -23,7 +21,7 @@ if redis.call('SCARD', mine) >= max_active then
   end
   if redis.call('SCARD', mine) >= max_active then return {'limit'} end
 end
-redis.call('HSET', K('batch', id), unpack(ARGV, 6))
+redis.call('HSET', K('batch', id), unpack(ARGV, record_at))
 redis.call('HSET', K('batch', id), 'created_at', stamp(t), 'expires_at', stamp(t + window_s))
 redis.call('SADD', K('file_batches', file_id), id)
 redis.call('ZADD', G .. 'batches:' .. owner, t, id)

@@ -4,10 +4,10 @@
 -- are dropped, it leaves the sets of unfinished batches (all, and its owner's), its input file
 -- may be deleted again, and it expires ttl_s from now.
 --
--- ARGV: batch id, lease holder, final status, ttl_s, then for each file written:
---       'output_file_id' or 'error_file_id', file id, bytes, lines, filename, expires_s.
+-- Arguments: id (the batch's), token (the lease holder's), final (status), ttl_s, then files:
+--       for each file written, 'output_file_id' or 'error_file_id', file id, bytes, lines,
+--       filename, expires_s.
 -- Answers the batch's status now, or 'lost' when the lease is another's.
-local id, token, final, ttl_s = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4])
 if redis.call('GET', K('lease', id)) ~= token then return 'lost' end
 local v = redis.call('HMGET', K('batch', id), 'status', 'owner', 'input_file_id')
 if not v[1] then return 'missing' end
@@ -15,7 +15,7 @@ if v[1] == 'completed' or v[1] == 'failed' or v[1] == 'cancelled' or v[1] == 'ex
   return v[1]
 end
 local t = now()
-for i = 5, #ARGV, 6 do
+for i = files_at, #ARGV, 6 do
   local file_id = ARGV[i + 1]
   local expires_at = t + tonumber(ARGV[i + 5])
   redis.call('HSET', K('file', file_id), 'id', file_id, 'owner', v[2], 'bytes', ARGV[i + 2],

@@ -1,10 +1,9 @@
 -- Take or renew the leases of batches: the worker holding a batch's lease runs its next step.
 --
--- ARGV: holder token, lease in milliseconds, then the batch ids.
+-- Arguments: token (the holder's), lease_ms, then ids: the batches'.
 -- Answers, for each id in order, 1 when `token` holds its lease now, 0 when another does.
-local token, lease_ms = ARGV[1], ARGV[2]
 local held = {}
-for i = 3, #ARGV do
+for i = ids_at, #ARGV do
   local key = K('lease', ARGV[i])
   local holder = redis.call('GET', key)
   if holder == token then

@@ -4,8 +4,8 @@
 -- invalidates it until the message of the new generation is confirmed in turn.
 -- An ended job that has expired is not brought back as a stray hash.
 --
--- KEYS: the job's record. Answers 1 if marked, 0 if there is no such job.
-if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
-local takeovers = redis.call('HGET', KEYS[1], 'takeovers') or '0'
-redis.call('HSET', KEYS[1], 'broker_sent', takeovers)
+-- Keys: job, the job's record. Answers 1 if marked, 0 if there is no such job.
+if redis.call('EXISTS', job) == 0 then return 0 end
+local takeovers = redis.call('HGET', job, 'takeovers') or '0'
+redis.call('HSET', job, 'broker_sent', takeovers)
 return 1

@@ -2,10 +2,9 @@
 -- own, each with a short lease (the caller sends their messages; if it cannot, the
 -- sweeper will).
 --
--- ARGV: job id, lease_s, ttl_s.
+-- Arguments: id (the job's), lease_s, ttl_s.
 -- Answers {'cancelled', ids of the followers to enqueue...}, or {status} of an ended job
 -- ('missing' when there is none).
-local id, lease_s, ttl_s = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 local v = redis.call('HMGET', K('job', id), 'status', 'leader')
 if not v[1] then return {'missing'} end
 if is_terminal(v[1]) then return {v[1]} end

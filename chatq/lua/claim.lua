@@ -9,11 +9,10 @@
 -- (the job's field `counted` says so); the running and parked sets are kept on one Redis
 -- only: on a Cluster they would be in another slot, and no cap is passed.
 --
--- ARGV: job id, run id, lease_s, park_s, the owners' cap (0: none), then owner/cap pairs
---       that override it.
+-- Arguments: id, run, lease_s, park_s, cap (the owners' cap, 0: none), then caps: owner/cap
+--       pairs that override it.
 -- Answers {'claimed', request, owner, created_at, prompt_tokens ('' when not counted)},
 -- {'capped'}, or {status} of a job it cannot take ('missing' when there is none).
-local id, run, lease_s, park_s = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
 local v = redis.call('HMGET', K('job', id), 'status', 'run', 'request', 'owner', 'created_at',
                      'priority', 'attempts', 'started_at', 'parked', 'followed', 'watched',
                      'prompt_tokens')
@@ -22,10 +21,10 @@ local again = v[1] == IN_PROGRESS and v[2] == run
 if v[1] ~= QUEUED and not again then return {v[1]} end
 
 local function cap_of(owner)
-  for i = 6, #ARGV, 2 do
+  for i = caps_at, #ARGV, 2 do
     if ARGV[i] == owner then return tonumber(ARGV[i + 1]) end
   end
-  return tonumber(ARGV[5])
+  return cap
 end
 
 if not again then

@@ -3,8 +3,8 @@
 -- (a cache hit). Its times come from Redis's clock. A job with a flight (a cache key) is in
 -- that key's shard, so that identical requests meet here.
 --
--- ARGV: job id, ttl_s, lease_s, flight (a cache key, or ''), max followers per leader,
---       mode ('queue' or 'cached'), text (of a cache hit), may_exist ('1': the id is not a
+-- Arguments: id, ttl_s, lease_s, flight (a cache key, or ''), max_followers (per leader),
+--       mode ('queue' or 'cached'), text (of a cache hit), may_exist (true: the id is not a
 --       new one, look for its job first), queue and message (the broker's list and the run
 --       message a worker takes it by, pushed when the job is to run, not when it follows
 --       or is a cache hit; '' and '': the caller sends it), then the record's field/value
@@ -16,11 +16,8 @@
 --   {'follower', leader id, t}   written, following the leader;
 --   {'cached', result, ''}       an identical job finished since the caller looked in the
 --                                cache: its result; nothing written.
-local id, ttl_s, lease_s, flight = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
-local max_followers, mode, text, may_exist = tonumber(ARGV[5]), ARGV[6], ARGV[7], ARGV[8]
-local queue, message = ARGV[9], ARGV[10]
 if flight ~= '' and digest_shard(flight) ~= shard(id) then flight = '' end
-if may_exist == '1' and redis.call('EXISTS', K('job', id)) == 1 then
+if may_exist and redis.call('EXISTS', K('job', id)) == 1 then
   return {'exists', '', ''}
 end
 
@@ -30,7 +27,7 @@ if flight ~= '' then
 end
 
 local t = now()
-local record = {unpack(ARGV, 11)}
+local record = {unpack(ARGV, record_at)}
 table.insert(record, 'created_at')  -- Redis's clock, over any the caller gave
 table.insert(record, stamp(t))
 redis.call('HSET', K('job', id), unpack(record))

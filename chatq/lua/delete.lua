@@ -2,9 +2,8 @@
 -- the leases, and the cached result it produced. A job that has not ended is left alone: the
 -- caller cancels it first (an ended job never changes, so nothing can come in between).
 --
--- ARGV: job id.
+-- Arguments: id (the job's).
 -- Answers 'deleted', 'missing' (there is no such job), or the status of a job not ended.
-local id = ARGV[1]
 local v = redis.call('HMGET', K('job', id), 'status', 'cache_key')
 if not v[1] then return 'missing' end
 if not is_terminal(v[1]) then return v[1] end

@@ -2,11 +2,11 @@
 -- and in the janitor's, and its bytes in the owner's quota, in the same step as its upload's
 -- hold is let go (so that its room is never counted twice, nor free in between).
 --
--- ARGV: the metadata's field/value pairs (chatq/files_meta.py new_meta). Answers 1.
+-- Arguments: meta: the metadata's field/value pairs (chatq/files_meta.py new_meta). Answers 1.
 local meta = {}
-for i = 1, #ARGV, 2 do meta[ARGV[i]] = ARGV[i + 1] end
+for i = meta_at, #ARGV, 2 do meta[ARGV[i]] = ARGV[i + 1] end
 local id, owner = meta['id'], meta['owner']
-redis.call('HSET', K('file', id), unpack(ARGV))
+redis.call('HSET', K('file', id), unpack(ARGV, meta_at))
 redis.call('ZADD', G .. 'files:' .. owner, meta['created_at'], id)
 if meta['expires_at'] and meta['expires_at'] ~= '' then
   redis.call('ZADD', G .. 'files_expiry', meta['expires_at'], id)

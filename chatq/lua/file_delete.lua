@@ -1,10 +1,9 @@
 -- Delete a file's metadata, unless an unfinished batch reads it (its bytes are the caller's to
 -- remove once this answered 'deleted'); its room in its owner's quota is given back.
 --
--- ARGV: file id, owner ('' for the janitor, which deletes only a file that has expired).
+-- Arguments: id (the file's), owner ('' for the janitor, which deletes only a file that has expired).
 -- Answers 'deleted', 'missing' (none, another owner's, or not yet expired) or 'in_use' (the
 -- janitor then looks again in an hour, so that files in use never hide the others from it).
-local id, owner = ARGV[1], ARGV[2]
 local v = redis.call('HMGET', K('file', id), 'owner', 'expires_at', 'bytes', 'counted')
 if not v[1] then
   redis.call('ZREM', G .. 'files_expiry', id)

@@ -1,14 +1,11 @@
 -- An upload in progress holds room in its key's file quota, so that uploads running at once
 -- on any web cannot pass it together; it asks again, for more, as its bytes arrive.
 --
--- ARGV: owner, upload id, need (bytes it must hold now), want (bytes it would hold, to ask
--- less often; at least need), the key's max bytes and max files, hold_s (the hold lapses
+-- Arguments: owner, id (the upload's), need (bytes it must hold now), want (bytes it would
+-- hold, to ask less often; at least need), max_bytes and max_files (the key's), hold_s (the hold lapses
 -- this long after its last call: its web died mid-upload).
 -- Answers {'held', bytes held}, or {'bytes', bytes the key's files take} when the bytes
 -- would pass the quota, or {'files', the key's files} when one more file would.
-local owner, id = ARGV[1], ARGV[2]
-local need, want = tonumber(ARGV[3]), tonumber(ARGV[4])
-local max_bytes, max_files, hold_s = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
 local t = now()
 local until_key = G .. 'files_hold_until:' .. owner
 for _, lapsed in ipairs(redis.call('ZRANGEBYSCORE', until_key, '-inf', t, 'LIMIT', 0, 100)) do

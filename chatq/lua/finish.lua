@@ -2,19 +2,17 @@
 -- appended, `fields` written, status and end events, lease dropped, expiry set. A completed
 -- result with a cache key goes to the cache.
 --
--- ARGV: job id, run id, status, finish reason, last piece of text, ttl_s,
---       then field/value pairs.
+-- Arguments: id, run, status, reason (the finish reason), tail (the last piece of text),
+--       ttl_s, then fields: field/value pairs.
 -- Answers 1, or 0 when the run no longer holds the job. Repeating a finish that went
 -- through answers 1 again and changes nothing.
-local id, run, status, reason = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
-local tail, ttl_s = ARGV[5], tonumber(ARGV[6])
 -- One read of the whole record: the checks below, the end's, and the notification's copy.
 local job = fields_of(id)
 if not job then return 0 end
 if job.status == status and job.ended_by == run then return 1 end
 if not (job.status == IN_PROGRESS and job.run == run) then return 0 end
 local cache_key, cache_ttl = job.cache_key, job.cache_ttl
-local fields = {unpack(ARGV, 7)}
+local fields = {unpack(ARGV, fields_at)}
 table.insert(fields, 'ended_by')
 table.insert(fields, run)
 local ending = {status = status, t = now(), ttl_s = ttl_s, reason = reason, fields = fields,

@@ -1,13 +1,12 @@
 -- A worker process's heartbeat: renews the leases of the runs it holds, by Redis's clock.
 -- (The caller records the worker itself, in a key of another slot.)
 --
--- ARGV: lease_s, then (job id, run id) pairs.
+-- Arguments: lease_s, then runs: (job id, run id) pairs.
 -- Answers {Redis time, then per pair 'held', 'cancelled' (stop it) or 'lost' (another run has
 -- it, or it ended)}.
-local lease_s = tonumber(ARGV[1])
 local t = now()
 local answer = {stamp(t)}
-for i = 2, #ARGV, 2 do
+for i = runs_at, #ARGV, 2 do
   local id, run = ARGV[i], ARGV[i + 1]
   local v = redis.call('HMGET', K('job', id), 'status', 'run')
   if v[1] == IN_PROGRESS and v[2] == run then

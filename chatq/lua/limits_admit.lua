@@ -3,10 +3,11 @@
 -- when all pass is it charged: one request, and `cost` tokens (its prompt and the output it
 -- may ask for) held for job `job` until the job's end corrects them (limits_settle.lua).
 --
--- KEYS: the key's state (a hash), the key's reservations (a hash: job id -> "cost prompt day
---       month"); both in one slot (the hash tag {limits:<name>}).
--- ARGV: mode ('admit', or 'peek': read only), job id, cost, prompt tokens, requests per
---       minute, tokens per minute, tokens per day, tokens per month (0: no limit), keep_s.
+-- Keys: state (the key's, a hash), held (the key's reservations, a hash: job id -> "cost
+--       prompt day month"); both in one slot (the hash tag {limits:<name>}).
+-- Arguments: mode ('admit', or 'peek': read only), job (its id), cost, prompt (tokens), rpm
+--       (requests per minute), tpm (tokens per minute), per_day, per_month (tokens; 0: no
+--       limit), keep_s.
 -- Answers {verdict, wait_ms, remaining requests, ms until the requests bucket is full,
 --          remaining tokens, ms until the tokens bucket is full, tokens today, requests today,
 --          tokens this month, requests this month, tokens reserved, day start, day end,
@@ -14,11 +15,6 @@
 --          before: nothing more), 'peek', or a refusal: 'day', 'month' (a budget),
 --          'too_large' (more tokens than a minute allows), 'requests', 'tokens' (then wait_ms
 --          is how long until it would pass).
-local state, held = KEYS[1], KEYS[2]
-local mode, job = ARGV[1], ARGV[2]
-local cost, prompt = tonumber(ARGV[3]), tonumber(ARGV[4])
-local rpm, tpm = tonumber(ARGV[5]), tonumber(ARGV[6])
-local per_day, per_month, keep_s = tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9])
 
 local t = now()
 local day = math.floor(t / 86400)

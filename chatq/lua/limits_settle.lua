@@ -3,12 +3,11 @@
 -- the day's and the month's use if the job was charged to the day and month still counted.
 -- Once per job: its reservation is removed by the same step, so a repeat does nothing.
 --
--- KEYS: the key's state, the key's reservations (as limits_admit.lua).
--- ARGV: job id, how it ended ('exact': it used `tokens`; 'prompt': its prompt count plus
---       `tokens`; 'keep': unknown, what was held stands), tokens, tokens per minute.
+-- Keys: state, held (as limits_admit.lua).
+-- Arguments: job (its id), how it ended ('exact': it used `tokens`; 'prompt': its prompt
+--       count plus `tokens`; 'keep': unknown, what was held stands), tokens, tpm (tokens per
+--       minute).
 -- Answers the tokens it is now charged, or -1 when nothing was held for it.
-local state, held = KEYS[1], KEYS[2]
-local job, how, tokens, tpm = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
 
 local entry = redis.call('HGET', held, job)
 if not entry then return -1 end

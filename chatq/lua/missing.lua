@@ -12,8 +12,9 @@
 -- before it is called missing (its message may have been sent before the tenants' queues
 -- changed).
 --
--- KEYS: the broker's lists.
--- ARGV: pairs of a job id and the index in KEYS of the list its message was sent to.
+-- Keys: lists, the broker's lists (all of KEYS).
+-- Arguments: expected: pairs of a job id and the index in KEYS of the list its message was
+--       sent to.
 -- Answers the ids of the jobs whose message is missing.
 local FIRST_PAGE, LAST_PAGE = 8, 1024  -- messages; past the sought jobs, then their growth
 local MARK = '"correlation_id": "'  -- the job id's place in a run message, as kombu writes it
@@ -22,7 +23,7 @@ local unseen = {}  -- index of a list -> how many jobs expected in it are not se
 local left = 0  -- jobs not seen anywhere yet
 local read_through = {}  -- index of a list -> true once read to its end
 
-for i = 1, #ARGV, 2 do
+for i = expected_at, #ARGV, 2 do
   local id, list = ARGV[i], tonumber(ARGV[i + 1])
   if not expected_in[id] then
     expected_in[id], left = list, left + 1

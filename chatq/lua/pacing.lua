@@ -16,25 +16,24 @@
 -- upstream counts other clients too). A 429 that carries no such headers holds every call for
 -- its Retry-After.
 --
--- KEYS: the endpoint's hash (chatq:{g}:pacing:<endpoint id>): rq_limit, rq_rate, rq_level
---       (requests), tk_limit, tk_rate, tk_level (tokens), at (the Redis time of the levels),
---       hold_until (a Redis time).
--- ARGV: configured requests and tokens per minute (0: learn them); then what a response
---       said, or empty strings: requests limit, remaining, seconds until full; tokens limit,
---       remaining, seconds until full; seconds since its request was sent; Retry-After
---       seconds of a 429 without limits; then the call to make: its tokens ('' to only
---       learn) and the longest it may wait, in seconds.
+-- Keys: state, the endpoint's hash (chatq:{g}:pacing:<endpoint id>): rq_limit, rq_rate,
+--       rq_level (requests), tk_limit, tk_rate, tk_level (tokens), at (the Redis time of the
+--       levels), hold_until (a Redis time).
+-- Arguments: rpm and tpm, the configured requests and tokens per minute (0: learn them);
+--       then what a response said, or nil: rq_limit, rq_remaining, rq_full_in (requests
+--       limit, remaining, seconds until full), tk_limit, tk_remaining, tk_full_in (the same
+--       of tokens), age_s (seconds since its request was sent), hold_s (Retry-After seconds
+--       of a 429 without limits); then the call to make: tokens (nil to only learn) and
+--       max_wait_s, the longest it may wait.
 -- Answers {taken, wait_ms, known}: known 0 when no limit is known (then the call is sent at
 --         once); taken 1 when the call took its share and may be sent after wait_ms, 0 when
 --         it would have to wait longer than it may (nothing is taken then).
-local state = KEYS[1]
-local configured = {rq = tonumber(ARGV[1]), tk = tonumber(ARGV[2])}
+local configured = {rq = rpm, tk = tpm}
 local seen = {
-  rq = {limit = tonumber(ARGV[3]), remaining = tonumber(ARGV[4]), full_in = tonumber(ARGV[5])},
-  tk = {limit = tonumber(ARGV[6]), remaining = tonumber(ARGV[7]), full_in = tonumber(ARGV[8])},
+  rq = {limit = rq_limit, remaining = rq_remaining, full_in = rq_full_in},
+  tk = {limit = tk_limit, remaining = tk_remaining, full_in = tk_full_in},
 }
-local age_s, hold_s = tonumber(ARGV[9]) or 0, tonumber(ARGV[10])
-local tokens, max_wait_s = tonumber(ARGV[11]), tonumber(ARGV[12])
+age_s = age_s or 0
 local KEEP_S = 3600
 local HEADROOM = 0.05
 

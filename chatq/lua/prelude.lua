@@ -1,10 +1,10 @@
--- Helpers every script shares. Above this file the store puts `P` and `G` (the key
--- prefixes of chatq/keys.py), `SHARDS` (the 64 shard characters), `SHARDED` (true on a Redis
+-- Helpers every script shares. Above this file the loader (chatq/lua_scripts.py) puts `P`
+-- and `G` (the key prefixes of chatq/keys.py), `SHARDS` (the 64 shard characters),
+-- `JOB_KINDS` (the kinds of key that are a job's, as a set), `SHARDED` (true on a Redis
 -- Cluster: notifications use sharded pub/sub) and the status words of chatq/jobs.py.
 
 -- Keys (chatq/keys.py): a job's carry its shard's hash tag {j<c>}, c the first character of
 -- its id's token; the indexes of a shard too; every other kind is under the tag {g}.
-local JOB_KINDS = {job = true, text = true, events = true, followers = true}
 local function shard(id) return string.sub(id, 5, 5) end
 local function S(sh, name) return P .. '{j' .. sh .. '}:' .. name end
 local function K(kind, id)

@@ -9,17 +9,15 @@
 --     max_takeovers times ('failed').
 --   An ended or vanished job: dropped from the leases ('gone').
 --
--- ARGV: limit (per shard), lease_s, resend_s, max_takeovers, ttl_s, error (JSON of a failed
---       job), then the shards whose leases to sweep (on a Cluster one, a slot of its own; on
---       one Redis the first, whose key holds every lease: leases_of).
+-- Arguments: limit (per shard), lease_s, resend_s, max_takeovers, ttl_s, error_json (of a
+--       failed job), then shards: the shards whose leases to sweep (on a Cluster one, a
+--       slot of its own; on one Redis the first, whose key holds every lease: leases_of).
 -- A job that leaves the running (requeued) or is sent again (queued) leaves its tenant's
 -- running and parked jobs too.
 -- Answers {id, outcome, priority, owner, ...} for each job acted on.
-local limit, lease_s, resend_s = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
-local max_takeovers, ttl_s, error_json = tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6]
 local t = now()
 local due = {}
-for i = 7, #ARGV do
+for i = shards_at, #ARGV do
   for _, id in ipairs(redis.call('ZRANGEBYSCORE', S(ARGV[i], 'leases'), '-inf', t,
                                  'LIMIT', 0, limit)) do
     table.insert(due, id)

@@ -3,16 +3,15 @@
 -- may repeat). None is made for an endpoint made through the API that is gone (deleted: its
 -- deliveries were deleted with it, webhook_forget.lua).
 --
--- ARGV: delivery id, endpoint id, its key name (owner), '1' when the endpoint was made through
--- the API, log ttl_s, then field/value pairs. Answers 1 when written, 0 when not.
-local id, endpoint, owner, made_here = ARGV[1], ARGV[2], ARGV[3], ARGV[4] == '1'
-local ttl_s = tonumber(ARGV[5])
+-- Arguments: id (the delivery's), endpoint (its id), owner (its key name), made_here (true:
+-- the endpoint was made through the API), ttl_s (the log's), then fields: field/value pairs.
+-- Answers 1 when written, 0 when not.
 local key = G .. 'webhooks:delivery:' .. id
 if redis.call('EXISTS', key) == 1 then return 0 end
 if made_here and redis.call('EXISTS', G .. 'webhooks:endpoint:' .. endpoint) == 0 then return 0 end
 
 local t = now()
-redis.call('HSET', key, unpack(ARGV, 6))
+redis.call('HSET', key, unpack(ARGV, fields_at))
 redis.call('HSET', key, 'id', id, 'endpoint', endpoint, 'owner', owner, 'status', 'pending',
            'attempts', '[]', 'token', '', 'created_at', stamp(t), 'next_at', stamp(t))
 redis.call('EXPIRE', key, ttl_s)

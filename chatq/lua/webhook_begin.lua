@@ -3,9 +3,8 @@
 -- on, `in_progress`; one that a lost worker left `in_progress` becomes `lost`. A delivery
 -- that has had max_attempts attempts already fails instead.
 --
--- ARGV: delivery id, token, hold_s, max_attempts. Answers {} for a stale token or a
--- delivery failed now, else {Redis time, field, value, field, value, ...} of the delivery.
-local id, token, hold_s, max_attempts = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
+-- Arguments: id (the delivery's), token, hold_s, max_attempts. Answers {} for a stale token
+-- or a delivery failed now, else {Redis time, field, value, field, value, ...} of the delivery.
 local key = G .. 'webhooks:delivery:' .. id
 local v = redis.call('HMGET', key, 'token', 'status', 'endpoint', 'attempts', 'owner')
 if v[1] ~= token or v[2] ~= 'pending' then return {} end

@@ -3,10 +3,9 @@
 -- (for good), or 'pending' again, due in delay_s. `disable` (an endpoint id) disables that
 -- endpoint with `reason`.
 --
--- ARGV: delivery id, token, status, attempt (JSON object), delay_s, ttl_s, disable, reason.
+-- Arguments: id (the delivery's), token, status, attempt (JSON object), delay_s, ttl_s,
+-- disable, reason.
 -- Answers 1 when recorded, 0 when the token was stale.
-local id, token, status, attempt = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
-local delay_s, ttl_s, disable, reason = tonumber(ARGV[5]), tonumber(ARGV[6]), ARGV[7], ARGV[8]
 local key = G .. 'webhooks:delivery:' .. id
 local due = G .. 'webhooks:due'
 local v = redis.call('HMGET', key, 'token', 'endpoint', 'attempts', 'owner')

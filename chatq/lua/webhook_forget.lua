@@ -6,8 +6,7 @@
 -- it held at its key goes to the key's first delivery waiting. Called again until none is
 -- left; then the endpoint's own sets go too.
 --
--- ARGV: endpoint id, page. Answers how many are left (0: all gone).
-local endpoint, page = ARGV[1], tonumber(ARGV[2])
+-- Arguments: endpoint (its id), page. Answers how many are left (0: all gone).
 local all, log = G .. 'webhooks:deliveries:' .. endpoint, G .. 'webhooks:log:' .. endpoint
 local t = now()
 local ids = redis.call('ZRANGE', all, 0, page - 1)

@@ -7,9 +7,8 @@
 -- endpoints' or keys'. At most `scan` due deliveries, and gates of each kind to look at again,
 -- are looked at.
 --
--- ARGV: hold_s, limit, endpoint_cap, key_cap, scan. Answers {id, token, id, token, ...}.
-local hold_s, limit, scan = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[5])
-local caps = {tonumber(ARGV[3]), tonumber(ARGV[4])}  -- in the order of gates_of
+-- Arguments: hold_s, limit, endpoint_cap, key_cap, scan. Answers {id, token, id, token, ...}.
+local caps = {endpoint_cap, key_cap}  -- in the order of gates_of
 local due = G .. 'webhooks:due'
 local t = now()
 redis.call('ZREMRANGEBYSCORE', G .. 'webhooks:running', '-inf', t)
