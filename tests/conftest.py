@@ -19,11 +19,13 @@ from tests.procs import (
     LOG_DIR,
     Proc,
     base_env,
+    launch_web,
+    launch_worker,
     leaked_keys,
     start_fakellm,
-    start_web,
-    start_worker,
     stop_all,
+    wait_web_up,
+    wait_worker_ready,
 )
 from tests.webhook_receiver import Receiver
 
@@ -113,10 +115,18 @@ class Stack:
 
 
 def start_stack(redis_url: str, fakellm: str, workers: int = 1, **env: str) -> Stack:
-    """Start `workers` worker processes and one web process."""
+    """Start `workers` worker processes and one web process, all at once: a stack is up in
+    the time of its slowest process, not in the sum of theirs."""
     full_env = base_env(redis_url, fakellm, **env)
-    procs = [start_worker(full_env, redis_url) for _ in range(workers)]
-    web, url = start_web(full_env)
+    procs = [launch_worker(full_env) for _ in range(workers)]
+    web, url = launch_web(full_env)
+    try:
+        for proc in procs:
+            wait_worker_ready(proc)
+        wait_web_up(web, url)
+    except BaseException:
+        stop_all([*procs, web])
+        raise
     client = redis.Redis.from_url(redis_url, decode_responses=True)
     return Stack(url=url, redis=client, env=full_env, procs=[*procs, web])
 
