@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 
 import pytest
@@ -46,7 +45,8 @@ def test_cancel_of_a_queued_job_is_final(web_only: Stack) -> None:
     # A worker that turns up later finds the job cancelled and leaves it so.
     worker = start_worker(web_only.env, "")
     web_only.procs.append(worker)
-    time.sleep(1.0)
+    said = f"job {job_id} not run: it is cancelled"
+    wait_until(lambda: said in worker.log_text(), 10, "the worker to take and drop the job")
     job = web_only.get(job_id).json()
     assert job["status"] == "cancelled" and job["attempts"] == 0 and job["output_text"] == ""
 
