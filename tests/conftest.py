@@ -131,6 +131,16 @@ def start_stack(redis_url: str, fakellm: str, workers: int = 1, **env: str) -> S
     return Stack(url=url, redis=client, env=full_env, procs=[*procs, web])
 
 
+def fresh_each_test(stack: Stack) -> Iterator[Stack]:
+    """`stack` for one more test of the module that shares it (`yield from` in a fixture):
+    its Redis database emptied first, the processes the test added stopped at its end."""
+    stack.redis.flushdb()
+    kept = len(stack.procs)
+    yield stack
+    stop_all(stack.procs[kept:])
+    del stack.procs[kept:]
+
+
 @pytest.fixture(scope="session")
 def stack(redis_url: str, fakellm: str) -> Iterator[Stack]:
     """The shared chatq stack most tests use."""
@@ -186,4 +196,4 @@ def _random_order_seed(config: pytest.Config) -> str | None:
     return str(plugin.seed) if plugin.is_enabled else None
 
 
-__all__ = ["ALICE_KEY", "BOB_KEY", "Stack", "start_stack"]
+__all__ = ["ALICE_KEY", "BOB_KEY", "Stack", "fresh_each_test", "start_stack"]

@@ -11,7 +11,7 @@ import requests
 
 from chatq import config, fair, keys
 from scripts.localredis import LocalRedis
-from tests.conftest import Stack, start_stack
+from tests.conftest import Stack, fresh_each_test, start_stack
 from tests.procs import (
     base_env,
     leases_count,
@@ -28,13 +28,19 @@ def _db(redis_url: str, db: int) -> str:
     return redis_url.rsplit("/", 1)[0] + f"/{db}"
 
 
-@pytest.fixture
-def web_only(redis_url: str, fakellm: str) -> Iterator[Stack]:
+@pytest.fixture(scope="module")
+def web_alone(redis_url: str, fakellm: str) -> Iterator[Stack]:
     """A web process with no worker behind it, on a Redis database of its own."""
     s = start_stack(_db(redis_url, 3), fakellm, workers=0)
-    s.redis.flushdb()
     yield s
     s.stop()
+
+
+@pytest.fixture
+def web_only(web_alone: Stack) -> Iterator[Stack]:
+    """The module's web alone, its database emptied for the test; the workers the test starts
+    are stopped at its end."""
+    yield from fresh_each_test(web_alone)
 
 
 def test_cancel_of_a_queued_job_is_final(web_only: Stack) -> None:
