@@ -245,7 +245,13 @@ def test_a_paused_worker_loses_its_jobs_and_its_late_results_are_dropped(
         resumed_at = time.monotonic()
         statuses = _wait_terminal(s.redis, long_ids, resumed_at + 40)
         assert set(statuses.values()) == {"completed"}, statuses
-        time.sleep(3)  # let the resumed worker finish whatever it still tries
+        # The resumed worker's runs end (dropped: their leases are another's); then it
+        # writes no more.
+        wait_until(
+            lambda: _worker_metrics(paused).get("chatq_worker_running_jobs") == 0,
+            30,
+            "the resumed worker's runs to end",
+        )
         assert paused.alive() and taker.alive()
         after = {
             j: (r, s.redis.xlen(keys.events(j))) for j, r in _records(s.redis, short_ids).items()
