@@ -365,14 +365,17 @@ def test_a_redis_restart_under_load_loses_no_accepted_job(fakellm: str) -> None:
     try:
         for t in threads:
             t.start()
-        time.sleep(4)
+        # Load before the loss, and after the restart, until jobs are accepted again: more
+        # time adds jobs, not cases.
+        wait_until(lambda: len(traffic.accepted) > 20, 30, "jobs accepted before the loss")
         accepted_before = len(traffic.accepted)
         down_at = time.monotonic()
         server.stop(kill=True)
         time.sleep(5)
         restart_at = time.monotonic()
         server = _restart_same_redis(server)
-        time.sleep(6)
+        accepted_down = len(traffic.accepted)
+        wait_until(lambda: len(traffic.accepted) > accepted_down + 20, 40, "jobs accepted after it")
         traffic.stop.set()
         for t in threads:
             t.join(wait_s + 40)
