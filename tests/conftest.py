@@ -19,11 +19,13 @@ from tests.procs import (
     LOG_DIR,
     Proc,
     base_env,
+    launch_web,
+    launch_worker,
     leaked_keys,
     start_fakellm,
-    start_web,
-    start_worker,
     stop_all,
+    wait_web_up,
+    wait_worker_ready,
 )
 from tests.webhook_receiver import Receiver
 
@@ -113,12 +115,30 @@ class Stack:
 
 
 def start_stack(redis_url: str, fakellm: str, workers: int = 1, **env: str) -> Stack:
-    """Start `workers` worker processes and one web process."""
+    """Start `workers` worker processes and one web process, all at once: a stack is up in
+    the time of its slowest process, not in the sum of theirs."""
     full_env = base_env(redis_url, fakellm, **env)
-    procs = [start_worker(full_env, redis_url) for _ in range(workers)]
-    web, url = start_web(full_env)
+    procs = [launch_worker(full_env) for _ in range(workers)]
+    web, url = launch_web(full_env)
+    try:
+        for proc in procs:
+            wait_worker_ready(proc)
+        wait_web_up(web, url)
+    except BaseException:
+        stop_all([*procs, web])
+        raise
     client = redis.Redis.from_url(redis_url, decode_responses=True)
     return Stack(url=url, redis=client, env=full_env, procs=[*procs, web])
+
+
+def fresh_each_test(stack: Stack) -> Iterator[Stack]:
+    """`stack` for one more test of the module that shares it (`yield from` in a fixture):
+    its Redis database emptied first, the processes the test added stopped at its end."""
+    stack.redis.flushdb()
+    kept = len(stack.procs)
+    yield stack
+    stop_all(stack.procs[kept:])
+    del stack.procs[kept:]
 
 
 @pytest.fixture(scope="session")
@@ -176,4 +196,4 @@ def _random_order_seed(config: pytest.Config) -> str | None:
     return str(plugin.seed) if plugin.is_enabled else None
 
 
-__all__ = ["ALICE_KEY", "BOB_KEY", "Stack", "start_stack"]
+__all__ = ["ALICE_KEY", "BOB_KEY", "Stack", "fresh_each_test", "start_stack"]

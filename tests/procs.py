@@ -205,19 +205,32 @@ def start_web(
     env: dict[str, str], host: str = "127.0.0.1", prefix: Sequence[str] = ()
 ) -> tuple[Proc, str]:
     """A `python -m web` process on a free port of `host`; answers (process, base URL)."""
-    port = free_port()
-    proc = Proc("web", ["web"], {**env, "CHATQ_BIND": f"{host}:{port}"}, prefix).start()
-    url = f"http://{host}:{port}"
+    proc, url = launch_web(env, host, prefix)
     wait_web_up(proc, url)
     return proc, url
 
 
+def launch_web(
+    env: dict[str, str], host: str = "127.0.0.1", prefix: Sequence[str] = ()
+) -> tuple[Proc, str]:
+    """start_web without the wait: the caller waits (wait_web_up) once its other processes
+    are starting too."""
+    port = free_port()
+    proc = Proc("web", ["web"], {**env, "CHATQ_BIND": f"{host}:{port}"}, prefix).start()
+    return proc, f"http://{host}:{port}"
+
+
 def start_worker(env: dict[str, str], redis_url: str, prefix: Sequence[str] = ()) -> Proc:
     """A `python -m worker` process; returns once it consumes its queues."""
-    env = {"CHATQ_WORKER_METRICS_BIND": f"127.0.0.1:{free_port()}", **env}
-    proc = Proc("worker", ["worker"], env, prefix).start()
+    proc = launch_worker(env, prefix)
     wait_worker_ready(proc)
     return proc
+
+
+def launch_worker(env: dict[str, str], prefix: Sequence[str] = ()) -> Proc:
+    """start_worker without the wait (wait_worker_ready)."""
+    env = {"CHATQ_WORKER_METRICS_BIND": f"127.0.0.1:{free_port()}", **env}
+    return Proc("worker", ["worker"], env, prefix).start()
 
 
 def wait_worker_ready(proc: Proc) -> None:

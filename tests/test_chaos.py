@@ -245,7 +245,13 @@ def test_a_paused_worker_loses_its_jobs_and_its_late_results_are_dropped(
         resumed_at = time.monotonic()
         statuses = _wait_terminal(s.redis, long_ids, resumed_at + 40)
         assert set(statuses.values()) == {"completed"}, statuses
-        time.sleep(3)  # let the resumed worker finish whatever it still tries
+        # The resumed worker's runs end (dropped: their leases are another's); then it
+        # writes no more.
+        wait_until(
+            lambda: _worker_metrics(paused).get("chatq_worker_running_jobs") == 0,
+            30,
+            "the resumed worker's runs to end",
+        )
         assert paused.alive() and taker.alive()
         after = {
             j: (r, s.redis.xlen(keys.events(j))) for j, r in _records(s.redis, short_ids).items()
@@ -359,14 +365,17 @@ def test_a_redis_restart_under_load_loses_no_accepted_job(fakellm: str) -> None:
     try:
         for t in threads:
             t.start()
-        time.sleep(4)
+        # Load before the loss, and after the restart, until jobs are accepted again: more
+        # time adds jobs, not cases.
+        wait_until(lambda: len(traffic.accepted) > 20, 30, "jobs accepted before the loss")
         accepted_before = len(traffic.accepted)
         down_at = time.monotonic()
         server.stop(kill=True)
         time.sleep(5)
         restart_at = time.monotonic()
         server = _restart_same_redis(server)
-        time.sleep(6)
+        accepted_down = len(traffic.accepted)
+        wait_until(lambda: len(traffic.accepted) > accepted_down + 20, 40, "jobs accepted after it")
         traffic.stop.set()
         for t in threads:
             t.join(wait_s + 40)

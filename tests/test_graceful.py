@@ -34,22 +34,30 @@ class RoundRobin(httpx.BaseTransport):
         return self.inner.handle_request(request)
 
 
-@pytest.fixture
-def two_webs(redis_url: str, fakellm: str) -> Iterator[Stack]:
-    """One worker and two web processes on a database of their own."""
+@pytest.fixture(scope="module")
+def survivors(redis_url: str, fakellm: str) -> Iterator[Stack]:
+    """The module's worker and the web that stays up, on a database of their own."""
     s = start_stack(
         redis_url.rsplit("/", 1)[0] + f"/{DB}",
         fakellm,
         workers=1,
         CHATQ_GRACEFUL_TIMEOUT=str(GRACE_S),
     )
-    s.redis.flushdb()
-    second, second_url = start_web(s.env)
-    s.procs.append(second)
-    s.env["SECOND_URL"] = second_url
     yield s
     s.stop()
     s.redis.flushdb()
+
+
+@pytest.fixture
+def two_webs(survivors: Stack) -> Iterator[Stack]:
+    """One worker and two web processes, the database emptied: the first web (the one a test
+    stops) is the test's own; the worker and the second are the module's."""
+    survivors.redis.flushdb()
+    first, first_url = start_web(survivors.env)
+    worker, second = survivors.procs
+    env = {**survivors.env, "SECOND_URL": survivors.url}
+    yield Stack(url=first_url, redis=survivors.redis, env=env, procs=[worker, first, second])
+    first.stop()
 
 
 def _sdk(s: Stack) -> openai.OpenAI:

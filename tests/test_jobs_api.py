@@ -132,10 +132,12 @@ def test_cancel_a_running_job_stops_it_and_keeps_its_partial_text(stack: Stack) 
     wait_until(lambda: stack.get(job_id).json()["output_text"], 10, "some text")
     r = stack.session().post(f"{stack.url}/v1/jobs/{job_id}/cancel", timeout=10)
     assert r.status_code == 200 and r.json()["status"] == "cancelled"
-    time.sleep(1.5)
+    # The worker sees the cancel and stops the run (worker/runner.py logs it): no more text.
+    stopped = f"job {job_id} stopped"
+    workers = [p for p in stack.procs if p.name == "worker"]
+    wait_until(lambda: any(stopped in p.log_text() for p in workers), 10, "the run stopped")
     after = stack.get(job_id).json()
     assert after["status"] == "cancelled" and after["output_text"]
-    time.sleep(1.0)
     assert stack.get(job_id).json()["output_text"] == after["output_text"]
     again = stack.session().post(f"{stack.url}/v1/jobs/{job_id}/cancel", timeout=10)
     assert again.status_code == 200 and again.json() == after

@@ -47,10 +47,11 @@ def test_a_lane_s_worker_consumes_its_tenants_queues_and_its_own() -> None:
 
 def test_each_lane_runs_only_on_the_workers_that_take_it(redis_url: str, fakellm: str) -> None:
     db_url = redis_url.rsplit("/", 1)[0] + "/6"
-    s = start_stack(db_url, fakellm, workers=0)
+    # The first worker takes the interactive lane only (the web reads no lanes setting):
+    # started with the web, at once.
+    s = start_stack(db_url, fakellm, workers=1, CHATQ_WORKER_LANES="interactive")
     try:
         s.redis.flushdb()
-        s.procs.append(start_worker({**s.env, "CHATQ_WORKER_LANES": "interactive"}, ""))
         batch_job = s.submit("a batch line", priority="batch").json()["id"]
         done = s.submit("interactive", wait=10).json()
         assert done["status"] == "completed"

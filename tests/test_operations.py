@@ -134,7 +134,7 @@ def test_a_follower_of_a_queued_job_hears_at_once_that_it_started(idle: Stack) -
     assert first["events"] == [{"type": "status", "status": "queued"}]
     with ThreadPoolExecutor(1) as pool:
         page = pool.submit(idle.get, job_id, suffix="/events", cursor=first["cursor"], wait=30)
-        time.sleep(0.5)  # parked on the queued job
+        wait_until(lambda: _waiters(idle.url) >= 1, 10, "the events request parked")
         worker = start_worker(idle.env, idle.env["CHATQ_REDIS_URL"])
         try:
             started = time.monotonic()
@@ -143,6 +143,11 @@ def test_a_follower_of_a_queued_job_hears_at_once_that_it_started(idle: Stack) -
             assert time.monotonic() - started < 3
         finally:
             worker.stop()
+
+
+def _waiters(url: str) -> float:
+    """The gauge of requests parked on a job, of the web at `url`."""
+    return _sample(requests.get(f"{url}/metrics", timeout=5).text, "chatq_longpoll_waiters")
 
 
 def _queue(stack: Stack) -> dict[str, Any]:
@@ -252,7 +257,7 @@ def test_sigterm_on_web_answers_parked_long_polls_then_exits(stack: Stack) -> No
             pool.submit(session.get, f"{url}/v1/jobs/{job_id}", params={"wait": 50}, timeout=60)
             for _ in range(3)
         ]
-        time.sleep(1.0)
+        wait_until(lambda: _waiters(url) >= 3, 10, "three parked long polls")
         t0 = time.monotonic()
         web.signal(signal.SIGTERM)
         answers = [p.result() for p in polls]

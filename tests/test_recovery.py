@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 
 import pytest
@@ -12,7 +11,7 @@ import requests
 
 from chatq import config, fair, keys
 from scripts.localredis import LocalRedis
-from tests.conftest import Stack, start_stack
+from tests.conftest import Stack, fresh_each_test, start_stack
 from tests.procs import (
     base_env,
     leases_count,
@@ -29,13 +28,19 @@ def _db(redis_url: str, db: int) -> str:
     return redis_url.rsplit("/", 1)[0] + f"/{db}"
 
 
-@pytest.fixture
-def web_only(redis_url: str, fakellm: str) -> Iterator[Stack]:
+@pytest.fixture(scope="module")
+def web_alone(redis_url: str, fakellm: str) -> Iterator[Stack]:
     """A web process with no worker behind it, on a Redis database of its own."""
     s = start_stack(_db(redis_url, 3), fakellm, workers=0)
-    s.redis.flushdb()
     yield s
     s.stop()
+
+
+@pytest.fixture
+def web_only(web_alone: Stack) -> Iterator[Stack]:
+    """The module's web alone, its database emptied for the test; the workers the test starts
+    are stopped at its end."""
+    yield from fresh_each_test(web_alone)
 
 
 def test_cancel_of_a_queued_job_is_final(web_only: Stack) -> None:
@@ -46,7 +51,8 @@ def test_cancel_of_a_queued_job_is_final(web_only: Stack) -> None:
     # A worker that turns up later finds the job cancelled and leaves it so.
     worker = start_worker(web_only.env, "")
     web_only.procs.append(worker)
-    time.sleep(1.0)
+    said = f"job {job_id} not run: it is cancelled"
+    wait_until(lambda: said in worker.log_text(), 10, "the worker to take and drop the job")
     job = web_only.get(job_id).json()
     assert job["status"] == "cancelled" and job["attempts"] == 0 and job["output_text"] == ""
 

@@ -155,8 +155,11 @@ def test_cache_control_no_cache_no_store_and_max_age(short: Stack) -> None:
     s.post(
         f"{short.url}/v1/jobs?wait=10", json=body, headers={"Cache-Control": "no-store"}, timeout=20
     )
-    assert s.post(f"{short.url}/v1/jobs", json=body, timeout=20).status_code == 202
-    time.sleep(1)
+    second = s.post(f"{short.url}/v1/jobs", json=body, timeout=20)
+    assert second.status_code == 202
+    # Ended, and so cached: no-cache must still not be answered from it.
+    ended = s.get(f"{short.url}/v1/jobs/{second.json()['id']}", params={"wait": 10}, timeout=20)
+    assert ended.json()["status"] == "completed"
     fresh = s.post(
         f"{short.url}/v1/jobs", json=body, headers={"Cache-Control": "no-cache"}, timeout=20
     )

@@ -1,7 +1,7 @@
 """Each job costs one upstream call, whatever happens around it; the calls are counted.
 
-A duplicate call is money spent twice. These tests run a stack on a Redis and a fakellm of
-their own and count fakellm's requests while clocks disagree, Redis goes away for longer
+A duplicate call is money spent twice. These tests run a stack on a Redis of their own and
+count the requests of the module's fakellm while clocks disagree, Redis goes away for longer
 than a lease, messages are delivered twice or wait in a long backlog, and many identical
 requests arrive at once.
 """
@@ -29,28 +29,35 @@ pytestmark = pytest.mark.long
 StackFactory = Callable[..., tuple[Stack, str]]
 
 
+@pytest.fixture(scope="module")
+def counting_fakellm() -> Iterator[str]:
+    """The module's fakellm (…/v1): no other module's calls reach it, and own_stack zeroes its
+    count for each stack, whose processes are all gone before the next test's start."""
+    proc, url = start_fakellm()
+    yield url
+    proc.stop()
+
+
 @pytest.fixture
-def own_stack() -> Iterator[StackFactory]:
-    """Builds stacks on a Redis and a fakellm of their own; stops them all afterwards."""
+def own_stack(counting_fakellm: str) -> Iterator[StackFactory]:
+    """Builds stacks on a Redis of their own, calling the module's fakellm with its count
+    zeroed; stops them all afterwards."""
     started: list[Stack] = []
     servers: list[LocalRedis] = []
-    fakes: list[Proc] = []
+    fakellm = counting_fakellm.removesuffix("/v1")
 
     def build(workers: int = 1, **env: str) -> tuple[Stack, str]:
         server = LocalRedis().start()
         servers.append(server)
-        fake, fake_url = start_fakellm()
-        fakes.append(fake)
-        stack = start_stack(server.url, fake_url, workers=workers, **env)
+        requests.post(f"{fakellm}/stats/reset", timeout=5).raise_for_status()
+        stack = start_stack(server.url, counting_fakellm, workers=workers, **env)
         started.append(stack)
         stack.env["REDIS_PID"] = str(server.process.pid if server.process else "")
-        return stack, fake_url.removesuffix("/v1")
+        return stack, fakellm
 
     yield build
     for stack in started:
         stack.stop()
-    for fake in fakes:
-        fake.stop()
     for server in servers:
         server.stop()
 
