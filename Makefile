@@ -18,7 +18,7 @@ TEST_DEB_PACKAGES ?= chromium prometheus faketime rabbitmq-server iproute2
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: venv deb-packages up test test-slow lint bench soak clean lock audit
+.PHONY: venv deb-packages up test test-slow lint docs bench soak clean lock audit
 
 venv: $(STAMP)
 
@@ -109,11 +109,16 @@ test-slow: deb-packages venv
 	$(PYTEST) -q -m slow --durations=15
 
 LINTED := chatq web worker fakellm scripts tests bench
-lint: venv
+lint: venv docs
 	$(VENV)/bin/ruff check $(LINTED)
 	$(VENV)/bin/ruff format --check $(LINTED)
 	$(VENV)/bin/mypy chatq web worker fakellm
 	$(VENV)/bin/lint-imports --no-cache
+
+# The docs site (mkdocs.yml, docs/) into .run/site, strictly: a broken link, anchor or page, or
+# a page left out of the nav, fails it. `.venv/bin/mkdocs serve` serves it while you edit.
+docs: venv
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet
 
 # 30 minutes at 100 jobs/s with 1,000 waiters (not in CI); figures go to bench/README.md.
 # SOAK_ARGS overrides, e.g. `make soak SOAK_ARGS="--rate 50"` on a 2-core machine.

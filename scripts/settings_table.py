@@ -1,7 +1,7 @@
 """`python -m scripts.settings_table [FILE] [--check]`: write the settings table, generated from
-the declarations in chatq/config*.py, between the markers of README.md (or of FILE; a FILE that
-does not exist is made, holding the table alone). `--check` writes nothing and fails when the
-table there is not current."""
+the declarations in chatq/config*.py, between the markers of docs/settings.md (or of FILE; a
+FILE that does not exist is made, holding the table alone). `--check` writes nothing and fails
+when the table there is not current."""
 
 from __future__ import annotations
 
@@ -11,19 +11,19 @@ from pathlib import Path
 
 from chatq.config_table import table, with_table, write_table
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+PAGE = Path(__file__).resolve().parents[1] / "docs" / "settings.md"
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("file", nargs="?", type=Path, default=README)
+    parser.add_argument("file", nargs="?", type=Path, default=PAGE)
     parser.add_argument("--check", action="store_true", help="only say whether it is current")
     args = parser.parse_args()
     if args.check:
         text = args.file.read_text()
         if with_table(text, table()) != text:
             command = "python -m scripts.settings_table" + (
-                "" if args.file == README else f" {args.file}"
+                "" if args.file == PAGE else f" {args.file}"
             )
             print(
                 f"{args.file}: the settings table is not current: run `{command}`", file=sys.stderr

@@ -139,7 +139,7 @@ class Stack:
             self.generated_key = secrets.token_urlsafe(24)
             self.env["CHATQ_API_KEYS"] = f"demo:{self.generated_key}"
         if unset(self.env, "CHATQ_WEBHOOK_ALLOW_PRIVATE"):
-            # Everything of the demo is on this machine, the README's webhook receiver too.
+            # Everything of the demo is on this machine, the docs' webhook receiver too.
             self.env["CHATQ_WEBHOOK_ALLOW_PRIVATE"] = "1"
 
     def choose_ports(self) -> str:
@@ -218,7 +218,7 @@ EXAMPLE_BODY = """-d '{"messages":[{"role":"user","content":"Hello"}]}'"""
 
 
 def banner(url: str, key: str, metrics_url: str) -> str:
-    """What to tell a newcomer once everything answers (README.md, Quick start, shows it)."""
+    """What to tell a newcomer once everything answers (docs/quickstart.md shows it)."""
     auth = '-H "Authorization: Bearer $KEY"'
     metrics = f", its worker's metrics at {metrics_url}" if metrics_url else ""
     key_line = f"KEY={key}" if key else "KEY=...   # one of the keys in your CHATQ_API_KEYS"
@@ -234,7 +234,7 @@ In another shell:
   # the same request through the OpenAI-compatible front door
   curl -s {auth} {EXAMPLE_BODY} "$URL/v1/chat/completions"
 
-Every example of README.md runs after that export line; $URL/ is a chat page.
+Every example of README.md and docs/ runs after that export line; $URL/ is a chat page.
 Ctrl-C stops everything started here.
 """
 

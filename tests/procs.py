@@ -148,7 +148,7 @@ def base_env(redis_url: str, upstream_url: str, **overrides: str) -> dict[str, s
         CHATQ_LOG_LEVEL="INFO",
         # Idle keep-alive connections would hold a stopping web for the whole grace period.
         CHATQ_GRACEFUL_TIMEOUT="2",
-        # Webhook receivers of the tests (and the README's) listen on loopback.
+        # Webhook receivers of the tests (and the docs') listen on loopback.
         CHATQ_WEBHOOK_ALLOW_PRIVATE="1",
         # Uploaded and batch files go with the session's logs (removed after a clean run).
         CHATQ_FILES_DIR=str(LOG_DIR / "files"),

@@ -197,7 +197,7 @@ class RabbitNode:
         )
 
     def add_user(self, vhost: str) -> tuple[str, str]:
-        """A user of `vhost` alone with the `monitoring` tag, as README.md advises: (name,
+        """A user of `vhost` alone with the `monitoring` tag, as docs/scaling-out.md advises: (name,
         password), the password a fresh secret."""
         user, password = f"user-{vhost}", f"brokerpw-{uuid.uuid4().hex}"
         self._call("PUT", f"users/{user}", json={"password": password, "tags": "monitoring"})
@@ -284,8 +284,8 @@ def rabbit_stacks(node: RabbitNode) -> Iterator[StackFactory]:
         yield build
     finally:
         for made, server, fake in built:
-            # An idle worker on RabbitMQ takes up to ~4.5 s to stop (README, "RabbitMQ as the
-            # broker"); these tests do not look at how it stops.
+            # An idle worker on RabbitMQ takes up to ~4.5 s to stop (docs/scaling-out.md,
+            # "RabbitMQ as the broker"); these tests do not look at how it stops.
             made.stack.stop(grace_s=1.0)
             fake.stop()
             server.stop()

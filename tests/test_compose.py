@@ -1,5 +1,6 @@
-"""docker-compose.yml is a valid Compose file, wired as docs/design.md says and safe by default; the
-Dockerfile builds a runtime image that holds the service and its locked dependencies only.
+"""docker-compose.yml is a valid Compose file, wired as docs/how-it-works.md says and safe by
+default; the Dockerfile builds a runtime image that holds the service and its locked
+dependencies only.
 
 No Docker engine runs here, so the file is checked against the Compose Specification's own JSON
 schema. The schema is not committed: it comes from the `check-jsonschema` wheel on PyPI, which

@@ -38,9 +38,9 @@ def test_load_reads_the_process_environment(monkeypatch: pytest.MonkeyPatch) -> 
     assert config.load().max_wait_s == 12.5
 
 
-def _readme_defaults() -> dict[str, str]:
+def _documented_defaults() -> dict[str, str]:
     rows = re.findall(
-        r"^\| `(CHATQ_[A-Z_]+)` \| ([^|]*) \|", (ROOT / "README.md").read_text(), re.MULTILINE
+        r"^\| `(CHATQ_[A-Z_]+)` \| ([^|]*) \|", (ROOT / "docs" / "settings.md").read_text(), re.M
     )
     defaults = {}
     for name, cell in rows:
@@ -52,10 +52,10 @@ def _readme_defaults() -> dict[str, str]:
     return defaults
 
 
-def test_the_readme_defaults_are_the_code_defaults() -> None:
-    defaults = _readme_defaults()
+def test_the_documented_defaults_are_the_code_defaults() -> None:
+    defaults = _documented_defaults()
     assert len(defaults) > 30
-    # Setting a variable to the default the README gives for it changes nothing.
+    # Setting a variable to the default docs/settings.md gives for it changes nothing.
     differing = [
         name for name, value in defaults.items() if config.load({name: value}) != Settings()
     ]

@@ -519,7 +519,7 @@ def _chatq_jobs() -> list[dict[str, Any]]:
 
 
 def test_every_chatq_scrape_sends_the_metrics_token(compose: dict[str, Any]) -> None:  # noqa: F811
-    # Without it chatq serves only the series that name no key (README, "Metrics").
+    # Without it chatq serves only the series that name no key (docs/operating.md, "Metrics").
     for job in _chatq_jobs():
         assert job["authorization"] == {"type": "Bearer", "credentials_file": TOKEN_FILE}, job
     prometheus = compose["services"]["prometheus"]

@@ -1,5 +1,5 @@
 """fakellm's knobs are documented where a user looks: `python -m fakellm --help` and the
-README's "fakellm's knobs" table, each knob with its meaning, default and an example."""
+"fakellm's knobs" table of docs/fakellm.md, each knob with its meaning, default and an example."""
 
 from __future__ import annotations
 
@@ -29,11 +29,9 @@ def _help() -> str:
 
 
 def _readme_rows() -> dict[str, tuple[str, str, str]]:
-    """The table of the README's "fakellm's knobs" section: knob -> (meaning, default, example)."""
-    readme = (ROOT / "README.md").read_text()
-    section = re.search(r"^## fakellm's knobs\n(.*?)(?=^## )", readme, re.M | re.S)
-    assert section, 'the README has no "fakellm\'s knobs" section'
-    rows = re.findall(r"^\| `(\w+)` \| (.+?) \| (.+?) \| `(.+?)` \|$", section.group(1), re.M)
+    """The table of docs/fakellm.md, "fakellm's knobs": knob -> (meaning, default, example)."""
+    page = (ROOT / "docs" / "fakellm.md").read_text()
+    rows = re.findall(r"^\| `(\w+)` \| (.+?) \| (.+?) \| `(.+?)` \|$", page, re.M)
     return {name: (meaning, default, example) for name, meaning, default, example in rows}
 
 

@@ -1,12 +1,12 @@
-"""The README documents every setting the code reads, and its examples run as written.
+"""The examples of the README and of the docs run as written, each on its own.
 
-Examples: every fenced block of the README's "Using it" section is either run or visibly not.
-A block fenced ```sh or ```python is run exactly as written against a running stack, with
-`URL` and `KEY` exported as the README tells the reader: the shell blocks one after another in
-one bash (as pasted into one terminal, so a later block may use an `ID` an earlier one set),
-each Python block in its own interpreter. A block that is not meant to run (an install step,
-`make up`, Compose) is fenced ```console or ```text instead, and is only shown (as the Quick
-start's `make up` is).
+Examples: every fenced block of README.md and docs/*.md is either run or visibly not. A block
+fenced ```sh or ```python in the README's "Using it" section or on a page of EXAMPLE_PAGES is
+run exactly as written against a running stack, with `URL` and `KEY` exported as `make up`
+tells the reader: each block in a bash (or an interpreter) of its own, in a folder of its own,
+so that none leans on another. A block that is not meant to run (an install step, `make up`,
+Compose, a transcript with its output, a JSON body) is fenced ```console, ```text or ```json
+instead, and is only shown (as the Quick start's `make up` is).
 """
 
 from __future__ import annotations
@@ -20,6 +20,9 @@ from pathlib import Path
 
 import pytest
 
+from chatq.config import Settings
+from chatq.config_fields import declared
+from scripts.localredis import free_port
 from tests.conftest import Stack
 from tests.procs import ALICE_KEY
 
@@ -27,23 +30,60 @@ pytestmark = pytest.mark.long
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
+DOCS = ROOT / "docs"
+EXAMPLE_PAGES = ("clients.md",)
 RUN = ("sh", "python")
-SHOWN = ("console", "text")
+SHOWN = ("console", "text", "json")
 FENCE = re.compile(r"^```([A-Za-z]*)\n(.*?)^```$", re.MULTILINE | re.DOTALL)
+ANY_FENCE = re.compile(r"^ *```([A-Za-z]*)\n.*?^ *```$", re.MULTILINE | re.DOTALL)
 ERROR_OBJECT = re.compile(r'"error"\s*:\s*\{')
 WORDS = re.compile(r"\S+")
+RECIPES = "## Put it in front of a real upstream"
 
 
-def test_every_chatq_setting_is_in_the_readme_table() -> None:
-    read = sorted((ROOT / "chatq").glob("config*.py")) + sorted(
-        (ROOT / "chatq").glob("*_config.py")
-    )
-    names = {n for path in read for n in re.findall(r'"(CHATQ_[A-Z_]+)"', path.read_text())}
-    readme = README.read_text()
-    documented = set(re.findall(r"^\| `(CHATQ_[A-Z_]+)` \|", readme, re.MULTILINE))
-    assert names, "no settings found in chatq/config.py"
-    assert sorted(names - documented) == []
-    assert sorted(documented - names) == []
+def test_the_readme_is_a_front_page() -> None:
+    assert len(README.read_text().splitlines()) <= 300
+
+
+def test_every_block_of_the_readme_and_docs_is_either_run_or_visibly_shown_only() -> None:
+    for path in [README, *sorted(DOCS.glob("*.md"))]:
+        langs = ANY_FENCE.findall(path.read_text())
+        assert [lang for lang in langs if lang not in RUN + SHOWN] == [], path.name
+
+
+def section(text: str, heading: str) -> str:
+    """The lines under `heading` (a `## ` line) up to the next heading of its level."""
+    start = text.index(f"\n{heading}\n")
+    end = text.find("\n## ", start + 1)
+    return text[start : end if end > 0 else len(text)]
+
+
+def recipes() -> dict[str, dict[str, str]]:
+    """The README's recipes for real upstreams: each `### ` title and the variables it exports."""
+    found = {}
+    for part in re.split(r"^(?=### )", section(README.read_text(), RECIPES), flags=re.MULTILINE):
+        blocks = [m.group(2) for m in FENCE.finditer(part) if m.group(1) == "console"]
+        if part.startswith("### ") and blocks:
+            title = part.splitlines()[0].removeprefix("### ")
+            found[title] = dict(re.findall(r"^export (CHATQ_[A-Z_]+)=(\S+)$", blocks[0], re.M))
+    return found
+
+
+def test_each_recipe_sets_the_upstream_and_the_model_with_settings_chatq_reads() -> None:
+    names = {spec.env for _, spec in declared(Settings)}
+    found = recipes()
+    assert len(found) == 5, sorted(found)
+    urls = {recipe["CHATQ_UPSTREAM_URLS"] for recipe in found.values()}
+    assert urls == {
+        "https://api.openai.com/v1",
+        "http://localhost:8000/v1",
+        "http://localhost:11434/v1",
+        "http://localhost:8080/v1",
+        "http://localhost:4000/v1",
+    }
+    for title, recipe in found.items():
+        assert set(recipe) <= names, title
+        assert "CHATQ_DEFAULT_MODEL" in recipe, title
 
 
 @dataclass
@@ -63,26 +103,37 @@ class Block:
     code: str
 
 
-def using_it_blocks() -> list[Block]:
-    """The fenced blocks of the "Using it" section, in order."""
-    text = README.read_text()
-    start = text.index("\n## Using it")
-    end = text.find("\n## ", start + 1)
-    section = text[start : end if end > 0 else len(text)]
+def blocks_of(text: str, level: str) -> list[Block]:
+    """The fenced blocks of `text`, each with the `level` heading it is under."""
     blocks = []
-    for part in re.split(r"^(?=### )", section, flags=re.MULTILINE):
-        heading = part.splitlines()[0].removeprefix("### ").strip()
+    for part in re.split(f"^(?={level} )", text, flags=re.MULTILINE):
+        heading = part.splitlines()[0].removeprefix(f"{level} ").strip()
         blocks += [Block(heading, m.group(1), m.group(2)) for m in FENCE.finditer(part)]
     return blocks
 
 
-def test_every_example_is_either_run_or_visibly_shown_only() -> None:
-    blocks = using_it_blocks()
-    assert [b for b in blocks if b.lang not in RUN + SHOWN] == []
-    assert {b.lang for b in blocks} >= set(RUN)
+def example_blocks() -> list[Block]:
+    """The README's "Using it" blocks, then every block of the example pages, in order."""
+    blocks = blocks_of(section(README.read_text(), "## Using it"), "##")
+    for page in EXAMPLE_PAGES:
+        blocks += blocks_of((DOCS / page).read_text(), "##")
+    return blocks
+
+
+def test_the_examples_include_code_that_runs() -> None:
+    assert {b.lang for b in example_blocks()} >= set(RUN)
 
 
 # What each subsection's examples must print, beyond running cleanly.
+def _front_page_curl(out: str) -> None:
+    assert re.search(r'"status"\s*:\s*"completed"', out), out
+    assert re.search(r'"object"\s*:\s*"chat\.completion"', out), out
+
+
+def _front_page_sdk(out: str) -> None:
+    assert out.strip() == "Hello from the SDK", out
+
+
 def _curl_job(out: str) -> None:
     assert len(re.findall(r'"status"\s*:\s*"completed"', out)) >= 2, out
     assert re.search(r'"object"\s*:\s*"chat\.completion"', out), out
@@ -137,6 +188,8 @@ def _batch_responses(out: str) -> None:
 
 
 EXPECT = {
+    "Using it (sh)": _front_page_curl,
+    "Using it (python)": _front_page_sdk,
     "curl: submit, long-poll, result": _curl_job,
     "curl: the answer as it grows (events cursor)": _events_cursor,
     "curl -N: Server-Sent Events": _sse,
@@ -159,19 +212,23 @@ def _read(path: Path) -> str:
     return path.read_text() if path.exists() else ""
 
 
-def _run_shell_blocks(blocks: list[Block], env: dict[str, str], cwd: Path) -> list[Ran]:
-    """Run the blocks in one bash, in order; what each printed and its exit status."""
-    script = ["set -u"]  # an undefined variable is an error, not an empty string
-    for i, block in enumerate(blocks):
-        script.append(f"{{\n{block.code}\n}} > out{i}.txt 2>&1; echo $? > status{i}.txt")
-    subprocess.run(["bash", "-c", "\n".join(script)], cwd=cwd, env=env, timeout=240, check=False)
-    return [
-        Ran(_read(cwd / f"out{i}.txt"), _read(cwd / f"status{i}.txt").strip() or "none")
-        for i in range(len(blocks))
-    ]
+def _run_shell_block(block: Block, env: dict[str, str], cwd: Path, timeout_s: float = 120) -> Ran:
+    """Run one block in a bash of its own, `set -u` first: an undefined variable (one that
+    another block set) is an error, not an empty string."""
+    done = subprocess.run(
+        ["bash", "-c", f"set -u\n{block.code}"],
+        cwd=cwd,
+        env=env,
+        timeout=timeout_s,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    return Ran(done.stdout + done.stderr, str(done.returncode))
 
 
 def _run_python_block(block: Block, env: dict[str, str], cwd: Path) -> Ran:
+    """Run one block in an interpreter of its own: this venv's, as `.venv/bin/python` is."""
     done = subprocess.run(
         [sys.executable, "-c", block.code],
         cwd=cwd,
@@ -188,19 +245,22 @@ def _check(block: Block, ran: Ran) -> None:
     where = f"{block.heading} ({block.lang}), exit status {ran.status}:\n{ran.output}"
     assert ran.status == "0", where
     assert "Traceback" not in ran.output and not ERROR_OBJECT.search(ran.output), where
-    EXPECT.get(block.heading, lambda _: None)(ran.output)
+    expect = EXPECT.get(f"{block.heading} ({block.lang})") or EXPECT.get(block.heading)
+    (expect or (lambda _: None))(ran.output)
 
 
-def test_the_using_it_examples_run_as_written(stack: Stack, tmp_path: Path) -> None:
-    blocks = [b for b in using_it_blocks() if b.lang in RUN]
-    missing = set(EXPECT) - {b.heading for b in blocks}
-    assert not missing, f"README subsections gone or renamed: {sorted(missing)}"
+def test_the_examples_run_as_written_each_on_its_own(stack: Stack, tmp_path: Path) -> None:
+    blocks = [b for b in example_blocks() if b.lang in RUN]
+    missing = {h.removesuffix(" (sh)").removesuffix(" (python)") for h in EXPECT} - {
+        b.heading for b in blocks
+    }
+    assert not missing, f"sections gone or renamed: {sorted(missing)}"
     env = _env(stack)
-    shell = [b for b in blocks if b.lang == "sh"]
-    ran = dict(zip(map(id, shell), _run_shell_blocks(shell, env, tmp_path), strict=True))
-    for block in blocks:
-        is_shell = block.lang == "sh"
-        _check(block, ran[id(block)] if is_shell else _run_python_block(block, env, tmp_path))
+    for i, block in enumerate(blocks):
+        cwd = tmp_path / str(i)
+        cwd.mkdir()
+        run = _run_shell_block if block.lang == "sh" else _run_python_block
+        _check(block, run(block, env, cwd))
 
 
 @pytest.mark.parametrize(
@@ -215,9 +275,35 @@ def test_the_example_runner_catches_what_a_reader_would_trip_on(
     stack: Stack, tmp_path: Path, code: str, fails: bool
 ) -> None:
     block = Block("a made-up example", "sh", code)
-    [ran] = _run_shell_blocks([block], _env(stack), tmp_path)
+    ran = _run_shell_block(block, _env(stack), tmp_path)
     if fails:
         with pytest.raises(AssertionError):
             _check(block, ran)
     else:
         _check(block, ran)
+
+
+LOOPS = ("curl: the answer as it grows (events cursor)", "Batch: a file of requests, with curl")
+
+
+@pytest.mark.parametrize("loop", LOOPS)
+@pytest.mark.parametrize("wrong", ["key", "url", "server down"])
+def test_the_shell_loops_stop_with_the_error(
+    stack: Stack, tmp_path: Path, loop: str, wrong: str
+) -> None:
+    [block] = [b for b in example_blocks() if b.heading == loop and b.lang == "sh"]
+    env = _env(stack)
+    shown = {
+        "key": '"code":"invalid_api_key"',
+        "url": '"code":"not_found"',
+        "server down": "curl:(7)",  # its spaces dropped, as the others'
+    }[wrong]
+    if wrong == "key":
+        env["KEY"] = "sk-not-a-key"
+    elif wrong == "url":
+        env["URL"] = stack.url + "/chatq"
+    else:
+        env["URL"] = f"http://127.0.0.1:{free_port()}"
+    ran = _run_shell_block(block, env, tmp_path, timeout_s=20)
+    assert shown in ran.output.replace(" ", ""), ran.output
+    assert "Traceback" not in ran.output, ran.output

@@ -1,8 +1,9 @@
 """chatq in front of an OpenAI-compatible server that is neither fakellm nor written here:
 LiteLLM's proxy, installed from PyPI into a venv of its own (as `make bench` installs it), set
-up as the README's gateway recipe says. Its model answers with LiteLLM's own mock response, so
-no fakellm is behind it: what chatq talks to is LiteLLM's server, end to end (a chat, a stream
-and a Batch line)."""
+up with the README's gateway recipe: its `export` lines, read from the README and used as they
+are but for the gateway's port and key, which are this test's. Its model answers with LiteLLM's
+own mock response, so no fakellm is behind it: what chatq talks to is LiteLLM's server, end to
+end (a chat, a stream and a Batch line)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import json
 import secrets
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 import requests
@@ -19,10 +21,12 @@ from scripts.localredis import free_port
 from tests.batchkit import content, request_line, run_batch, wait_ended
 from tests.conftest import Stack, start_stack
 from tests.procs import ALICE_KEY, LOG_DIR, Proc, wait_until
+from tests.test_readme import recipes
 
 pytestmark = pytest.mark.slow
 
-MODEL = "local-model"
+RECIPE = recipes()["LiteLLM, or another gateway"]
+MODEL = RECIPE["CHATQ_DEFAULT_MODEL"]  # the gateway config below names its model so
 ANSWER = "Hello from a real OpenAI-compatible server."
 
 
@@ -61,11 +65,20 @@ def gateway() -> Iterator[tuple[str, str]]:
         proc.stop()
 
 
+def as_run_here(recipe: dict[str, str], url: str, key: str) -> dict[str, str]:
+    """The recipe's variables, with this test's gateway in place of the recipe's port and key."""
+    recipe_url = urlsplit(recipe["CHATQ_UPSTREAM_URLS"])
+    assert (recipe_url.hostname, recipe_url.path) == ("localhost", "/v1"), recipe
+    env = {**recipe, "CHATQ_UPSTREAM_URLS": url, "CHATQ_UPSTREAM_API_KEY": key}
+    assert set(env) == set(recipe), f"the recipe no longer sets the key: {recipe}"
+    return env
+
+
 @pytest.fixture(scope="module")
 def chatq(redis_url: str, gateway: tuple[str, str]) -> Iterator[Stack]:
-    """chatq set up as the recipe says: the gateway's URL, its key, its model."""
-    url, key = gateway
-    stack = start_stack(redis_url, url, CHATQ_UPSTREAM_API_KEY=key, CHATQ_DEFAULT_MODEL=MODEL)
+    """chatq set up with the recipe's lines: the gateway's URL, its key, its model."""
+    env = as_run_here(RECIPE, *gateway)
+    stack = start_stack(redis_url, env.pop("CHATQ_UPSTREAM_URLS"), **env)
     yield stack
     stack.stop()
 

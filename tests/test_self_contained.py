@@ -1,6 +1,6 @@
 """The repository carries its own contract: no tracked file names a briefing document kept
 outside it, or a folder beside the checkout. The HTTP contract is docs/api.md (and the served
-/openapi.json), the design docs/design.md; a clone must read whole without anything else.
+/openapi.json), the design docs/how-it-works.md; a clone must read whole without anything else.
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ def test_the_pattern_finds_what_it_looks_for() -> None:
     for name in _OUTSIDE_DOCS:
         assert OUTSIDE.search(f"as {name}.md says")
     assert OUTSIDE.search("see ../" + "shared" + "/notes")
-    assert not OUTSIDE.search("see docs/api.md and docs/design.md")
+    assert not OUTSIDE.search("see docs/api.md and docs/how-it-works.md")
 
 
 def test_no_tracked_file_refers_to_a_document_outside_the_repository() -> None:

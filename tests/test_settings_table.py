@@ -1,8 +1,9 @@
-"""The settings table: the README's is the one the declarations write, every setting has a
-default and a unit, and the generator writes into any file between its markers."""
+"""The settings table: the docs' Settings page holds the one the declarations write, every
+setting has a default and a unit, and the generator writes into any file between its markers."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import fields
 from pathlib import Path
 
@@ -16,12 +17,26 @@ from chatq.config_table import BEGIN, END, default_cell, table, unit_cell, with_
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def test_the_readme_settings_table_is_current() -> None:
-    readme = (ROOT / "README.md").read_text()
-    assert with_table(readme, table()) == readme, (
-        "README.md's settings table is not what chatq/config*.py declare: "
-        "run `python -m scripts.settings_table` and commit README.md"
+SETTINGS_PAGE = ROOT / "docs" / "settings.md"
+
+
+def test_the_settings_page_table_is_current() -> None:
+    page = SETTINGS_PAGE.read_text()
+    assert with_table(page, table()) == page, (
+        "docs/settings.md's settings table is not what chatq/config*.py declare: "
+        "run `python -m scripts.settings_table` and commit docs/settings.md"
     )
+
+
+def test_every_setting_read_is_a_row_of_the_settings_page() -> None:
+    read = sorted((ROOT / "chatq").glob("config*.py")) + sorted(
+        (ROOT / "chatq").glob("*_config.py")
+    )
+    names = {n for path in read for n in re.findall(r'"(CHATQ_[A-Z_]+)"', path.read_text())}
+    documented = set(re.findall(r"^\| `(CHATQ_[A-Z_]+)` \|", SETTINGS_PAGE.read_text(), re.M))
+    assert names, "no settings found in chatq/config*.py"
+    assert sorted(names - documented) == []
+    assert sorted(documented - names) == []
 
 
 def test_every_field_is_a_declared_setting_with_a_default_and_a_unit() -> None:

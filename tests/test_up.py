@@ -1,4 +1,4 @@
-"""`make up` (scripts/up.py): it takes free ports, prints what README.md's Quick start shows,
+"""`make up` (scripts/up.py): it takes free ports, prints what docs/quickstart.md shows,
 its printed examples run as pasted, and a port that was asked for but is taken is one line."""
 
 from __future__ import annotations
@@ -99,9 +99,9 @@ def _held(*ports: int) -> Iterator[None]:
 
 
 def _readme_banner() -> list[str]:
-    """The fenced block of README.md's Quick start that shows what `make up` prints."""
-    readme = (ROOT / "README.md").read_text()
-    quick_start = readme.split("## Quick start", 1)[1].split("\n## ", 1)[0]
+    """The fenced block of docs/quickstart.md that shows what `make up` prints."""
+    page = (ROOT / "docs" / "quickstart.md").read_text()
+    quick_start = page.split("\n## ", 1)[0]
     blocks = re.findall(r"^```text\n(.*?)^```$", quick_start, re.M | re.S)
     (block,) = [b for b in blocks if "chatq is up" in b]
     return block.rstrip("\n").splitlines()

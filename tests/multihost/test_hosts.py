@@ -1,6 +1,6 @@
 """chatq across hosts (network namespaces): two web hosts, two worker hosts, Redis, the
 upstream and the client each on a host of its own. Scenarios 1, 2 and 4 of "Prove it across
-hosts" (README "Proven across hosts")."""
+hosts" (docs/scaling-out.md, "Proven across hosts")."""
 
 from __future__ import annotations
 
