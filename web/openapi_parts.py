@@ -3,7 +3,8 @@ what each error status means, and builders of responses and operations."""
 
 from __future__ import annotations
 
-from web.openapi_schemas import PRIORITIES, Schema, ref
+from chatq.jobs import PRIORITIES
+from web.openapi_schemas import Schema, ref
 
 PARAMETERS: dict[str, Schema] = {
     "JobId": {
@@ -24,7 +25,7 @@ PARAMETERS: dict[str, Schema] = {
     "Priority": {
         "name": "priority",
         "in": "query",
-        "schema": {"type": "string", "enum": PRIORITIES, "default": "interactive"},
+        "schema": {"type": "string", "enum": list(PRIORITIES), "default": "interactive"},
         "description": "Two queues; workers drain `interactive` first.",
     },
     "IdempotencyKey": {
