@@ -132,22 +132,25 @@ class IncompleteDetails(_Closed):
     reason: Literal["max_output_tokens", "content_filter"]
 
 
+Count = Annotated[int, Meta(ge=0)]
+
+
 class InputTokensDetails(_Closed):
-    cached_tokens: int
+    cached_tokens: Count
 
 
 class OutputTokensDetails(_Closed):
-    reasoning_tokens: int
+    reasoning_tokens: Count
 
 
 class ResponseUsage(_Closed):
     """The upstream's usage in the Responses API's names."""
 
-    input_tokens: int
+    input_tokens: Count
     input_tokens_details: InputTokensDetails
-    output_tokens: int
+    output_tokens: Count
     output_tokens_details: OutputTokensDetails
-    total_tokens: int
+    total_tokens: Count
 
 
 class Response(_Closed, kw_only=True):
