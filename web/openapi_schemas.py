@@ -6,7 +6,7 @@ from typing import Any, get_args
 
 import msgspec
 
-from chatq import jobs
+from chatq import batch_objects, jobs, response_objects, webhook_objects, webhooks
 from chatq.chat_objects import ChatCompletionChunk, ChatCompletionRequest, ModelList, Role
 from chatq.config import Settings
 from chatq.errors import Error
@@ -39,7 +39,15 @@ def _nullable(type_: str, description: str) -> Schema:
 
 
 # Literal enums msgspec writes sorted, put back in the order they are declared in.
-_ORDERED = [jobs.STATUSES, jobs.PRIORITIES, list(get_args(Role))]
+_ORDERED = [
+    jobs.STATUSES,
+    jobs.PRIORITIES,
+    get_args(Role),
+    batch_objects.STATUSES,
+    response_objects.STATUSES,
+    webhook_objects.ATTEMPT_OUTCOMES,
+    webhooks.EVENT_TYPES,
+]
 
 
 def _ordered(values: list[Any]) -> list[Any]:
