@@ -9,9 +9,8 @@ from web.openapi_parts import (
     operation,
     response_object,
 )
-from web.openapi_schemas import Schema, _const, _nullable, _object
+from web.openapi_schemas import Schema
 
-_COUNT: Schema = {"type": "integer", "minimum": 0}
 _LIMITED = (
     "`rate_limit_exceeded`: over the key's request rate (CHATQ_RATE_LIMIT), or over "
     "its requests or tokens per minute (CHATQ_KEY_*: `Retry-After`, `retry-after-ms` "
@@ -47,55 +46,6 @@ def headers() -> dict[str, Schema]:
         "schema": {"type": "string", "pattern": "^[0-9]+$"},
     }
     return found
-
-
-def _bucket() -> Schema:
-    limit = _nullable("integer", "The key's token budget of the period; null: none.")
-    left = _nullable("integer", "What is left of the budget; null: no budget.")
-    bucket = _object(
-        [
-            "object",
-            "start_time",
-            "end_time",
-            "num_model_requests",
-            "tokens",
-            "limit_tokens",
-            "remaining_tokens",
-        ],
-        object=_const("bucket"),
-        start_time=_COUNT,
-        end_time=_COUNT,
-        num_model_requests=_COUNT,
-        tokens={**_COUNT, "description": "Used by ended jobs and held by the others."},
-        limit_tokens=limit,
-        remaining_tokens=left,
-    )
-    bucket["description"] = "One UTC day or month: unix seconds it starts and ends at."
-    return bucket
-
-
-def schemas() -> dict[str, Schema]:
-    """The Usage object of GET /v1/usage."""
-    minute: dict[str, Schema] = {}
-    for kind, what in _KINDS.items():
-        minute[f"limit_{kind}"] = _nullable("integer", f"The key's {what}; null: none.")
-        minute[f"remaining_{kind}"] = _nullable("integer", "What is left now.")
-        minute[f"reset_{kind}"] = _nullable("string", "How long until it is whole again.")
-    usage = _object(
-        ["object", "key", "rate_limits", "day", "month", "reserved_tokens"],
-        object=_const("usage"),
-        key={"type": "string", "description": "The key's name."},
-        rate_limits=_object(sorted(minute), True, **minute),
-        day=_bucket(),
-        month=_bucket(),
-        reserved_tokens={
-            **_COUNT,
-            "description": "Tokens held by the key's jobs that have "
-            "not ended (each job's end replaces them "
-            "by what it used).",
-        },
-    )
-    return {"Usage": usage}
 
 
 def paths() -> dict[str, Schema]:

@@ -11,6 +11,7 @@ from chatq.chat_objects import ChatCompletionChunk, ChatCompletionRequest, Model
 from chatq.config import Settings
 from chatq.errors import Error
 from chatq.job_events import EventsPage, JobEvent
+from chatq.queue_objects import Health, Queue, QueueShare, Readiness, Usage
 from chatq.validate import CAPPED
 
 Schema = dict[str, Any]
@@ -20,22 +21,6 @@ REF = "#/components/schemas/{name}"
 def ref(name: str) -> Schema:
     """A reference to the component schema `name`."""
     return {"$ref": REF.format(name=name)}
-
-
-def _object(required: list[str], closed: bool = True, **properties: Schema) -> Schema:
-    """An object schema; `closed` forbids properties other than those listed."""
-    schema: Schema = {"type": "object", "required": required, "properties": properties}
-    if closed:
-        schema["additionalProperties"] = False
-    return schema
-
-
-def _const(value: str) -> Schema:
-    return {"type": "string", "const": value}
-
-
-def _nullable(type_: str, description: str) -> Schema:
-    return {"type": [type_, "null"], "description": description}
 
 
 # Literal enums msgspec writes sorted, put back in the order they are declared in.
@@ -122,75 +107,10 @@ def _chat_schemas(settings: Settings) -> dict[str, Schema]:
     return found
 
 
-def _queue_schema() -> Schema:
-    """The load figures of GET /v1/queue."""
-    number, count = {"type": "number", "minimum": 0}, {"type": "integer", "minimum": 0}
-    age = {
-        "type": ["number", "null"],
-        "minimum": 0,
-        "description": "Seconds; null when the broker cannot tell (RabbitMQ).",
-    }
-    queue = _object(["depth", "oldest_age_s"], depth=count, oldest_age_s=age)
-    lines = _object(
-        ["total", "waiting_in_file", "fed", "done"],
-        total=count,
-        waiting_in_file=count,
-        fed={**count, "description": "Queued or running."},
-        done=count,
-    )
-    return _object(
-        [
-            "queues",
-            "in_progress",
-            "workers",
-            "arrival_rate_per_s",
-            "mean_job_seconds",
-            "recommended_concurrency",
-            "batches",
-            "webhooks",
-        ],
-        queues=_object(["interactive", "batch"], interactive=queue, batch=queue),
-        in_progress=count,
-        workers=_object(["count", "slots", "busy"], count=count, slots=count, busy=count),
-        arrival_rate_per_s=number,
-        mean_job_seconds=number,
-        recommended_concurrency={
-            **count,
-            "description": "ceil(arrival_rate_per_s * mean_job_seconds * 1.2)",
-        },
-        batches=_object(["active", "lines"], active=count, lines=lines),
-        webhooks=_object(
-            ["in_flight", "due", "scheduled"],
-            in_flight={**count, "description": "Webhook delivery attempts running."},
-            due={**count, "description": "Deliveries due, waiting for a delivery slot."},
-            scheduled={**count, "description": "Deliveries waiting for a later attempt."},
-        ),
-    )
-
-
 def schemas(settings: Settings | None = None) -> dict[str, Schema]:
-    """All component schemas, by name; the caps are `settings`' (default: the defaults)."""
-    health = _object(["status"], closed=False, status={"type": "string"}, redis={"type": "boolean"})
-    readiness = _object(
-        ["status", "redis", "redis_noeviction", "redis_persistent"],
-        closed=False,
-        status={"type": "string"},
-        redis={"type": "boolean"},
-        redis_noeviction=_nullable(
-            "boolean",
-            "Redis's maxmemory-policy is noeviction, so a "
-            "full Redis refuses writes instead of deleting jobs; null "
-            "when Redis would not say.",
-        ),
-        redis_persistent=_nullable(
-            "boolean",
-            "Redis has AOF or RDB persistence on, so a "
-            "restart keeps the jobs; null when Redis would not say.",
-        ),
-    )
+    """All component schemas of the jobs and the service, by name; the caps are `settings`'
+    (default: the defaults)."""
     return {
         **_chat_schemas(settings or Settings()),
-        "Queue": _queue_schema(),
-        "Health": health,
-        "Readiness": readiness,
+        **components(Queue, QueueShare, Usage, Health, Readiness),
     }
