@@ -1,14 +1,8 @@
-"""The keys' limits in the OpenAPI document: GET /v1/usage and its object, OpenAI's
+"""The keys' limits in the OpenAPI document (GET /v1/usage: web/openapi_service.py): OpenAI's
 x-ratelimit-* headers on the submits, and their 429s (rate_limit_exceeded, insufficient_quota)."""
 
 from __future__ import annotations
 
-from web.openapi_parts import (
-    error_responses,
-    json_ref,
-    operation,
-    response_object,
-)
 from web.openapi_schemas import Schema
 
 _LIMITED = (
@@ -46,22 +40,6 @@ def headers() -> dict[str, Schema]:
         "schema": {"type": "string", "pattern": "^[0-9]+$"},
     }
     return found
-
-
-def paths() -> dict[str, Schema]:
-    """GET /v1/usage."""
-    usage = operation(
-        "getUsage",
-        "The calling key's limits and use",
-        {
-            "200": response_object(
-                "Its limits and what it used this minute, today and this month (UTC).",
-                json_ref("Usage"),
-            ),
-            **error_responses(401, 429, 503),
-        },
-    )
-    return {"/v1/usage": {"get": usage}}
 
 
 def add_headers(all_paths: dict[str, Schema]) -> dict[str, Schema]:

@@ -6,12 +6,18 @@ from typing import Any, get_args
 
 import msgspec
 
-from chatq import batch_objects, jobs, response_objects, webhook_objects, webhooks
-from chatq.chat_objects import ChatCompletionChunk, ChatCompletionRequest, ModelList, Role
+from chatq import (
+    batch_objects,
+    chat_objects,
+    errors,
+    job_events,
+    jobs,
+    queue_objects,
+    response_objects,
+    webhook_objects,
+    webhooks,
+)
 from chatq.config import Settings
-from chatq.errors import Error
-from chatq.job_events import EventsPage, JobEvent
-from chatq.queue_objects import Health, Queue, QueueShare, Readiness, Usage
 from chatq.validate import CAPPED
 
 Schema = dict[str, Any]
@@ -27,7 +33,7 @@ def ref(name: str) -> Schema:
 _ORDERED = [
     jobs.STATUSES,
     jobs.PRIORITIES,
-    get_args(Role),
+    get_args(chat_objects.Role),
     batch_objects.STATUSES,
     response_objects.STATUSES,
     webhook_objects.ATTEMPT_OUTCOMES,
@@ -77,40 +83,48 @@ def components(*types: Any) -> dict[str, Schema]:
     return {name: _tidy(schema) for name, schema in found.items()}
 
 
-def _capped(schema: Schema, settings: Settings) -> Schema:
-    """The request's schema with this server's caps (web/validate checks them too)."""
+def _capped(found: dict[str, Schema], settings: Settings) -> None:
+    """The requests' schemas with this server's caps (chatq/validate.py checks them too)."""
     for name, setting in CAPPED.items():
         cap = getattr(settings, setting)
-        field = schema["properties"][name]
+        field = found["ChatCompletionRequest"]["properties"][name]
         if cap > 0:
             field["maximum"] = min(field.get("maximum", cap), cap)
             field["description"] = f"At most {cap} here (CHATQ_{setting.upper()})."
-    return schema
+    if settings.max_output_tokens > 0:
+        tokens = found["ResponseRequest"]["properties"]["max_output_tokens"]["anyOf"][0]
+        tokens["maximum"] = settings.max_output_tokens
 
 
-def _chat_schemas(settings: Settings) -> dict[str, Schema]:
-    """The chat request and every object of a job."""
+# The objects the API takes and answers, by the module that declares each; every object
+# they hold is a component too.
+_ROOTS = (
+    (chat_objects, "ChatCompletionRequest ChatCompletionChunk ModelList"),
+    (jobs, "Job"),
+    (job_events, "EventsPage"),
+    (errors, "Error"),
+    (queue_objects, "Queue QueueShare Usage Health Readiness"),
+    (response_objects, "ResponseRequest ResponseDeleted"),
+    (batch_objects, "FileUpload FileList FileDeleted BatchList BatchCreateRequest"),
+    (webhook_objects, "WebhookEndpointRequest RotateSecretRequest WebhookEndpointWithSecret"),
+    (webhook_objects, "WebhookEndpointList WebhookEndpointDeleted WebhookDeliveryList"),
+)
+
+
+def schemas(settings: Settings | None = None) -> dict[str, Schema]:
+    """Every component schema, by name; the caps are `settings`' (default: the defaults)."""
     found = components(
-        ChatCompletionRequest,
-        ChatCompletionChunk,
-        ModelList,
-        jobs.Job,
-        EventsPage,
-        ("Event", JobEvent),
-        Error,
+        *(getattr(module, name) for module, names in _ROOTS for name in names.split()),
+        ("Event", job_events.JobEvent),
+        *response_objects.STREAM_EVENTS,
     )
-    _capped(found["ChatCompletionRequest"], settings)
+    _capped(found, settings or Settings())
     found["JobRequest"] = {
         "allOf": [ref("ChatCompletionRequest")],
         "properties": {"stream": {"const": False, "description": "`true` is a 400 here."}},
     }
-    return found
-
-
-def schemas(settings: Settings | None = None) -> dict[str, Schema]:
-    """All component schemas of the jobs and the service, by name; the caps are `settings`'
-    (default: the defaults)."""
-    return {
-        **_chat_schemas(settings or Settings()),
-        **components(Queue, QueueShare, Usage, Health, Readiness),
+    found["ResponseStreamEvent"] = {
+        "oneOf": [ref(event.__name__) for event in response_objects.STREAM_EVENTS],
+        "description": "Numbered from 0; a replay gives the same numbers.",
     }
+    return found

@@ -11,7 +11,7 @@ from chatq.redis_conn import BACKEND_ERRORS
 from web.context import services
 from web.guard import authorize
 from web.observability import render_metrics
-from web.openapi import document
+from web.openapi import served
 from web.responses import json_response
 
 bp = Blueprint("ops", __name__)
@@ -73,4 +73,4 @@ def metrics() -> Response:
 @bp.get("/openapi.json")
 def openapi() -> Response:
     """The OpenAPI 3.1 document of this API."""
-    return json_response(document(services().settings))
+    return Response(served(services().settings), mimetype="application/json")
