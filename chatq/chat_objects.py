@@ -31,7 +31,10 @@ _CONTENT_OR_CALLS = Meta(
     extra_json_schema={
         "anyOf": [
             {"required": ["content"]},
-            {"required": ["tool_calls"], "properties": {"tool_calls": {"minItems": 1}}},
+            {
+                "required": ["tool_calls"],
+                "properties": {"tool_calls": {"type": "array", "minItems": 1}},
+            },
         ]
     }
 )

@@ -9,8 +9,10 @@ import os
 import urllib.parse
 from collections.abc import Mapping
 
-# The job lanes, most urgent first (chatq/fair.py, chatq/celery_app.py).
-LANES = ("interactive", "batch")
+from chatq.jobs import PRIORITIES
+
+# The job lanes, most urgent first (chatq/fair.py, chatq/celery_app.py): the priorities.
+LANES = PRIORITIES
 
 
 class ConfigError(ValueError):

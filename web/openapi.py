@@ -7,12 +7,7 @@ import json
 from typing import Any
 
 from chatq.config import Settings
-from web import (
-    openapi_batches,
-    openapi_limits,
-    openapi_service,
-    openapi_webhooks,
-)
+from web import openapi_batches, openapi_limits, openapi_service, openapi_webhooks
 from web.openapi_parts import (
     BAD_JSON,
     BAD_WAIT,
@@ -30,7 +25,7 @@ from web.openapi_parts import (
     wait_param,
 )
 from web.openapi_responses import response_paths
-from web.openapi_schemas import ref, schemas
+from web.openapi_schemas import Schema, ref, schemas
 
 _DESCRIPTION = """\
 A job queue in front of OpenAI-compatible chat-completion APIs.
@@ -46,16 +41,18 @@ that runs out ends somewhere in [15/16 N, N]). The wait applied is echoed in
 `Preference-Applied`."""
 
 
-_SSE = {
-    "type": "string",
-    "description": "Server-Sent Events until the job ends: each has `id:` (its cursor) and "
-    "`data:` one Event object; the last `delta` and the last `status` event have no `id:` "
-    "(they share the `end` event's cursor, right after them).",
-}
-_CHUNKS = {
-    "type": "string",
-    "description": "`data:` lines of `chat.completion.chunk` objects, ending in `data: [DONE]`.",
-}
+def _text(description: str) -> Schema:
+    return {"type": "string", "description": description}
+
+
+def _bearer(description: str) -> Schema:
+    return {"type": "http", "scheme": "bearer", "description": description}
+
+
+_SSE = "Server-Sent Events until the job ends: each has `id:` (its cursor) and `data:` one "
+_SSE += "Event object; the last `delta` and the last `status` event have no `id:` (they share "
+_SSE += "the `end` event's cursor, right after them)."
+_CHUNKS = "`data:` lines of `chat.completion.chunk` objects, ending in `data: [DONE]`."
 _ONE = "/v1/jobs/{id}"
 _SHUTTING_DOWN = (
     " `server_shutting_down`: this web is stopping and the job did not end within "
@@ -121,7 +118,7 @@ OPERATIONS = [
         {
             200: response_object(
                 "The events after `cursor` (empty if `wait` ran out).",
-                {"application/json": ref("EventsPage"), "text/event-stream": _SSE},
+                {"application/json": ref("EventsPage"), "text/event-stream": _text(_SSE)},
                 "Preference-Applied",
             )
         },
@@ -139,7 +136,7 @@ OPERATIONS = [
             200: response_object(
                 "`stream: false`: exactly the upstream's `chat.completion`; `stream: true`: "
                 "Server-Sent Events of chunks.",
-                {**json_ref("ChatCompletion"), "text/event-stream": _CHUNKS},
+                {**json_ref("ChatCompletion"), "text/event-stream": _text(_CHUNKS)},
                 "Chatq-Job-Id",
             ),
             202: response_object(
@@ -203,16 +200,10 @@ def document(settings: Settings | None = None) -> dict[str, Any]:
             "parameters": copy.deepcopy(PARAMETERS),
             "headers": {**copy.deepcopy(HEADERS), **openapi_limits.headers()},
             "securitySchemes": {
-                "bearerAuth": {
-                    "type": "http",
-                    "scheme": "bearer",
-                    "description": "A key from CHATQ_API_KEYS.",
-                },
-                "metricsToken": {
-                    "type": "http",
-                    "scheme": "bearer",
-                    "description": "CHATQ_METRICS_TOKEN: /metrics with the series that name a key.",
-                },
+                "bearerAuth": _bearer("A key from CHATQ_API_KEYS."),
+                "metricsToken": _bearer(
+                    "CHATQ_METRICS_TOKEN: /metrics with the series that name a key."
+                ),
             },
         },
     }

@@ -1,5 +1,5 @@
 """The Files and Batches part of the OpenAPI document: their operations, one table (their
-schemas: web/openapi_batch_schemas.py)."""
+objects: chatq/batch_objects.py)."""
 
 from __future__ import annotations
 

@@ -3,6 +3,7 @@ x-ratelimit-* headers on the submits, and their 429s (rate_limit_exceeded, insuf
 
 from __future__ import annotations
 
+from web.openapi_parts import SUBMITS
 from web.openapi_schemas import Schema
 
 _LIMITED = (
@@ -12,8 +13,6 @@ _LIMITED = (
     "tokens never will: `x-should-retry: false`); `insufficient_quota`: over the key's "
     "daily or monthly token budget (`x-should-retry: false`, no `Retry-After`)."
 )
-# The submits the keys' limits charge, by path and method.
-SUBMITS = (("/v1/jobs", "post"), ("/v1/chat/completions", "post"), ("/v1/responses", "post"))
 _KINDS = {"requests": "requests per minute", "tokens": "tokens per minute"}
 
 

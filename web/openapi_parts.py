@@ -9,6 +9,9 @@ from chatq.jobs import JOB_ID_PATTERN, PRIORITIES
 from chatq.tokens import OVERFLOW_POLICIES
 from web.openapi_schemas import Schema, ref
 
+# The operations that submit a job, by path and method: the keys' limits charge them, and a
+# webhook endpoint may be chosen for their job.
+SUBMITS = (("/v1/jobs", "post"), ("/v1/chat/completions", "post"), ("/v1/responses", "post"))
 _STRING: Schema = {"type": "string"}
 
 

@@ -1,5 +1,5 @@
 """The OpenAPI paths of the Responses API (text subset) and of stored chat completions,
-merged into the document of web/openapi.py (their schemas: web/openapi_response_schemas.py)."""
+merged into the document of web/openapi.py (their schemas: chatq/response_objects.py)."""
 
 from __future__ import annotations
 

@@ -15,7 +15,6 @@ from chatq import (
     queue_objects,
     response_objects,
     webhook_objects,
-    webhooks,
 )
 from chatq.config import Settings
 from chatq.validate import CAPPED
@@ -37,7 +36,8 @@ _ORDERED = [
     batch_objects.STATUSES,
     response_objects.STATUSES,
     webhook_objects.ATTEMPT_OUTCOMES,
-    webhooks.EVENT_TYPES,
+    get_args(webhook_objects.EventType),
+    get_args(jobs.TerminalStatus),
 ]
 
 
@@ -71,16 +71,11 @@ def _tidy(node: Any) -> Any:
     return node
 
 
-def components(*types: Any) -> dict[str, Schema]:
-    """The component schemas of `types` (structs, or unions of them), each struct named by
-    its class; a union is named by what `types` maps it to (a `(name, union)` pair)."""
-    named = [t for t in types if isinstance(t, tuple)]
-    plain = [t for t in types if not isinstance(t, tuple)]
-    roots, found = msgspec.json.schema_components(
-        [*plain, *(union for _, union in named)], ref_template=REF
-    )
-    found.update((name, root) for (name, _), root in zip(named, roots[len(plain) :], strict=True))
-    return {name: _tidy(schema) for name, schema in found.items()}
+def components(*types: Any) -> tuple[list[Schema], dict[str, Schema]]:
+    """The schemas of `types` (structs, or unions of them), and every struct they hold as a
+    component named by its class."""
+    roots, found = msgspec.json.schema_components(types, ref_template=REF)
+    return _tidy(roots), {name: _tidy(schema) for name, schema in found.items()}
 
 
 def _capped(found: dict[str, Schema], settings: Settings) -> None:
@@ -113,11 +108,9 @@ _ROOTS = (
 
 def schemas(settings: Settings | None = None) -> dict[str, Schema]:
     """Every component schema, by name; the caps are `settings`' (default: the defaults)."""
-    found = components(
-        *(getattr(module, name) for module, names in _ROOTS for name in names.split()),
-        ("Event", job_events.JobEvent),
-        *response_objects.STREAM_EVENTS,
-    )
+    roots = (getattr(module, name) for module, names in _ROOTS for name in names.split())
+    event, found = components(job_events.JobEvent, *roots, *response_objects.STREAM_EVENTS)
+    found["Event"] = event[0]
     _capped(found, settings or Settings())
     found["JobRequest"] = {
         "allOf": [ref("ChatCompletionRequest")],

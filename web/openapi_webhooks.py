@@ -1,6 +1,6 @@
 """The webhook part of the OpenAPI document: /v1/webhooks, the events chatq POSTs to
 endpoints (OpenAPI 3.1's `webhooks`), and the `Chatq-Webhook` header on submits; their
-objects are in web/openapi_webhook_schemas.py."""
+objects are in chatq/webhook_objects.py."""
 
 from __future__ import annotations
 
@@ -8,15 +8,14 @@ import copy
 
 from chatq.webhooks_log import MAX_LOG_PAGE
 from web import openapi_parts
-from web.openapi_parts import Op, json_body, path_id, query, response_object
-from web.openapi_schemas import Schema, ref
+from web.openapi_parts import SUBMITS, Op, json_body, path_id, query, response_object
+from web.openapi_schemas import Schema
 
 _ERRORS = {
     400: "`invalid_json`, `invalid_request`, `missing_field`: a field is missing or invalid "
     "(named by `param`; a `url` host is an IP address or an IDNA name, labels of at most 63 "
     "characters, at most 253 in all); `webhook_url_refused`: `url` is an address that is "
     "not globally routable, or a form of one (unless CHATQ_WEBHOOK_ALLOW_PRIVATE=1).",
-    401: "`invalid_api_key`: no key or an unknown key.",
     404: "`webhook_not_found`: no endpoint of this key has that id; `delivery_not_found`.",
     409: "`webhook_from_config`: the endpoint comes from CHATQ_WEBHOOKS; "
     "`webhook_disabled`: enable it first; `too_many_webhooks`: the key has its 20 "
@@ -121,34 +120,21 @@ def paths() -> dict[str, Schema]:
 
 def events() -> dict[str, Schema]:
     """OpenAPI 3.1 `webhooks`: the POST an endpoint receives when a job or response ends."""
-    return {
-        "jobOrResponseEnded": {
-            "post": {
-                "operationId": "webhookEvent",
-                "summary": "A job or response ended",
-                "requestBody": {
-                    "required": True,
-                    "content": {"application/json": {"schema": ref("WebhookEvent")}},
-                },
-                "responses": {
-                    "200": {
-                        "description": "Any 2xx is a delivery; 410 disables the "
-                        "endpoint; anything else (3xx included) is retried on the "
-                        "schedule, not before `Retry-After`."
-                    }
-                },
-            }
-        }
+    answer = (
+        "Any 2xx is a delivery; 410 disables the endpoint; anything else (3xx included) is "
+        "retried on the schedule, not before `Retry-After`."
+    )
+    post: Schema = {"operationId": "webhookEvent", "summary": "A job or response ended"}
+    post |= {
+        "requestBody": json_body("WebhookEvent"),
+        "responses": {"200": {"description": answer}},
     }
+    return {"jobOrResponseEnded": {"post": post}}
 
 
 def add_header(all_paths: dict[str, Schema]) -> dict[str, Schema]:
     """`Chatq-Webhook` on every operation that submits a job."""
-    for path, method in (
-        ("/v1/jobs", "post"),
-        ("/v1/chat/completions", "post"),
-        ("/v1/responses", "post"),
-    ):
+    for path, method in SUBMITS:
         op = all_paths.get(path, {}).get(method)
         if op is not None:
             op.setdefault("parameters", []).append(copy.deepcopy(HEADER_PARAMETER))
