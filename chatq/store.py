@@ -14,8 +14,10 @@ import logging
 from typing import Any
 
 import redis
+from msgspec import structs
 
 from chatq import jobs, keys
+from chatq.errors import JobError
 from chatq.lua_scripts import is_cluster, register
 from chatq.rates import Rates
 from chatq.replicas import NO_WAIT, ReplicasBehind, Replication, run_and_wait
@@ -33,11 +35,13 @@ from chatq.store_results import (
 log = logging.getLogger(__name__)
 # A notification "+ <id> <id> ...": these jobs have more text (one per flush, not per job).
 PROGRESS = "+"
-WORKER_LOST = {
-    "type": "server_error",
-    "code": "worker_lost",
-    "message": "the job's worker was lost too many times; it was not retried again",
-}
+WORKER_LOST = structs.asdict(
+    JobError(
+        "server_error",
+        "worker_lost",
+        "the job's worker was lost too many times; it was not retried again",
+    )
+)
 
 
 def _flat(fields: dict[str, str]) -> list[str]:
