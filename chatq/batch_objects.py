@@ -9,7 +9,7 @@ from typing import Annotated, Literal, get_args
 from msgspec import UNSET, Meta, Struct, UnsetType, field
 
 from chatq.batch_lines import ENDPOINTS
-from chatq.response_objects import ResponseUsage
+from chatq.response_objects import Metadata, ResponseUsage
 
 BatchStatus = Literal[
     "validating",
@@ -27,7 +27,8 @@ PURPOSE_INPUT, PURPOSE_OUTPUT = get_args(Purpose)
 Count = Annotated[int, Meta(ge=0)]
 Stamp = int | None
 # OpenAI's bounds of `expires_after[seconds]`: an hour to 30 days.
-ExpirySeconds = Annotated[int, Meta(ge=3600, le=2592000)]
+EXPIRES_MIN_S, EXPIRES_MAX_S = 3600, 2592000
+ExpirySeconds = Annotated[int, Meta(ge=EXPIRES_MIN_S, le=EXPIRES_MAX_S)]
 
 
 class _Closed(Struct, forbid_unknown_fields=True):
@@ -155,9 +156,5 @@ class BatchCreateRequest(_Closed, kw_only=True):
     completion_window: Annotated[
         Literal["24h"], Meta(description="Lasts CHATQ_BATCH_WINDOW seconds (24 h).")
     ]
-    metadata: (
-        Annotated[dict[str, Annotated[str, Meta(max_length=512)]], Meta(max_length=16)]
-        | UnsetType
-        | None
-    ) = UNSET
+    metadata: Metadata | UnsetType | None = UNSET
     output_expires_after: OutputExpiresAfter | UnsetType = UNSET

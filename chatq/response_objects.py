@@ -14,7 +14,8 @@ Empty = Annotated[list[Any], Meta(max_length=0)]
 Truncation = Literal["auto", "disabled"]
 ResponseStatus = Literal["queued", "in_progress", "completed", "failed", "cancelled", "incomplete"]
 STATUSES: tuple[str, ...] = get_args(ResponseStatus)
-MAX_METADATA_KEYS = 16
+# OpenAI's metadata: at most 16 pairs, keys up to 64 characters, string values up to 512.
+MAX_METADATA_KEYS, MAX_METADATA_KEY_CHARS, MAX_METADATA_VALUE_CHARS = 16, 64, 512
 MIN_OUTPUT_TOKENS = 16  # OpenAI's published minimum of max_output_tokens
 
 
@@ -62,7 +63,8 @@ class ResponseText(_Closed):
 
 
 Metadata = Annotated[
-    dict[str, Annotated[str, Meta(max_length=512)]], Meta(max_length=MAX_METADATA_KEYS)
+    dict[str, Annotated[str, Meta(max_length=MAX_METADATA_VALUE_CHARS)]],
+    Meta(max_length=MAX_METADATA_KEYS),
 ]
 Flag = Annotated[bool, Meta(extra_json_schema={"default": False})]
 

@@ -16,13 +16,16 @@ from typing import Any
 
 from chatq.config import Settings
 from chatq.response_input import JSONDict, input_messages, invalid, unsupported
-from chatq.response_objects import MAX_METADATA_KEYS, MIN_OUTPUT_TOKENS
+from chatq.response_objects import (
+    MAX_METADATA_KEY_CHARS,
+    MAX_METADATA_KEYS,
+    MAX_METADATA_VALUE_CHARS,
+    MIN_OUTPUT_TOKENS,
+)
 
 API = "responses"  # the record field `api` of a response's job
 
 _ID = re.compile(r"(job|resp)_([A-Za-z0-9_-]{16,64})\Z")
-MAX_METADATA_KEY_CHARS = 64
-MAX_METADATA_VALUE_CHARS = 512
 # Parameters that change nothing in a text-only response when they hold these values.
 NO_OP_VALUES: dict[str, tuple[Any, ...]] = {
     "tools": ([],),

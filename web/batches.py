@@ -12,6 +12,11 @@ from flask import request as current_request
 from chatq import batches, files_meta
 from chatq.batch_lines import ENDPOINTS
 from chatq.errors import ApiError
+from chatq.response_objects import (
+    MAX_METADATA_KEY_CHARS,
+    MAX_METADATA_KEYS,
+    MAX_METADATA_VALUE_CHARS,
+)
 from web import holds, metrics, params
 from web.context import Services, services
 from web.files import batch_services, expires_after_s, file_not_found, owned_file
@@ -21,7 +26,6 @@ from web.responses import json_response, preference_applied
 log = logging.getLogger(__name__)
 bp = Blueprint("batches", __name__, url_prefix="/v1/batches")
 FIELDS = ("input_file_id", "endpoint", "completion_window", "metadata", "output_expires_after")
-MAX_METADATA_PAIRS, MAX_METADATA_KEY_CHARS, MAX_METADATA_VALUE_CHARS = 16, 64, 512
 MAX_LIST_LIMIT, DEFAULT_LIST_LIMIT = 100, 20
 
 
@@ -41,9 +45,9 @@ def _required_text(body: dict[str, Any], name: str) -> str:
 def _metadata(value: Any) -> dict[str, str] | None:
     if value is None:
         return None
-    if not isinstance(value, dict) or len(value) > MAX_METADATA_PAIRS:
+    if not isinstance(value, dict) or len(value) > MAX_METADATA_KEYS:
         raise _invalid(
-            f"`metadata` must be an object of at most {MAX_METADATA_PAIRS} pairs.", "metadata"
+            f"`metadata` must be an object of at most {MAX_METADATA_KEYS} pairs.", "metadata"
         )
     for key, item in value.items():
         if (

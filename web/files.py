@@ -11,6 +11,7 @@ from flask import request as current_request
 from werkzeug.wsgi import wrap_file
 
 from chatq import files_meta, queue_stats
+from chatq.batch_objects import EXPIRES_MAX_S, EXPIRES_MIN_S
 from chatq.batches import BatchStore
 from chatq.errors import ApiError
 from chatq.files import (
@@ -31,7 +32,6 @@ from web.responses import json_response
 
 log = logging.getLogger(__name__)
 bp = Blueprint("files", __name__, url_prefix="/v1/files")
-EXPIRES_MIN_S, EXPIRES_MAX_S = 3600, 2592000
 MAX_LIST_LIMIT = 10000
 
 

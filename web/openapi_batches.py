@@ -3,7 +3,7 @@ objects: chatq/batch_objects.py)."""
 
 from __future__ import annotations
 
-from web import openapi_parts
+from web import batches, files, openapi_parts
 from web.openapi_parts import BAD_WAIT, Op, path_id, query, response_object, wait_param
 from web.openapi_schemas import Schema, ref
 
@@ -35,25 +35,23 @@ _BATCH_LIMITED = (
 )
 _UPLOAD = {"required": True, "content": {"multipart/form-data": {"schema": ref("FileUpload")}}}
 _BYTES = {"application/octet-stream": {"type": "string", "format": "binary"}}
+
+
+def _limit(most: int, default: int, what: str) -> Schema:
+    schema = {"type": "integer", "minimum": 1, "maximum": most, "default": default}
+    return query("limit", schema, f"At most this many {what}.")
+
+
+_BY_TIME = "By creation time."
 _FILE_PAGE = (
     query("after", {"type": "string"}, "A file id: the page starts after it."),
-    query(
-        "limit",
-        {"type": "integer", "minimum": 1, "maximum": 10000, "default": 10000},
-        "At most this many files.",
-    ),
-    query(
-        "order", {"type": "string", "enum": ["asc", "desc"], "default": "desc"}, "By creation time."
-    ),
+    _limit(files.MAX_LIST_LIMIT, files.MAX_LIST_LIMIT, "files"),
+    query("order", {"type": "string", "enum": ["asc", "desc"], "default": "desc"}, _BY_TIME),
     query("purpose", {"type": "string"}, "Only files of this purpose."),
 )
 _BATCH_PAGE = (
     query("after", {"type": "string"}, "A batch id: the page starts after it."),
-    query(
-        "limit",
-        {"type": "integer", "minimum": 1, "maximum": 100, "default": 20},
-        "At most this many batches.",
-    ),
+    _limit(batches.MAX_LIST_LIMIT, batches.DEFAULT_LIST_LIMIT, "batches"),
 )
 _FILES, _ONE_FILE = "/v1/files", "/v1/files/{file_id}"
 _BATCHES, _ONE_BATCH = "/v1/batches", "/v1/batches/{batch_id}"
