@@ -4,8 +4,9 @@ chatq/batches.py build them, and the OpenAPI components are generated from them.
 
 from __future__ import annotations
 
-from typing import Annotated, Literal, get_args
+from typing import Annotated, Any, Literal, get_args
 
+import msgspec
 from msgspec import UNSET, Meta, Struct, UnsetType, field
 
 from chatq.batch_lines import ENDPOINTS
@@ -134,6 +135,13 @@ TIMESTAMPS = tuple(name for name in Batch.__struct_fields__ if name.endswith("_a
 
 class BatchList(_Page):
     data: list[Batch]
+
+
+def page_view(kind: type[FileList | BatchList], data: list[Any], has_more: bool) -> Any:
+    """A page of `kind` holding `data` (the objects' views), as the API shows it."""
+    first, last = (data[0]["id"], data[-1]["id"]) if data else (None, None)
+    listed = kind(object="list", first_id=first, last_id=last, has_more=has_more, data=data)
+    return msgspec.to_builtins(listed)
 
 
 class OutputExpiresAfter(_Closed):

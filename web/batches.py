@@ -11,6 +11,7 @@ from flask import request as current_request
 
 from chatq import batches, files_meta
 from chatq.batch_lines import ENDPOINTS
+from chatq.batch_objects import BatchList, page_view
 from chatq.errors import ApiError
 from chatq.response_objects import (
     MAX_METADATA_KEY_CHARS,
@@ -191,15 +192,7 @@ def list_batches() -> Response:
         owner, current_request.args.get("after", ""), limit
     )
     data = [batches.public_view(r) for r in records]
-    return json_response(
-        {
-            "object": "list",
-            "data": data,
-            "first_id": data[0]["id"] if data else None,
-            "last_id": data[-1]["id"] if data else None,
-            "has_more": has_more,
-        }
-    )
+    return json_response(page_view(BatchList, data, has_more))
 
 
 @bp.post("/<batch_id>/cancel")

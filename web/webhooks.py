@@ -7,9 +7,12 @@ import logging
 from typing import Any
 from urllib.parse import urlsplit
 
+import msgspec
 from flask import Blueprint, Response, request
+from msgspec import structs
 
 from chatq.errors import ApiError
+from chatq.webhook_objects import WebhookDeliveryList, WebhookEndpointDeleted, WebhookEndpointList
 from chatq.webhooks import EVENT_TYPES, Event
 from chatq.webhooks_addresses import literal_refused
 from chatq.webhooks_config import url_problem
@@ -138,7 +141,7 @@ def list_endpoints() -> Response:
     """The caller's endpoints, without secrets."""
     _svc, hooks, owner = _caller()
     data = [e.public() for e in hooks.endpoints.of_owner(owner)]
-    return json_response({"object": "list", "data": data, "has_more": False})
+    return json_response(msgspec.to_builtins(WebhookEndpointList("list", data, False)))  # type: ignore[arg-type]
 
 
 @bp.get("/<endpoint_id>")
@@ -156,7 +159,8 @@ def delete_endpoint(endpoint_id: str) -> Response:
     _made_here(endpoint)
     hooks.endpoints.delete(endpoint)
     hooks.deliveries.forget(endpoint.id)
-    return json_response({"id": endpoint.id, "object": "webhook_endpoint.deleted", "deleted": True})
+    deleted = WebhookEndpointDeleted(endpoint.id, "webhook_endpoint.deleted", True)
+    return json_response(structs.asdict(deleted))
 
 
 @bp.post("/<endpoint_id>/rotate_secret")
@@ -195,9 +199,8 @@ def list_deliveries(endpoint_id: str) -> Response:
     records, more = hooks.deliveries.page(
         endpoint.id, params.limit_arg(DEFAULT_PAGE, MAX_LOG_PAGE), request.args.get("after")
     )
-    return json_response(
-        {"object": "list", "data": [public_view(r) for r in records], "has_more": more}
-    )
+    deliveries = WebhookDeliveryList("list", [public_view(r) for r in records], more)  # type: ignore[misc]
+    return json_response(msgspec.to_builtins(deliveries))
 
 
 @bp.post("/<endpoint_id>/deliveries/<delivery_id>/replay")
