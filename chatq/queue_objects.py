@@ -164,8 +164,8 @@ class Health(Struct):
     redis: bool | UnsetType = UNSET
 
 
-class Readiness(Struct):
-    """GET /readyz (behind Sentinel, `redis_primary` too)."""
+class Readiness(Struct, kw_only=True):
+    """GET /readyz."""
 
     status: str
     redis: bool
@@ -183,3 +183,9 @@ class Readiness(Struct):
             "null when Redis would not say."
         ),
     ]
+    redis_primary: (
+        Annotated[
+            str, Meta(description="Behind Sentinel: host:port of the primary this process uses.")
+        ]
+        | UnsetType
+    ) = UNSET

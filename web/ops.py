@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import msgspec
 from flask import Blueprint, Response, request
+from msgspec import UNSET
 
 from chatq import queue_share, queue_stats, redis_check, redis_conn
 from chatq.errors import ApiError, backend_unavailable
 from chatq.metrics import Scrape, metrics_refusal, scrape_access
+from chatq.queue_objects import Health, Readiness
 from chatq.redis_conn import BACKEND_ERRORS
 from web.context import services
 from web.guard import authorize
@@ -20,7 +23,7 @@ bp = Blueprint("ops", __name__)
 @bp.get("/healthz")
 def healthz() -> Response:
     """200 while the process runs."""
-    return json_response({"status": "ok"})
+    return json_response(msgspec.to_builtins(Health("ok")))
 
 
 @bp.get("/readyz")
@@ -40,11 +43,15 @@ def readyz() -> Response:
             type_="server_error",
             retry_after_s=svc.settings.backend_retry_after_s,
         )
-    body: dict[str, object] = {"status": "ok", "redis": True, **safety.fields()}
-    primary = redis_conn.primary_address(svc.redis)
-    if primary is not None:  # behind Sentinel: the primary this process writes to now
-        body["redis_primary"] = primary
-    return json_response(body)
+    primary = redis_conn.primary_address(svc.redis)  # behind Sentinel: the one written to now
+    ready = Readiness(
+        status="ok",
+        redis=True,
+        redis_noeviction=safety.noeviction,
+        redis_persistent=safety.persistent,
+        redis_primary=UNSET if primary is None else primary,
+    )
+    return json_response(msgspec.to_builtins(ready))
 
 
 @bp.get("/v1/queue")
