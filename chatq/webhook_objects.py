@@ -145,11 +145,14 @@ Url = Annotated[
 ]
 
 
+MAX_NAME_CHARS = 256
+
+
 class WebhookEndpointRequest(_Closed, kw_only=True):
     """POST /v1/webhooks."""
 
     url: Url
-    name: str | UnsetType = UNSET
+    name: Annotated[str, Meta(max_length=MAX_NAME_CHARS)] | UnsetType = UNSET
     event_types: Annotated[list[EventType], Meta(min_length=1)] | UnsetType = UNSET
 
 

@@ -12,7 +12,14 @@ from flask import Blueprint, Response, request
 from msgspec import structs
 
 from chatq.errors import ApiError
-from chatq.webhook_objects import WebhookDeliveryList, WebhookEndpointDeleted, WebhookEndpointList
+from chatq.webhook_objects import (
+    MAX_NAME_CHARS,
+    RotateSecretRequest,
+    WebhookDeliveryList,
+    WebhookEndpointDeleted,
+    WebhookEndpointList,
+    WebhookEndpointRequest,
+)
 from chatq.webhooks import EVENT_TYPES, Event
 from chatq.webhooks_addresses import literal_refused
 from chatq.webhooks_config import url_problem
@@ -26,7 +33,6 @@ from web.webhooks_routing import WebhookServices, webhook_services
 
 log = logging.getLogger(__name__)
 bp = Blueprint("webhooks", __name__, url_prefix="/v1/webhooks")
-MAX_NAME_CHARS = 256
 DEFAULT_PAGE = 20
 
 
@@ -120,7 +126,7 @@ def _name(raw: Any) -> str:
 def create_endpoint() -> Response:
     """A new endpoint of the caller's key; the answer carries its signing secret, once."""
     svc, hooks, owner = _caller()
-    body = _body("url", "name", "event_types")
+    body = _body(*WebhookEndpointRequest.__struct_fields__)
     url, name = _url(svc, body.get("url")), _name(body.get("name"))
     event_types = _event_types(body.get("event_types"))
     endpoint = hooks.endpoints.create(owner, url, name, event_types)
@@ -169,7 +175,7 @@ def rotate_secret(endpoint_id: str) -> Response:
     _svc, hooks, owner = _caller()
     endpoint = _owned(hooks, owner, endpoint_id)
     _made_here(endpoint)
-    keep_old = _body("keep_old_secret_active_for_24_hours").get(
+    keep_old = _body(*RotateSecretRequest.__struct_fields__).get(
         "keep_old_secret_active_for_24_hours", False
     )
     if not isinstance(keep_old, bool):
