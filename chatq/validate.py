@@ -70,7 +70,8 @@ def _check_fields(body: dict[str, Any]) -> None:
     except msgspec.ValidationError as error:
         reason, _, path = str(error).partition(" - at `$.")
         param = path.rstrip("`").split("[")[0].split(".")[0]
-        raise _invalid(f"`{param}`: {reason[:1].lower()}{reason[1:]}.", param) from None
+        what = reason.replace("Expected ", "must be ", 1)  # e.g. "must be `int` <= 128"
+        raise _invalid(f"`{param}` {what}.", param) from None
 
 
 def _check_caps(body: dict[str, Any], settings: Settings) -> None:
