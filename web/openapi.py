@@ -166,15 +166,17 @@ OPERATIONS = [
 ]
 
 
-# By the id of the process's one Settings (which lives as long as the process).
-_SERVED: dict[int, bytes] = {}
+# By the id of the Settings (one per process, or per app in tests), which each entry keeps
+# alive so that no other Settings can take its id.
+_SERVED: dict[int, tuple[Settings, bytes]] = {}
 
 
 def served(settings: Settings) -> bytes:
     """The document as /openapi.json serves it: built once per process, as bytes."""
     if id(settings) not in _SERVED:
-        _SERVED[id(settings)] = json.dumps(document(settings), separators=(",", ":")).encode()
-    return _SERVED[id(settings)]
+        data = json.dumps(document(settings), separators=(",", ":")).encode()
+        _SERVED[id(settings)] = (settings, data)
+    return _SERVED[id(settings)][1]
 
 
 def document(settings: Settings | None = None) -> dict[str, Any]:
