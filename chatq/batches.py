@@ -15,6 +15,10 @@ import secrets
 from dataclasses import dataclass
 from typing import Any
 
+import msgspec
+
+from chatq.batch_objects import STATUSES as STATUSES
+from chatq.batch_objects import TIMESTAMPS, Batch
 from chatq.batch_store import BatchStore as BatchStore
 from chatq.batch_store import Usage as Usage
 
@@ -22,18 +26,6 @@ VALIDATING, IN_PROGRESS, FINALIZING = "validating", "in_progress", "finalizing"
 CANCELLING, COMPLETED, FAILED = "cancelling", "completed", "failed"
 CANCELLED, EXPIRED = "cancelled", "expired"
 ENDED = frozenset({COMPLETED, FAILED, CANCELLED, EXPIRED})
-STATUSES = [VALIDATING, FAILED, IN_PROGRESS, FINALIZING, COMPLETED, EXPIRED, CANCELLING, CANCELLED]
-TIMESTAMPS = (
-    "created_at",
-    "in_progress_at",
-    "expires_at",
-    "finalizing_at",
-    "completed_at",
-    "failed_at",
-    "expired_at",
-    "cancelling_at",
-    "cancelled_at",
-)
 BATCH_ID = re.compile(r"^batch_[A-Za-z0-9_-]{16,64}$")
 
 
@@ -123,7 +115,7 @@ def public_view(record: dict[str, str]) -> dict[str, Any]:
     }
     if record.get("model"):
         view["model"] = record["model"]
-    return view
+    return msgspec.to_builtins(Batch(**view))  # type: ignore[no-any-return]
 
 
 @dataclass(frozen=True)

@@ -12,10 +12,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TypeVar
 
+from chatq.jobs import PRIORITIES
+
 T = TypeVar("T")
 
-# The job lanes, most urgent first (chatq/fair.py, chatq/celery_app.py).
-LANES = ("interactive", "batch")
+# The job lanes, most urgent first (chatq/fair.py, chatq/celery_app.py): the priorities.
+LANES = PRIORITIES
 
 
 class ConfigError(ValueError):

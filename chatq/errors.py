@@ -2,7 +2,38 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
+
+from msgspec import Meta, Struct, structs
+
+
+class ErrorDetail(Struct, forbid_unknown_fields=True):
+    """What went wrong, for people (`message`) and for programs (`code`)."""
+
+    message: Annotated[str, Meta(description="A sentence for people.")]
+    type: Annotated[str, Meta(examples=["invalid_request_error", "server_error"])]
+    param: Annotated[
+        str | None, Meta(description="The request field or header at fault, if one is.")
+    ]
+    code: Annotated[
+        str | None, Meta(description="A stable machine-readable code; see each response.")
+    ]
+
+
+class Error(Struct, forbid_unknown_fields=True):
+    """OpenAI's error object: the body of every 4xx and 5xx."""
+
+    error: ErrorDetail
+
+
+class JobError(Struct, forbid_unknown_fields=True):
+    """Why a job failed; never a traceback, never a secret."""
+
+    type: str
+    code: Annotated[
+        str, Meta(examples=["upstream_error", "upstream_timeout", "upstream_invalid_response"])
+    ]
+    message: str
 
 
 class ApiError(Exception):
@@ -28,14 +59,8 @@ class ApiError(Exception):
 
     def body(self) -> dict[str, Any]:
         """The JSON body, OpenAI's error object."""
-        return {
-            "error": {
-                "message": self.message,
-                "type": self.type,
-                "param": self.param,
-                "code": self.code,
-            }
-        }
+        detail = ErrorDetail(self.message, self.type, self.param, self.code)
+        return {"error": structs.asdict(detail)}
 
 
 def job_not_found() -> ApiError:

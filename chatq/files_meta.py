@@ -11,12 +11,14 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 import redis
+from msgspec import structs
 
 from chatq import files_scripts, keys
+from chatq.batch_objects import PURPOSE_INPUT as PURPOSE_INPUT
+from chatq.batch_objects import PURPOSE_OUTPUT as PURPOSE_OUTPUT
+from chatq.batch_objects import File
 from chatq.lua_scripts import flat_pairs
 
-PURPOSE_INPUT = "batch"
-PURPOSE_OUTPUT = "batch_output"
 LIST_CHUNK = 200
 
 
@@ -46,16 +48,17 @@ def new_meta(
 
 def public_view(meta: dict[str, str]) -> dict[str, Any]:
     """OpenAI's file object."""
-    return {
-        "id": meta["id"],
-        "object": "file",
-        "bytes": int(meta.get("bytes") or 0),
-        "created_at": int(float(meta.get("created_at") or 0)),
-        "expires_at": int(float(meta["expires_at"])) if meta.get("expires_at") else None,
-        "filename": meta.get("filename", ""),
-        "purpose": meta.get("purpose", PURPOSE_INPUT),
-        "status": "processed",
-    }
+    file = File(
+        id=meta["id"],
+        object="file",
+        bytes=int(meta.get("bytes") or 0),
+        created_at=int(float(meta.get("created_at") or 0)),
+        expires_at=int(float(meta["expires_at"])) if meta.get("expires_at") else None,
+        filename=meta.get("filename", ""),
+        purpose=meta.get("purpose", PURPOSE_INPUT),
+        status="processed",
+    )
+    return structs.asdict(file)
 
 
 def is_live(meta: dict[str, str] | None, now: float) -> bool:

@@ -4,7 +4,49 @@ from XRANGE rows."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any, Literal
+
+import msgspec
+from msgspec import Meta, Struct
+
+from chatq.jobs import JobStatus, TerminalStatus
+
+
+class StatusEvent(Struct, tag_field="type", tag="status", forbid_unknown_fields=True):
+    """The job's status changed."""
+
+    status: JobStatus
+
+
+class DeltaEvent(Struct, tag_field="type", tag="delta", forbid_unknown_fields=True):
+    """More output text."""
+
+    delta: str
+
+
+class ResetEvent(Struct, tag_field="type", tag="reset", forbid_unknown_fields=True):
+    """The text so far is void (a retry starts over)."""
+
+
+class EndEvent(Struct, tag_field="type", tag="end", forbid_unknown_fields=True):
+    """The job ended; nothing follows."""
+
+    status: TerminalStatus
+    finish_reason: str | None = None
+
+
+JobEvent = StatusEvent | DeltaEvent | ResetEvent | EndEvent
+
+
+class EventsPage(Struct, forbid_unknown_fields=True):
+    """A page of a job's events."""
+
+    object: Literal["chat.completion.job.events"]
+    job_id: str
+    status: JobStatus
+    events: list[JobEvent]
+    cursor: Annotated[str, Meta(description="Opaque: pass it back as `cursor`.")]
+    done: Annotated[bool, Meta(description="The job is terminal; no event follows.")]
 
 
 @dataclass(frozen=True)
@@ -19,13 +61,17 @@ class Event:
 
     def public(self) -> dict[str, Any]:
         """The event as a client reads it."""
+        return msgspec.to_builtins(self.typed())  # type: ignore[no-any-return]
+
+    def typed(self) -> JobEvent:
+        """The event as its struct."""
         if self.type == "delta":
-            return {"type": "delta", "delta": self.value}
+            return DeltaEvent(self.value)
         if self.type == "status":
-            return {"type": "status", "status": self.value}
+            return StatusEvent(self.value)  # type: ignore[arg-type]
         if self.type == "end":
-            return {"type": "end", "status": self.value, "finish_reason": self.extra or None}
-        return {"type": self.type}
+            return EndEvent(self.value, self.extra or None)  # type: ignore[arg-type]
+        return ResetEvent()
 
 
 def parse_events(rows: Any) -> list[Event]:

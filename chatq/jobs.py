@@ -4,17 +4,48 @@ from __future__ import annotations
 
 import json
 import secrets
-from typing import Any
+from typing import Annotated, Any, Final, Literal, get_args
 
-QUEUED = "queued"
-IN_PROGRESS = "in_progress"
-COMPLETED = "completed"
-FAILED = "failed"
-CANCELLED = "cancelled"
-TERMINAL = frozenset({COMPLETED, FAILED, CANCELLED})
-PRIORITIES = ("interactive", "batch")
+from msgspec import Meta, Struct, structs
+
+from chatq.chat_objects import ChatCompletion
+from chatq.errors import JobError
+
+TerminalStatus = Literal["completed", "failed", "cancelled"]
+JobStatus = Literal["queued", "in_progress", TerminalStatus]
+Priority = Literal["interactive", "batch"]
+QUEUED: Final = "queued"
+IN_PROGRESS: Final = "in_progress"
+COMPLETED: Final = "completed"
+FAILED: Final = "failed"
+CANCELLED: Final = "cancelled"
+STATUSES: tuple[str, ...] = get_args(JobStatus)
+TERMINAL = frozenset(get_args(TerminalStatus))
+PRIORITIES: tuple[str, ...] = get_args(Priority)
+JOB_ID_PATTERN = "^job_[A-Za-z0-9_-]+$"
 
 JSONDict = dict[str, Any]
+Time = Annotated[float, Meta(description="Unix time, seconds.")]
+
+
+class Job(Struct, forbid_unknown_fields=True):
+    """The job object of API.md."""
+
+    id: Annotated[str, Meta(pattern=JOB_ID_PATTERN)]
+    object: Literal["chat.completion.job"]
+    status: JobStatus
+    model: str
+    priority: Priority
+    created_at: Time
+    started_at: Annotated[float | None, Meta(description="Unix time the current attempt started.")]
+    completed_at: Annotated[float | None, Meta(description="Unix time the job ended.")]
+    cached: Annotated[bool, Meta(description="Answered from the result cache.")]
+    attempts: Annotated[int, Meta(ge=0)]
+    output_text: Annotated[str, Meta(description="Text so far; partial while running.")]
+    result: Annotated[
+        ChatCompletion | None, Meta(description="The upstream's `chat.completion`, once completed.")
+    ]
+    error: Annotated[JobError | None, Meta(description="Once failed.")]
 
 
 def new_job_id(shard: str = "") -> str:
@@ -68,21 +99,22 @@ def _json(raw: str | None) -> Any:
 
 def public_view(record: dict[str, str]) -> JSONDict:
     """The job object clients read (docs/api.md), built from its Redis hash."""
-    return {
-        "id": record["id"],
-        "object": "chat.completion.job",
-        "status": record["status"],
-        "model": record.get("model", ""),
-        "priority": record.get("priority", "interactive"),
-        "created_at": _time(record.get("created_at")),
-        "started_at": _time(record.get("started_at")),
-        "completed_at": _time(record.get("completed_at")),
-        "cached": record.get("cached") == "1",
-        "attempts": int(record.get("attempts") or 0),
-        "output_text": record.get("output_text", ""),
-        "result": _json(record.get("result")),
-        "error": _json(record.get("error")),
-    }
+    job = Job(
+        id=record["id"],
+        object="chat.completion.job",
+        status=record["status"],  # type: ignore[arg-type]
+        model=record.get("model", ""),
+        priority=record.get("priority", "interactive"),  # type: ignore[arg-type]
+        created_at=_time(record.get("created_at")),  # type: ignore[arg-type]
+        started_at=_time(record.get("started_at")),
+        completed_at=_time(record.get("completed_at")),
+        cached=record.get("cached") == "1",
+        attempts=int(record.get("attempts") or 0),
+        output_text=record.get("output_text", ""),
+        result=_json(record.get("result")),
+        error=_json(record.get("error")),
+    )
+    return structs.asdict(job)
 
 
 def is_terminal(status: str | None) -> bool:

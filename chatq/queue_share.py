@@ -6,9 +6,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import msgspec
 import redis
 
 from chatq import keys
+from chatq import queue_objects as objects
 from chatq.broker import Broker, RedisBroker
 from chatq.celery_app import QUEUES
 from chatq.queue_stats import (
@@ -37,21 +39,23 @@ class Share:
     def body(self) -> dict[str, object]:
         """The body of GET /v1/queue for this key."""
         live = self.workers
-        return {
-            "key": self.owner,
-            "queues": {
-                q: {"depth": self.depths[q], "oldest_age_s": _rounded(self.oldest_age_s[q])}
-                for q in QUEUES
-            },
-            "arrival_rate_per_s": round(self.rates.arrival_rate_per_s, 3),
-            "mean_job_seconds": round(self.rates.mean_job_s, 3),
-            "batches": self.batches.body(),
-            "totals": {
-                "queues": {q: {"depth": self.total_depths[q]} for q in QUEUES},
-                "in_progress": live.busy,
-                "workers": {"count": live.count, "slots": live.slots, "busy": live.busy},
-            },
-        }
+        lanes = {q: objects.OwnLane(self.depths[q], _rounded(self.oldest_age_s[q])) for q in QUEUES}
+        totals = objects.Totals(
+            queues=objects.TotalLanes(
+                **{q: objects.TotalLane(self.total_depths[q]) for q in QUEUES}
+            ),
+            in_progress=live.busy,
+            workers=live,
+        )
+        share = objects.QueueShare(
+            key=self.owner,
+            queues=objects.OwnLanes(**lanes),
+            arrival_rate_per_s=round(self.rates.arrival_rate_per_s, 3),
+            mean_job_seconds=round(self.rates.mean_job_s, 3),
+            batches=self.batches.view(),
+            totals=totals,
+        )
+        return msgspec.to_builtins(share)  # type: ignore[no-any-return]
 
 
 def _rounded(age_s: float | None) -> float | None:

@@ -7,11 +7,15 @@ import time
 from dataclasses import dataclass, field
 from typing import cast
 
+import msgspec
 import redis
 
 from chatq import batches, fair, heartbeats, keys, rates
+from chatq import queue_objects as objects
 from chatq.broker import Broker, RedisBroker
 from chatq.celery_app import QUEUES
+from chatq.queue_objects import WebhookWork as WebhookWork
+from chatq.queue_objects import Workers as Workers
 
 SAFETY_FACTOR = 1.2
 
@@ -58,15 +62,6 @@ def depths(client: redis.Redis, plan: fair.Plan | None = None) -> dict[str, int]
     return RedisBroker(client, plan=plan).depths()
 
 
-@dataclass(frozen=True)
-class Workers:
-    """Live worker processes, from their heartbeats."""
-
-    count: int
-    slots: int
-    busy: int
-
-
 def workers(client: redis.Redis, now: float) -> Workers:
     """Sum the recent heartbeats; forget workers silent for WORKER_STALE_S."""
     count = slots = busy = 0
@@ -92,17 +87,10 @@ class BatchLines:
     fed: int = 0
     done: int = 0
 
-    def body(self) -> dict[str, object]:
+    def view(self) -> objects.Batches:
         """The `batches` part of GET /v1/queue."""
-        return {
-            "active": self.active,
-            "lines": {
-                "total": self.total,
-                "waiting_in_file": self.waiting_in_file,
-                "fed": self.fed,
-                "done": self.done,
-            },
-        }
+        lines = objects.BatchLines(self.total, self.waiting_in_file, self.fed, self.done)
+        return objects.Batches(self.active, lines)
 
 
 def batch_lines(client: redis.Redis, owner: str | None = None) -> BatchLines:
@@ -121,21 +109,6 @@ def batch_lines(client: redis.Redis, owner: str | None = None) -> BatchLines:
         sum(p.fed for p in found),
         sum(p.done for p in found),
     )
-
-
-@dataclass(frozen=True)
-class WebhookWork:
-    """Webhook deliveries not yet ended: attempts running (in any worker), due (waiting for a
-    delivery slot, or for their endpoint's or key's cap) and scheduled (waiting for a later
-    attempt)."""
-
-    in_flight: int = 0
-    due: int = 0
-    scheduled: int = 0
-
-    def body(self) -> dict[str, int]:
-        """The `webhooks` part of GET /v1/queue."""
-        return {"in_flight": self.in_flight, "due": self.due, "scheduled": self.scheduled}
 
 
 def webhook_work(client: redis.Redis, now: float) -> WebhookWork:
@@ -166,7 +139,7 @@ class Snapshot:
     workers: Workers
     rates: Window
     batches: BatchLines = field(default_factory=BatchLines)
-    webhooks: WebhookWork = field(default_factory=WebhookWork)
+    webhooks: WebhookWork = field(default_factory=lambda: WebhookWork(0, 0, 0))
 
     @property
     def recommended_concurrency(self) -> int:
@@ -176,19 +149,18 @@ class Snapshot:
     def body(self) -> dict[str, object]:
         """The body of GET /v1/queue."""
         live = self.workers
-        return {
-            "queues": {
-                q: {"depth": self.depths[q], "oldest_age_s": _rounded(self.oldest_age_s[q])}
-                for q in QUEUES
-            },
-            "in_progress": live.busy,
-            "workers": {"count": live.count, "slots": live.slots, "busy": live.busy},
-            "arrival_rate_per_s": round(self.rates.arrival_rate_per_s, 3),
-            "mean_job_seconds": round(self.rates.mean_job_s, 3),
-            "recommended_concurrency": self.recommended_concurrency,
-            "batches": self.batches.body(),
-            "webhooks": self.webhooks.body(),
-        }
+        lanes = {q: objects.Lane(self.depths[q], _rounded(self.oldest_age_s[q])) for q in QUEUES}
+        queue = objects.Queue(
+            queues=objects.Lanes(**lanes),
+            in_progress=live.busy,
+            workers=live,
+            arrival_rate_per_s=round(self.rates.arrival_rate_per_s, 3),
+            mean_job_seconds=round(self.rates.mean_job_s, 3),
+            recommended_concurrency=self.recommended_concurrency,
+            batches=self.batches.view(),
+            webhooks=self.webhooks,
+        )
+        return msgspec.to_builtins(queue)  # type: ignore[no-any-return]
 
 
 def redis_time(client: redis.Redis) -> float:

@@ -35,10 +35,6 @@ class Safety:
         """Known to keep every key through a full memory and a restart."""
         return self.noeviction is True and self.persistent is True
 
-    def fields(self) -> dict[str, bool | None]:
-        """The /readyz fields (null when Redis would not tell)."""
-        return {"redis_noeviction": self.noeviction, "redis_persistent": self.persistent}
-
     def problems(self) -> list[str]:
         """One clause per way Redis may lose jobs, each saying how to fix it."""
         found = []

@@ -19,9 +19,14 @@ replaying and skipping, for as long as the job is kept. Mapping:
 
 from __future__ import annotations
 
+from typing import Any, get_args, get_type_hints
+
+import msgspec
+
 from chatq import jobs
 from chatq.job_events import Event
 from chatq.response_input import JSONDict
+from chatq.response_objects import STREAM_EVENTS
 from chatq.response_view import (
     INCOMPLETE,
     item_status,
@@ -39,6 +44,10 @@ FINAL_EVENT = {
     jobs.CANCELLED: "response.incomplete",
     jobs.FAILED: "response.failed",
 }
+# The struct of each event type (chatq/response_objects.py declares them).
+EVENT_OF: dict[str, Any] = {
+    kind: event for event in STREAM_EVENTS for kind in get_args(get_type_hints(event)["type"])
+}
 _STATUS_EVENT = {jobs.QUEUED: "response.queued", jobs.IN_PROGRESS: "response.in_progress"}
 
 
@@ -54,9 +63,9 @@ class EventMaker:
         self.open = False
 
     def _emit(self, kind: str, **fields: object) -> JSONDict:
-        event = {"type": kind, **fields, "sequence_number": self.sequence_number}
+        event = EVENT_OF[kind](type=kind, **fields, sequence_number=self.sequence_number)
         self.sequence_number += 1
-        return event
+        return msgspec.to_builtins(event)  # type: ignore[no-any-return]
 
     @property
     def item_id(self) -> str:

@@ -9,13 +9,16 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import msgspec
+from msgspec import UNSET
+
 from chatq import jobs
 from chatq.response_input import JSONDict
+from chatq.response_objects import Response
 from chatq.responses import asked, message_id, response_id
 
 INCOMPLETE = "incomplete"
 INCOMPLETE_REASONS = {"length": "max_output_tokens", "content_filter": "content_filter"}
-STATUSES = ("queued", "in_progress", "completed", "failed", "cancelled", INCOMPLETE)
 # A message item's status, by the response's.
 ITEM_STATUS = {jobs.COMPLETED: "completed", jobs.IN_PROGRESS: "in_progress"}
 # OpenAI's ResponseErrorCode is a closed list: a failed job's own code goes in the message.
@@ -163,6 +166,6 @@ def render(record: dict[str, str], item_id: str | None = None) -> JSONDict:
         "output": output,
         "output_text": "".join(p.get("text", "") for item in output for p in item["content"]),
     }
-    usage = usage_of(record)
     # The schema's `usage` is an object, not nullable: absent until the upstream gave one.
-    return response if usage is None else {**response, "usage": usage}
+    usage = usage_of(record) or UNSET
+    return msgspec.to_builtins(Response(**response, usage=usage))  # type: ignore[arg-type,no-any-return]

@@ -12,18 +12,22 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, get_args
 
 from chatq.config import Settings
 from chatq.response_input import JSONDict, input_messages, invalid, unsupported
+from chatq.response_objects import (
+    MAX_METADATA_KEY_CHARS,
+    MAX_METADATA_KEYS,
+    MAX_METADATA_VALUE_CHARS,
+    MIN_OUTPUT_TOKENS,
+    ResponseRequest,
+    Truncation,
+)
 
 API = "responses"  # the record field `api` of a response's job
 
 _ID = re.compile(r"(job|resp)_([A-Za-z0-9_-]{16,64})\Z")
-MAX_METADATA_KEYS = 16
-MAX_METADATA_KEY_CHARS = 64
-MAX_METADATA_VALUE_CHARS = 512
-MIN_OUTPUT_TOKENS = 16  # OpenAI's published minimum of max_output_tokens
 # Parameters that change nothing in a text-only response when they hold these values.
 NO_OP_VALUES: dict[str, tuple[Any, ...]] = {
     "tools": ([],),
@@ -35,25 +39,8 @@ NO_OP_VALUES: dict[str, tuple[Any, ...]] = {
 }
 # Passed to the upstream under the same name, as strings.
 PASSED_STRINGS = ("user", "safety_identifier", "prompt_cache_key", "service_tier")
-HANDLED = frozenset(
-    {
-        "model",
-        "input",
-        "instructions",
-        "max_output_tokens",
-        "temperature",
-        "top_p",
-        "metadata",
-        "store",
-        "stream",
-        "background",
-        "previous_response_id",
-        "truncation",
-        "text",
-        *PASSED_STRINGS,
-        *NO_OP_VALUES,
-    }
-)
+# Every field of the request the text subset honours (the struct), and the no-op ones.
+HANDLED = frozenset({*ResponseRequest.__struct_fields__, *NO_OP_VALUES})
 
 
 def response_id(job_id: str) -> str:
@@ -191,7 +178,7 @@ def _flags(body: JSONDict) -> tuple[bool, bool, bool]:
 
 def _truncate(body: JSONDict) -> bool | None:
     value = body.get("truncation")
-    if value not in (None, "auto", "disabled"):
+    if value is not None and value not in get_args(Truncation):
         raise invalid("`truncation` must be auto or disabled.", "truncation")
     return None if value is None else value == "auto"
 

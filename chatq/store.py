@@ -15,8 +15,10 @@ import logging
 from typing import Any, TypeVar
 
 import redis
+from msgspec import structs
 
 from chatq import keys, store_scripts
+from chatq.errors import JobError
 from chatq.lua_scripts import BoundScript, flat_pairs, is_cluster
 from chatq.rates import Rates
 from chatq.replicas import NO_WAIT, ReplicasBehind, Replication, run_and_wait
@@ -35,11 +37,13 @@ A = TypeVar("A", bound=tuple[Any, ...])
 R = TypeVar("R")
 # A notification "+ <id> <id> ...": these jobs have more text (one per flush, not per job).
 PROGRESS = "+"
-WORKER_LOST = {
-    "type": "server_error",
-    "code": "worker_lost",
-    "message": "the job's worker was lost too many times; it was not retried again",
-}
+WORKER_LOST = structs.asdict(
+    JobError(
+        "server_error",
+        "worker_lost",
+        "the job's worker was lost too many times; it was not retried again",
+    )
+)
 
 
 class Store:

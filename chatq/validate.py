@@ -2,39 +2,22 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any
 
+import msgspec
+
 from chatq import tokens
+from chatq.chat_objects import ROLES, WHOLE_FIELDS, ChatCompletionRequest
 from chatq.config import Settings
 from chatq.errors import ApiError
 from chatq.tokens import Policy
 
-ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
-
-# Fields whose type we check; everything else passes to the upstream as sent.
-_NUMBER = (int, float)
-FIELD_TYPES: dict[str, tuple[type, ...]] = {
-    "model": (str,),
-    "temperature": _NUMBER,
-    "top_p": _NUMBER,
-    "presence_penalty": _NUMBER,
-    "frequency_penalty": _NUMBER,
-    "max_tokens": (int,),
-    "max_completion_tokens": (int,),
-    "n": (int,),
-    "seed": (int,),
-    "logprobs": (bool,),
-    "top_logprobs": (int,),
-    "logit_bias": (dict,),
-    "stop": (str, list),
-    "tools": (list,),
-    "response_format": (dict,),
-    "stream": (bool,),
-    "stream_options": (dict,),
-    "user": (str,),
-    "metadata": (dict,),
+# The fields that multiply the operator's bill, each with the setting that caps it.
+CAPPED = {
+    "n": "max_n",
+    "max_tokens": "max_output_tokens",
+    "max_completion_tokens": "max_output_tokens",
 }
 
 
@@ -43,6 +26,7 @@ def _invalid(message: str, param: str, code: str = "invalid_request") -> ApiErro
 
 
 def _check_message(index: int, message: Any) -> None:
+    """One message, with chatq's own words: a ChatMessage but for the unknown fields."""
     param = f"messages[{index}]"
     if not isinstance(message, dict):
         raise _invalid(f"{param} must be an object with `role` and `content`.", param)
@@ -70,83 +54,24 @@ def _whole(value: Any) -> Any:
 
 def _whole_numbers(body: dict[str, Any]) -> dict[str, Any]:
     """`1.0` where a whole number is wanted is `1`: JSON Schema counts it an integer too."""
-    whole: dict[str, Any] = {
-        name: _whole(value) for name, value in body.items() if FIELD_TYPES.get(name) == (int,)
-    }
+    whole: dict[str, Any] = {name: _whole(body[name]) for name in WHOLE_FIELDS if name in body}
     bias = body.get("logit_bias")
     if isinstance(bias, dict):
         whole["logit_bias"] = {token: _whole(value) for token, value in bias.items()}
     return {**body, **whole}
 
 
-# The type of each item of the list fields.
-ITEM_TYPES: dict[str, type] = {"stop": str, "tools": dict}
-
-
-def _check_types(body: dict[str, Any]) -> None:
-    for name, types in FIELD_TYPES.items():
-        value = body.get(name)
-        if value is None:
-            continue
-        wrong_bool = isinstance(value, bool) and bool not in types
-        if wrong_bool or not isinstance(value, types):
-            kinds = " or ".join(t.__name__ for t in types)
-            raise _invalid(f"`{name}` must be of type {kinds}.", name)
-        item_type = ITEM_TYPES.get(name)
-        if (
-            isinstance(value, list)
-            and item_type
-            and not all(isinstance(item, item_type) for item in value)
-        ):
-            raise _invalid(f"`{name}` must be a list of {item_type.__name__}.", name)
-
-
-# The bounds OpenAI's published schema (CreateChatCompletionRequest) sets; the schema gives
-# the token fields no minimum, but OpenAI's API refuses one below 1.
-INT64 = 2**63
-RANGES: dict[str, tuple[float, float]] = {
-    "temperature": (0, 2),
-    "top_p": (0, 1),
-    "presence_penalty": (-2, 2),
-    "frequency_penalty": (-2, 2),
-    "n": (1, 128),
-    "top_logprobs": (0, 20),
-    "seed": (-INT64, INT64 - 1),
-    "max_tokens": (1, math.inf),
-    "max_completion_tokens": (1, math.inf),
-}
-LOGIT_BIAS_RANGE = (-100, 100)
-MAX_STOP_SEQUENCES = 4
-# The fields that multiply the operator's bill, each with the setting that caps it.
-CAPPED = {
-    "n": "max_n",
-    "max_tokens": "max_output_tokens",
-    "max_completion_tokens": "max_output_tokens",
-}
-
-
-def _bounds_text(low: float, high: float) -> str:
-    return f"at least {low:g}" if math.isinf(high) else f"between {low:g} and {high:g}"
-
-
-def _check_ranges(body: dict[str, Any]) -> None:
-    for name, (low, high) in RANGES.items():
-        value = body.get(name)
-        if value is not None and not low <= value <= high:
-            bounds = _bounds_text(low, high)
-            raise _invalid(f"`{name}` must be {bounds}, got {str(value)[:30]}.", name)
-    bias = body.get("logit_bias") or {}
-    for token, value in bias.items():
-        wrong_type = isinstance(value, bool) or not isinstance(value, int)
-        if wrong_type or not LOGIT_BIAS_RANGE[0] <= value <= LOGIT_BIAS_RANGE[1]:
-            raise _invalid(
-                f"`logit_bias` values must be whole numbers between -100 and 100; "
-                f"token {token[:20]!r} has {str(value)[:20]}.",
-                "logit_bias",
-            )
-    stop = body.get("stop")
-    if isinstance(stop, list) and not 1 <= len(stop) <= MAX_STOP_SEQUENCES:
-        raise _invalid(f"`stop` must list 1 to {MAX_STOP_SEQUENCES} sequences.", "stop")
+def _check_fields(body: dict[str, Any]) -> None:
+    """The typed fields against ChatCompletionRequest (null is as absent; bools are no
+    numbers); the error names the top-level field, as OpenAI's `param` does."""
+    sent = {name: value for name, value in body.items() if value is not None}
+    try:
+        msgspec.convert(sent, ChatCompletionRequest, strict=True)
+    except msgspec.ValidationError as error:
+        reason, _, path = str(error).partition(" - at `$.")
+        param = path.rstrip("`").split("[")[0].split(".")[0]
+        what = reason.replace("Expected ", "must be ", 1)  # e.g. "must be `int` <= 128"
+        raise _invalid(f"`{param}` {what}.", param) from None
 
 
 def _check_caps(body: dict[str, Any], settings: Settings) -> None:
@@ -196,10 +121,7 @@ def chat_request(body: dict[str, Any], settings: Settings) -> dict[str, Any]:
     for index, message in enumerate(messages):
         _check_message(index, message)
     body = _whole_numbers(body)
-    _check_types(body)
-    _check_ranges(body)
+    _check_fields(body)
     _check_caps(body, settings)
-    if body.get("model") == "":
-        raise _invalid("`model` must not be empty.", "model")
     request = {**body, "model": body.get("model") or settings.default_model}
     return _capped_output(request, settings.max_output_tokens)

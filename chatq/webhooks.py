@@ -10,17 +10,16 @@ import json
 import random
 import secrets
 from dataclasses import dataclass
+from typing import Any
+
+import msgspec
 
 from chatq import jobs
+from chatq.webhook_objects import JOB_EVENTS as JOB_EVENTS
+from chatq.webhook_objects import RESPONSE_EVENTS as RESPONSE_EVENTS
+from chatq.webhook_objects import EventData, WebhookEvent
 from chatq.webhooks_config import SECRET_PREFIX
 
-JOB_EVENTS = ("job.completed", "job.failed", "job.cancelled")
-RESPONSE_EVENTS = (
-    "response.completed",
-    "response.failed",
-    "response.cancelled",
-    "response.incomplete",
-)
 EVENT_TYPES = JOB_EVENTS + RESPONSE_EVENTS
 SECRET_BYTES = 32
 # The spec's schedule: the delay before each attempt after the first (10 in all).
@@ -43,14 +42,9 @@ class Event:
 
     def body(self) -> str:
         """The thin payload, exactly the bytes that are signed and sent."""
-        payload = {
-            "id": self.id,
-            "object": "event",
-            "type": self.type,
-            "created_at": self.created_at,
-            "data": {"id": self.subject_id},
-        }
-        return json.dumps(payload, separators=(",", ":"))
+        kind: Any = self.type  # one of EVENT_TYPES, as every Event is made
+        payload = WebhookEvent(self.id, "event", kind, self.created_at, EventData(self.subject_id))
+        return msgspec.json.encode(payload).decode()
 
     @classmethod
     def parse(cls, body: str) -> Event:

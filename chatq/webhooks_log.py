@@ -11,10 +11,12 @@ import secrets
 from dataclasses import dataclass
 from typing import Any
 
+import msgspec
 import redis
 
 from chatq import keys, webhooks_scripts
 from chatq.lua_scripts import flat_pairs
+from chatq.webhook_objects import WebhookDelivery
 from chatq.webhooks import MAX_ATTEMPTS, Event
 from chatq.webhooks_store import API, Endpoint
 
@@ -22,22 +24,6 @@ PENDING = "pending"
 DELIVERED = "delivered"
 FAILED = "failed"
 IN_PROGRESS = "in_progress"
-# What an attempt in the log came to (worker/webhooks_send.py makes most of them).
-ATTEMPT_OUTCOMES = (
-    "delivered",
-    "http_error",
-    "redirect",
-    "gone",
-    "timeout",
-    "connection_error",
-    "refused",
-    "invalid_url",
-    "internal_error",
-    "endpoint_deleted",
-    "endpoint_disabled",
-    IN_PROGRESS,
-    "lost",
-)
 MAX_LOG_PAGE = 100
 # Deleting an endpoint deletes this many of its deliveries per Lua step (Redis serves nothing
 # else meanwhile), until none is left.
@@ -98,19 +84,18 @@ def _time(raw: str | None) -> float | None:
 
 def public_view(record: dict[str, str]) -> dict[str, Any]:
     """A delivery as the API shows it."""
-    return {
-        "id": record["id"],
-        "object": "webhook.delivery",
-        "endpoint_id": record.get("endpoint", ""),
-        "event": json.loads(record.get("body") or "{}"),
-        "status": record.get("status", PENDING),
-        "attempts": [{"reason": None, **a} for a in json.loads(record.get("attempts") or "[]")],
-        "next_attempt_at": _time(record.get("next_at"))
-        if record.get("status") == PENDING
-        else None,
-        "created_at": _time(record.get("created_at")),
-        "replay_of": record.get("replay_of") or None,
-    }
+    delivery = WebhookDelivery(
+        id=record["id"],
+        object="webhook.delivery",
+        endpoint_id=record.get("endpoint", ""),
+        event=json.loads(record.get("body") or "{}"),
+        status=record.get("status", PENDING),  # type: ignore[arg-type]
+        attempts=[{"reason": None, **a} for a in json.loads(record.get("attempts") or "[]")],  # type: ignore[misc]
+        next_attempt_at=_time(record.get("next_at")) if record.get("status") == PENDING else None,
+        created_at=_time(record.get("created_at")),  # type: ignore[arg-type]
+        replay_of=record.get("replay_of") or None,
+    )
+    return msgspec.to_builtins(delivery)  # type: ignore[no-any-return]
 
 
 class Deliveries:

@@ -10,8 +10,10 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 import redis
+from msgspec import structs
 
 from chatq import keys, webhooks_scripts
+from chatq.webhook_objects import WebhookEndpoint, WebhookEndpointWithSecret
 from chatq.webhook_owners import KnownOwners, announce_change
 from chatq.webhooks import EVENT_TYPES, new_secret, secret_hint
 from chatq.webhooks_config import WebhookConfig
@@ -58,8 +60,9 @@ class Endpoint:
             "updated_at": self.updated_at,
         }
         if with_secret:
-            view["signing_secret"] = self.secrets[0][0]
-        return view
+            secret = self.secrets[0][0]
+            return structs.asdict(WebhookEndpointWithSecret(**view, signing_secret=secret))
+        return structs.asdict(WebhookEndpoint(**view))
 
 
 def _from_config(config: WebhookConfig) -> Endpoint:

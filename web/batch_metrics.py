@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from msgspec import structs
 from prometheus_client.core import GaugeMetricFamily
 
 from chatq.queue_stats import BatchLines, WebhookWork
@@ -34,6 +35,6 @@ def webhook_gauges(work: WebhookWork) -> Iterator[GaugeMetricFamily]:
         "Webhook deliveries not yet ended: attempts running (in_flight), due, scheduled later",
         labels=["state"],
     )
-    for state, count in work.body().items():
+    for state, count in structs.asdict(work).items():
         by_state.add_metric([state], count)
     yield by_state

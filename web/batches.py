@@ -11,7 +11,13 @@ from flask import request as current_request
 
 from chatq import batches, files_meta
 from chatq.batch_lines import ENDPOINTS
+from chatq.batch_objects import BatchList, page_view
 from chatq.errors import ApiError
+from chatq.response_objects import (
+    MAX_METADATA_KEY_CHARS,
+    MAX_METADATA_KEYS,
+    MAX_METADATA_VALUE_CHARS,
+)
 from web import holds, metrics, params
 from web.context import Services, services
 from web.files import batch_services, expires_after_s, file_not_found, owned_file
@@ -21,7 +27,6 @@ from web.responses import json_response, preference_applied
 log = logging.getLogger(__name__)
 bp = Blueprint("batches", __name__, url_prefix="/v1/batches")
 FIELDS = ("input_file_id", "endpoint", "completion_window", "metadata", "output_expires_after")
-MAX_METADATA_PAIRS, MAX_METADATA_KEY_CHARS, MAX_METADATA_VALUE_CHARS = 16, 64, 512
 MAX_LIST_LIMIT, DEFAULT_LIST_LIMIT = 100, 20
 
 
@@ -41,9 +46,9 @@ def _required_text(body: dict[str, Any], name: str) -> str:
 def _metadata(value: Any) -> dict[str, str] | None:
     if value is None:
         return None
-    if not isinstance(value, dict) or len(value) > MAX_METADATA_PAIRS:
+    if not isinstance(value, dict) or len(value) > MAX_METADATA_KEYS:
         raise _invalid(
-            f"`metadata` must be an object of at most {MAX_METADATA_PAIRS} pairs.", "metadata"
+            f"`metadata` must be an object of at most {MAX_METADATA_KEYS} pairs.", "metadata"
         )
     for key, item in value.items():
         if (
@@ -187,15 +192,7 @@ def list_batches() -> Response:
         owner, current_request.args.get("after", ""), limit
     )
     data = [batches.public_view(r) for r in records]
-    return json_response(
-        {
-            "object": "list",
-            "data": data,
-            "first_id": data[0]["id"] if data else None,
-            "last_id": data[-1]["id"] if data else None,
-            "has_more": has_more,
-        }
-    )
+    return json_response(page_view(BatchList, data, has_more))
 
 
 @bp.post("/<batch_id>/cancel")

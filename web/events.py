@@ -7,12 +7,13 @@ import re
 import time
 from collections.abc import Iterator
 
+import msgspec
 import redis
 from flask import Blueprint, Response, request
 
 from chatq import jobs
 from chatq.errors import ApiError, job_not_found
-from chatq.job_events import Event
+from chatq.job_events import Event, EventsPage
 from chatq.redis_conn import BACKEND_ERRORS
 from web import holds, params
 from web.context import Services, services
@@ -49,14 +50,15 @@ def is_done(events: list[Event], status: str) -> bool:
 
 
 def _page(job_id: str, events: list[Event], status: str, cursor: str) -> dict[str, object]:
-    return {
-        "object": "chat.completion.job.events",
-        "job_id": job_id,
-        "status": status,
-        "events": [e.public() for e in events],
-        "cursor": events[-1].id if events else cursor,
-        "done": is_done(events, status),
-    }
+    page = EventsPage(
+        object="chat.completion.job.events",
+        job_id=job_id,
+        status=status,  # type: ignore[arg-type]
+        events=[e.typed() for e in events],
+        cursor=events[-1].id if events else cursor,
+        done=is_done(events, status),
+    )
+    return msgspec.to_builtins(page)  # type: ignore[no-any-return]
 
 
 def wants_sse() -> bool:

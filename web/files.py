@@ -8,9 +8,11 @@ from typing import Any
 
 from flask import Blueprint, Flask, Response, current_app, g
 from flask import request as current_request
+from msgspec import structs
 from werkzeug.wsgi import wrap_file
 
 from chatq import files_meta, queue_stats
+from chatq.batch_objects import EXPIRES_MAX_S, EXPIRES_MIN_S, FileDeleted, FileList, page_view
 from chatq.batches import BatchStore
 from chatq.errors import ApiError
 from chatq.files import (
@@ -31,7 +33,6 @@ from web.responses import json_response
 
 log = logging.getLogger(__name__)
 bp = Blueprint("files", __name__, url_prefix="/v1/files")
-EXPIRES_MIN_S, EXPIRES_MAX_S = 3600, 2592000
 MAX_LIST_LIMIT = 10000
 
 
@@ -193,15 +194,7 @@ def list_files() -> Response:
         now=queue_stats.redis_time(svc.redis),
     )
     data = [files_meta.public_view(m) for m in page.files]
-    return json_response(
-        {
-            "object": "list",
-            "data": data,
-            "first_id": data[0]["id"] if data else None,
-            "last_id": data[-1]["id"] if data else None,
-            "has_more": page.has_more,
-        }
-    )
+    return json_response(page_view(FileList, data, page.has_more))
 
 
 def owned_file(file_id: str, owner: str, param: str = "id") -> dict[str, str]:
@@ -260,4 +253,4 @@ def delete_file(file_id: str) -> Response:
             param="id",
         )
     bsvc.storage.delete(file_id)
-    return json_response({"id": file_id, "object": "file", "deleted": True})
+    return json_response(structs.asdict(FileDeleted(id=file_id, object="file", deleted=True)))

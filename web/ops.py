@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+import msgspec
 from flask import Blueprint, Response, current_app, request
+from msgspec import UNSET
 
 from chatq import queue_share, queue_stats, redis_check, redis_conn
 from chatq.errors import ApiError, backend_unavailable
 from chatq.metrics import Scrape, metrics_refusal, scrape_access
+from chatq.queue_objects import Health, Readiness
 from chatq.redis_conn import BACKEND_ERRORS
 from web.context import services
 from web.guard import authorize
 from web.http_metrics import EXTENSION
 from web.observability import render_metrics
-from web.openapi import document
+from web.openapi import served
 from web.responses import json_response
 
 bp = Blueprint("ops", __name__)
@@ -21,7 +24,7 @@ bp = Blueprint("ops", __name__)
 @bp.get("/healthz")
 def healthz() -> Response:
     """200 while the process runs."""
-    return json_response({"status": "ok"})
+    return json_response(msgspec.to_builtins(Health("ok")))
 
 
 @bp.get("/readyz")
@@ -41,11 +44,15 @@ def readyz() -> Response:
             type_="server_error",
             retry_after_s=svc.settings.backend_retry_after_s,
         )
-    body: dict[str, object] = {"status": "ok", "redis": True, **safety.fields()}
-    primary = redis_conn.primary_address(svc.redis)
-    if primary is not None:  # behind Sentinel: the primary this process writes to now
-        body["redis_primary"] = primary
-    return json_response(body)
+    primary = redis_conn.primary_address(svc.redis)  # behind Sentinel: the one written to now
+    ready = Readiness(
+        status="ok",
+        redis=True,
+        redis_noeviction=safety.noeviction,
+        redis_persistent=safety.persistent,
+        redis_primary=UNSET if primary is None else primary,
+    )
+    return json_response(msgspec.to_builtins(ready))
 
 
 @bp.get("/v1/queue")
@@ -75,4 +82,4 @@ def metrics() -> Response:
 @bp.get("/openapi.json")
 def openapi() -> Response:
     """The OpenAPI 3.1 document of this API."""
-    return json_response(document(services().settings))
+    return Response(served(services().settings), mimetype="application/json")

@@ -10,7 +10,7 @@ from typing import Any
 from flask import current_app, request
 from werkzeug.exceptions import RequestEntityTooLarge
 
-from chatq import json_input
+from chatq import jobs, json_input
 from chatq.errors import ApiError
 from chatq.tokens import Policy
 
@@ -122,8 +122,8 @@ def jittered(wait_s: float) -> float:
 
 def priority() -> str:
     """`?priority=`, interactive by default."""
-    value = request.args.get("priority", "interactive")
-    if value not in ("interactive", "batch"):
+    value = request.args.get("priority", jobs.PRIORITIES[0])
+    if value not in jobs.PRIORITIES:
         raise ApiError(
             400, "invalid_request", "`priority` must be interactive or batch.", param="priority"
         )

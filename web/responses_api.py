@@ -9,11 +9,13 @@ from typing import Any
 
 from flask import Blueprint, Response, g
 from flask import request as flask_request
+from msgspec import structs
 
 from chatq import jobs
 from chatq.erase import erase
 from chatq.errors import ApiError
 from chatq.response_input import invalid, unsupported
+from chatq.response_objects import ResponseDeleted
 from chatq.response_view import render
 from chatq.responses import conversation, is_stored, job_id_of, response_id, translate
 from chatq.tokens import Policy
@@ -226,4 +228,5 @@ def delete_response(rid: str) -> Response:
     log.info(
         "response %s deleted", job_id, extra={"job_id": job_id, "key": owner, "event": "delete"}
     )
-    return json_response({"id": response_id(job_id), "object": "response.deleted", "deleted": True})
+    deleted = ResponseDeleted(id=response_id(job_id), object="response.deleted", deleted=True)
+    return json_response(structs.asdict(deleted))

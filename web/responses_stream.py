@@ -11,10 +11,13 @@ import json
 import logging
 from collections.abc import Iterator
 
+import msgspec
+
 from chatq.erase import erase
 from chatq.errors import ApiError
 from chatq.response_events import FINAL_EVENT, EventMaker
 from chatq.response_input import JSONDict
+from chatq.response_objects import ResponseErrorEvent
 from chatq.responses import response_id
 from web.context import Services
 from web.events import STREAM_ENDING_ERRORS, follow
@@ -30,15 +33,8 @@ def sse_event(event: JSONDict) -> str:
 
 
 def _error(maker: EventMaker, code: str, message: str) -> str:
-    return sse_event(
-        {
-            "type": "error",
-            "code": code,
-            "message": message,
-            "param": None,
-            "sequence_number": maker.sequence_number,
-        }
-    )
+    event = ResponseErrorEvent("error", code, message, None, maker.sequence_number)
+    return sse_event(msgspec.to_builtins(event))
 
 
 def _events(svc: Services, record: dict[str, str], maker: EventMaker) -> Iterator[JSONDict | None]:

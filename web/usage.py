@@ -6,11 +6,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+import msgspec
 from flask import Blueprint, Response
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from chatq.limits import Window, duration_text
+from chatq.queue_objects import Bucket, RateLimits, Usage
 from chatq.redis_conn import BACKEND_ERRORS
 from web.context import Services, services
 from web.guard import authorize
@@ -19,7 +21,7 @@ from web.responses import json_response
 bp = Blueprint("usage", __name__, url_prefix="/v1")
 
 
-def _rate_limits(window: Window) -> dict[str, Any]:
+def _rate_limits(window: Window) -> RateLimits:
     """The minute's limits, named as OpenAI's x-ratelimit-* headers; null where none."""
     body: dict[str, Any] = {}
     lim = window.limits
@@ -30,45 +32,39 @@ def _rate_limits(window: Window) -> dict[str, Any]:
         body[f"limit_{kind}"] = limit or None
         body[f"remaining_{kind}"] = remaining if limit else None
         body[f"reset_{kind}"] = duration_text(full_in_s) if limit else None
-    return body
+    return RateLimits(**body)
 
 
-def _bucket(start: int, end: int, tokens: int, requests: int, budget: int) -> dict[str, Any]:
+def _bucket(start: int, end: int, tokens: int, requests: int, budget: int) -> Bucket:
     """One period's use, in the shape of OpenAI's usage buckets, with its budget."""
-    return {
-        "object": "bucket",
-        "start_time": start,
-        "end_time": end,
-        "num_model_requests": requests,
-        "tokens": tokens,
-        "limit_tokens": budget or None,
-        "remaining_tokens": max(0, budget - tokens) if budget else None,
-    }
+    left = max(0, budget - tokens) if budget else None
+    return Bucket("bucket", start, end, requests, tokens, budget or None, left)
 
 
 def usage_body(owner: str, window: Window) -> dict[str, Any]:
     """The /v1/usage object of key name `owner`."""
     lim = window.limits
-    return {
-        "object": "usage",
-        "key": owner,
-        "rate_limits": _rate_limits(window),
-        "day": _bucket(
+    usage = Usage(
+        object="usage",
+        key=owner,
+        rate_limits=_rate_limits(window),
+        day=_bucket(
             window.day_start,
             window.day_end,
             window.day_tokens,
             window.day_requests,
             lim.tokens_per_day,
         ),
-        "month": _bucket(
+        month=_bucket(
             window.month_start,
             window.month_end,
             window.month_tokens,
             window.month_requests,
             lim.tokens_per_month,
         ),
-        "reserved_tokens": window.reserved_tokens,
-    }
+        reserved_tokens=window.reserved_tokens,
+    )
+    return msgspec.to_builtins(usage)  # type: ignore[no-any-return]
 
 
 @bp.get("/usage")

@@ -7,9 +7,19 @@ import logging
 from typing import Any
 from urllib.parse import urlsplit
 
+import msgspec
 from flask import Blueprint, Response, request
+from msgspec import structs
 
 from chatq.errors import ApiError
+from chatq.webhook_objects import (
+    MAX_NAME_CHARS,
+    RotateSecretRequest,
+    WebhookDeliveryList,
+    WebhookEndpointDeleted,
+    WebhookEndpointList,
+    WebhookEndpointRequest,
+)
 from chatq.webhooks import EVENT_TYPES, Event
 from chatq.webhooks_addresses import literal_refused
 from chatq.webhooks_config import url_problem
@@ -23,7 +33,6 @@ from web.webhooks_routing import WebhookServices, webhook_services
 
 log = logging.getLogger(__name__)
 bp = Blueprint("webhooks", __name__, url_prefix="/v1/webhooks")
-MAX_NAME_CHARS = 256
 DEFAULT_PAGE = 20
 
 
@@ -117,7 +126,7 @@ def _name(raw: Any) -> str:
 def create_endpoint() -> Response:
     """A new endpoint of the caller's key; the answer carries its signing secret, once."""
     svc, hooks, owner = _caller()
-    body = _body("url", "name", "event_types")
+    body = _body(*WebhookEndpointRequest.__struct_fields__)
     url, name = _url(svc, body.get("url")), _name(body.get("name"))
     event_types = _event_types(body.get("event_types"))
     endpoint = hooks.endpoints.create(owner, url, name, event_types)
@@ -138,7 +147,7 @@ def list_endpoints() -> Response:
     """The caller's endpoints, without secrets."""
     _svc, hooks, owner = _caller()
     data = [e.public() for e in hooks.endpoints.of_owner(owner)]
-    return json_response({"object": "list", "data": data, "has_more": False})
+    return json_response(msgspec.to_builtins(WebhookEndpointList("list", data, False)))  # type: ignore[arg-type]
 
 
 @bp.get("/<endpoint_id>")
@@ -156,7 +165,8 @@ def delete_endpoint(endpoint_id: str) -> Response:
     _made_here(endpoint)
     hooks.endpoints.delete(endpoint)
     hooks.deliveries.forget(endpoint.id)
-    return json_response({"id": endpoint.id, "object": "webhook_endpoint.deleted", "deleted": True})
+    deleted = WebhookEndpointDeleted(endpoint.id, "webhook_endpoint.deleted", True)
+    return json_response(structs.asdict(deleted))
 
 
 @bp.post("/<endpoint_id>/rotate_secret")
@@ -165,7 +175,7 @@ def rotate_secret(endpoint_id: str) -> Response:
     _svc, hooks, owner = _caller()
     endpoint = _owned(hooks, owner, endpoint_id)
     _made_here(endpoint)
-    keep_old = _body("keep_old_secret_active_for_24_hours").get(
+    keep_old = _body(*RotateSecretRequest.__struct_fields__).get(
         "keep_old_secret_active_for_24_hours", False
     )
     if not isinstance(keep_old, bool):
@@ -195,9 +205,8 @@ def list_deliveries(endpoint_id: str) -> Response:
     records, more = hooks.deliveries.page(
         endpoint.id, params.limit_arg(DEFAULT_PAGE, MAX_LOG_PAGE), request.args.get("after")
     )
-    return json_response(
-        {"object": "list", "data": [public_view(r) for r in records], "has_more": more}
-    )
+    deliveries = WebhookDeliveryList("list", [public_view(r) for r in records], more)  # type: ignore[misc]
+    return json_response(msgspec.to_builtins(deliveries))
 
 
 @bp.post("/<endpoint_id>/deliveries/<delivery_id>/replay")

@@ -11,9 +11,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import msgspec
+
 from chatq import jobs
 from chatq.config import Settings
-from chatq.errors import INTERNAL_ERROR, UPSTREAM_TIMEOUT, failed_job_status
+from chatq.errors import INTERNAL_ERROR, UPSTREAM_TIMEOUT, JobError, failed_job_status
 from chatq.tokens import count_prompt_tokens
 from worker import metrics, running
 from worker.attempts import Attempt
@@ -233,8 +235,8 @@ def _complete(ctx: WorkerContext, handle: Handle, result: Attempt, tail: str) ->
 def _fail(ctx: WorkerContext, handle: Handle, result: Attempt) -> bool:
     status = failed_job_status(result.code, result.status)
     kind = "server_error" if result.code == INTERNAL_ERROR else "upstream_error"
-    error = {"type": kind, "code": result.code, "message": result.message}
-    fields = {"error": json.dumps(error), "error_status": str(status)}
+    error = JobError(kind, result.code, result.message)
+    fields = {"error": msgspec.json.encode(error).decode(), "error_status": str(status)}
     if not _finish(ctx, handle, jobs.FAILED, fields, "", "error"):
         return False
     metrics.JOBS_FINISHED.labels(jobs.FAILED).inc()
