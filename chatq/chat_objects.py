@@ -40,9 +40,12 @@ _CONTENT_OR_CALLS = Meta(
 )
 
 # The bounds OpenAI's published schema (CreateChatCompletionRequest) sets; the schema gives
-# the token fields no minimum, but OpenAI's API refuses one below 1. UNSET: not sent.
+# the token fields no bounds, but OpenAI's API refuses one below 1, and no model takes more
+# than a 32-bit count (llama.cpp's and vLLM's limits are C ints; the longest context windows
+# are some millions): a larger one is refused here, not sent upstream. UNSET: not sent.
+MAX_TOKENS_LIMIT = 2**31 - 1
 Penalty = Annotated[float, Meta(ge=-2, le=2)] | UnsetType
-Tokens = Annotated[int, Meta(ge=1)] | UnsetType
+Tokens = Annotated[int, Meta(ge=1, le=MAX_TOKENS_LIMIT)] | UnsetType
 AnyObject = JSONObject | UnsetType
 
 

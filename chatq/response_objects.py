@@ -9,6 +9,8 @@ from typing import Annotated, Any, Literal, get_args
 
 from msgspec import UNSET, Meta, Struct, UnsetType
 
+from chatq.chat_objects import MAX_TOKENS_LIMIT
+
 JSONObject = dict[str, Any]
 Empty = Annotated[list[Any], Meta(max_length=0)]
 Truncation = Literal["auto", "disabled"]
@@ -77,7 +79,9 @@ class ResponseRequest(_Closed, kw_only=True):
     ) = UNSET
     input: str | Annotated[list[InputMessage], Meta(min_length=1)]
     instructions: str | UnsetType | None = UNSET
-    max_output_tokens: Annotated[int, Meta(ge=MIN_OUTPUT_TOKENS)] | UnsetType | None = UNSET
+    max_output_tokens: (
+        Annotated[int, Meta(ge=MIN_OUTPUT_TOKENS, le=MAX_TOKENS_LIMIT)] | (UnsetType) | None
+    ) = UNSET
     temperature: Annotated[float, Meta(ge=0, le=2)] | UnsetType | None = UNSET
     top_p: Annotated[float, Meta(ge=0, le=1)] | UnsetType | None = UNSET
     metadata: Metadata | UnsetType | None = UNSET

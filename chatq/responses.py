@@ -14,6 +14,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, get_args
 
+from chatq.chat_objects import MAX_TOKENS_LIMIT
 from chatq.config import Settings
 from chatq.response_input import JSONDict, input_messages, invalid, unsupported
 from chatq.response_objects import (
@@ -129,6 +130,11 @@ def _max_output_tokens(body: JSONDict, cap: int) -> int | None:
     if value < MIN_OUTPUT_TOKENS:
         raise invalid(
             f"`max_output_tokens` must be at least {MIN_OUTPUT_TOKENS}, got {value}.",
+            "max_output_tokens",
+        )
+    if value > MAX_TOKENS_LIMIT:
+        raise invalid(
+            f"`max_output_tokens` must be at most {MAX_TOKENS_LIMIT}, got {value}.",
             "max_output_tokens",
         )
     if cap > 0 and value > cap:

@@ -115,6 +115,9 @@ BAD_FIELDS: list[tuple[dict[str, Any], str, str]] = [
     ({"messages": None}, "invalid_request", "messages"),
     ({"messages": []}, "invalid_request", "messages"),
     ({"messages": "hi"}, "invalid_request", "messages"),
+    # More than any model takes (a 32-bit count): refused, never sent upstream.
+    (_body(max_tokens=10**30), "invalid_request", "max_tokens"),
+    (_body(max_completion_tokens=2**31), "invalid_request", "max_completion_tokens"),
     ({"messages": {"role": "user"}}, "invalid_request", "messages"),
     ({"messages": ["hi"]}, "invalid_request", "messages[0]"),
     ({"messages": [*OK_MESSAGES, 7]}, "invalid_request", "messages[1]"),

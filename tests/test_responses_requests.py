@@ -132,6 +132,7 @@ REFUSED: list[tuple[dict[str, Any], str, str]] = [
     ({"max_output_tokens": 15}, "max_output_tokens", "invalid_request"),
     ({"max_output_tokens": MAX_OUTPUT_TOKENS + 1}, "max_output_tokens", "invalid_request"),
     ({"max_output_tokens": True}, "max_output_tokens", "invalid_request"),
+    ({"max_output_tokens": 10**30}, "max_output_tokens", "invalid_request"),
     ({"metadata": {"k": 1}}, "metadata", "invalid_request"),
     ({"metadata": {f"k{i}": "v" for i in range(17)}}, "metadata", "invalid_request"),
     ({"store": False}, "store", "invalid_request"),  # with background: true
