@@ -29,7 +29,7 @@ Time = Annotated[float, Meta(description="Unix time, seconds.")]
 
 
 class Job(Struct, forbid_unknown_fields=True):
-    """The job object of API.md."""
+    """The job object clients read (docs/api.md)."""
 
     id: Annotated[str, Meta(pattern=JOB_ID_PATTERN)]
     object: Literal["chat.completion.job"]

@@ -1,4 +1,4 @@
-"""The component schemas of the OpenAPI document: the JSON objects of API.md."""
+"""The component schemas of the OpenAPI document: the JSON objects of the API (docs/api.md)."""
 
 from __future__ import annotations
 
