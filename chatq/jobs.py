@@ -82,6 +82,7 @@ def public_view(record: dict[str, str]) -> JSONDict:
         "output_text": record.get("output_text", ""),
         "result": _json(record.get("result")),
         "error": _json(record.get("error")),
+        "trace_id": record.get("traceparent", "")[3:35] or None,
     }
 
 

@@ -201,6 +201,10 @@ def _job_schema() -> Schema:
             "description": "The upstream's `chat.completion`, once completed.",
         },
         error={"oneOf": [ref("JobError"), {"type": "null"}], "description": "Once failed."},
+        trace_id=_nullable(
+            "string",
+            "The W3C trace id the job runs in: the client's `traceparent`'s, else its own.",
+        ),
     )
     job["required"] = list(job["properties"])
     return job
