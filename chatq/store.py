@@ -188,17 +188,10 @@ class Store:
         answer = self._run("claim", keys.job(job_id), job_id, run_id, lease_s, park_s, *self.caps)
         if answer[0] != "claimed":
             return Claim(False, answer[0])
-        _, request, owner, created_at, prompt_tokens, traceparent, state = answer
+        _, request, owner, created_at, prompt_tokens, *trace = answer
         counted = int(prompt_tokens) if prompt_tokens else None
         return Claim(
-            True,
-            jobs.IN_PROGRESS,
-            request,
-            owner,
-            float(created_at or 0),
-            counted,
-            traceparent,
-            state,
+            True, jobs.IN_PROGRESS, request, owner, float(created_at or 0), counted, *trace
         )
 
     def begin_attempt(self, *, job_id: str, run_id: str, attempt: int) -> bool:

@@ -38,6 +38,7 @@ class Claim:
     prompt_tokens: int | None = None
     traceparent: str = ""
     tracestate: str = ""
+    trace_link: str = ""
 
 
 @dataclass(frozen=True)

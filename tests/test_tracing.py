@@ -12,9 +12,12 @@ from typing import Any
 import pytest
 import requests
 
+from chatq.webhooks import new_secret
+from tests.batchkit import jsonl, request_line, upload, wait_ended
 from tests.conftest import Stack, start_stack
 from tests.otlp_receiver import OtlpReceiver, Span
-from tests.procs import start_worker, wait_until
+from tests.procs import BOB_KEY, start_worker, wait_until
+from tests.webhook_receiver import Receiver
 
 pytestmark = pytest.mark.long
 
@@ -27,8 +30,11 @@ def otlp() -> Iterator[OtlpReceiver]:
 
 
 @pytest.fixture
-def traced(own_redis_url: str, fakellm: str, otlp: OtlpReceiver) -> Iterator[Stack]:
-    """A stack exporting its spans to `otlp` within a tenth of a second of their end."""
+def traced(
+    own_redis_url: str, fakellm: str, otlp: OtlpReceiver, receiver: Receiver
+) -> Iterator[Stack]:
+    """A stack exporting its spans to `otlp` within a tenth of a second of their end; bob's
+    jobs announce their end to `receiver`."""
     s = start_stack(
         own_redis_url,
         fakellm,
@@ -36,6 +42,7 @@ def traced(own_redis_url: str, fakellm: str, otlp: OtlpReceiver) -> Iterator[Sta
         OTEL_BSP_SCHEDULE_DELAY="100",
         OTEL_SERVICE_NAME="",
         CHATQ_LEASE="2",
+        CHATQ_WEBHOOKS=f"bob={receiver.url('/hooks')}#{new_secret()}",
     )
     yield s
     s.stop()
@@ -47,11 +54,16 @@ def _client_traceparent() -> tuple[str, str, str]:
     return f"00-{trace_id}-{span_id}-01", trace_id, span_id
 
 
-def _submit(s: Stack, model: str, traceparent: str = "", content: str = "") -> requests.Response:
+def _submit(
+    s: Stack, model: str, traceparent: str = "", content: str = "", **more: Any
+) -> requests.Response:
+    """POST /v1/jobs; `more`: the key (`key=`) and query parameters."""
     body = {"model": model, "messages": [{"role": "user", "content": content or "trace me"}]}
     headers = {"traceparent": traceparent, "tracestate": "client=1"} if traceparent else {}
-    response = s.session().post(f"{s.url}/v1/jobs", json=body, headers=headers, timeout=30)
-    assert response.status_code == 202, response.text
+    session = s.session(more.pop("key")) if "key" in more else s.session()
+    url = f"{s.url}/v1/jobs"
+    response = session.post(url, json=body, headers=headers, params=more, timeout=30)
+    assert response.status_code in (200, 202), response.text
     return response
 
 
@@ -151,6 +163,60 @@ def test_a_job_without_a_traceparent_gets_a_trace_of_its_own(
     [server] = _spans(otlp, trace_id, "POST /v1/jobs", 1)
     assert server.parent_id == ""
     assert len(_upstream_traceparents(fakellm, trace_id)) == 1
+
+
+def test_a_long_poll_is_a_span_of_its_request_with_its_wakes(
+    traced: Stack, otlp: OtlpReceiver
+) -> None:
+    traceparent, trace_id, _ = _client_traceparent()
+    created = _submit(traced, "fake:ttft=0.3", traceparent, wait="20")
+    assert created.json()["status"] == "completed"
+    [server] = _spans(otlp, trace_id, "POST /v1/jobs", 1)
+    [poll] = _spans(otlp, trace_id, "chatq long-poll", 1)
+    assert poll.parent_id == server.span_id
+    assert "chatq.wake" in poll.events and poll.attributes["chatq.wakes"] >= 1
+
+
+def test_a_webhook_delivery_is_a_client_span(
+    traced: Stack, otlp: OtlpReceiver, receiver: Receiver
+) -> None:
+    _submit(traced, "fake", content="announce me", key=BOB_KEY)
+    receiver.wait_for("/hooks", 1)
+    wait_until(lambda: any(s.name == "POST webhook" for s in otlp.spans), 15, "the delivery's span")
+    span = next(s for s in otlp.spans if s.name == "POST webhook")
+    assert (span.kind, span.service) == ("client", "chatq-worker")
+    assert span.attributes["http.response.status_code"] == 200
+    assert span.attributes["chatq.webhook.outcome"] == "delivered"
+
+
+def test_a_batch_s_lines_have_traces_of_their_own_linked_to_the_batch(
+    traced: Stack, otlp: OtlpReceiver
+) -> None:
+    traceparent, trace_id, _ = _client_traceparent()
+    lines = [request_line(f"line-{i}", f"line {i}") for i in range(3)]
+    file_id = upload(traced.url, jsonl(lines)).json()["id"]
+    body = {
+        "input_file_id": file_id,
+        "endpoint": "/v1/chat/completions",
+        "completion_window": "24h",
+    }
+    headers = {"traceparent": traceparent}
+    created = traced.session().post(
+        f"{traced.url}/v1/batches", json=body, headers=headers, timeout=30
+    )
+    assert created.status_code == 200, created.text
+    assert wait_ended(traced.url, created.json()["id"])["request_counts"]["completed"] == 3
+    [server] = _spans(otlp, trace_id, "POST /v1/batches", 1)
+    wait_until(
+        lambda: len(_linked_runs(otlp, (trace_id, server.span_id))) == 3, 15, "the lines' runs"
+    )
+    runs = _linked_runs(otlp, (trace_id, server.span_id))
+    assert len({run.trace_id for run in runs} | {trace_id}) == 4  # each line a trace of its own
+
+
+def _linked_runs(otlp: OtlpReceiver, link: tuple[str, str]) -> list[Span]:
+    with otlp.lock:
+        return [s for s in otlp.spans if s.name == "process chatq.run_job" and link in s.links]
 
 
 def test_with_tracing_off_the_trace_is_still_carried_to_the_upstream(

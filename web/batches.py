@@ -12,7 +12,7 @@ from flask import request as current_request
 from chatq import batches, files_meta
 from chatq.batch_lines import ENDPOINTS
 from chatq.errors import ApiError
-from web import holds, metrics, params
+from web import holds, metrics, params, tracing
 from web.context import Services, services
 from web.files import batch_services, expires_after_s, file_not_found, owned_file
 from web.guard import authorize
@@ -100,6 +100,7 @@ def create_batch() -> Response:
     svc, bsvc = services(), batch_services()
     owner = authorize(svc)
     record = _new_record(params.json_body(), owner, svc.settings.files_ttl_s)
+    record |= tracing.job_fields()  # its lines' traces link to it
     meta = owned_file(record["input_file_id"], owner, "input_file_id")
     if meta.get("purpose") != files_meta.PURPOSE_INPUT:
         raise _invalid(

@@ -3,6 +3,8 @@ when spans are exported (chatq/tracing.py), and its trace id in the `Chatq-Trace
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from flask import Flask, Response, g, has_request_context, request
@@ -68,3 +70,37 @@ def job_fields() -> dict[str, str]:
 def current_span() -> Any:
     """The current request's server span, or None (spans off, or no request)."""
     return g.get("chatq_span") if has_request_context() else None
+
+
+class LongPoll:
+    """A parked request's wait: its wakes, noted on its span (None with spans off)."""
+
+    def __init__(self, span: Any) -> None:
+        self.span = span
+        self.wakes = 0
+
+    def woke(self) -> None:
+        """A notification woke the request."""
+        self.wakes += 1
+        if self.span is not None:
+            self.span.add_event("chatq.wake")
+
+
+@contextmanager
+def long_poll(job_id: str) -> Iterator[LongPoll]:
+    """The span of a request parked on `job_id`, within its request's span."""
+    parent = current_span()
+    if parent is None:
+        yield LongPoll(None)
+        return
+    from opentelemetry.trace import set_span_in_context
+
+    span = tracing.tracer().start_span(
+        "chatq long-poll", context=set_span_in_context(parent), attributes={"chatq.job.id": job_id}
+    )
+    wait = LongPoll(span)
+    try:
+        yield wait
+    finally:
+        span.set_attribute("chatq.wakes", wait.wakes)
+        span.end()

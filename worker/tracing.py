@@ -49,8 +49,18 @@ def begin(job_id: str, claim: Claim) -> RunTrace:
         context=parent,
         kind=SpanKind.CONSUMER,
         attributes={**job, "messaging.operation.type": "process"},
+        links=_links(claim.trace_link),
     )
     return RunTrace(traceparent, state, span)
+
+
+def _links(traceparent: str) -> list[Any]:
+    """A link to the span `traceparent` names (a batch line's batch), if any."""
+    if not tracing.parse(traceparent):
+        return []
+    from opentelemetry.trace import Link, get_current_span
+
+    return [Link(get_current_span(tracing.context(traceparent)).get_span_context())]
 
 
 def attempt_started(
@@ -119,3 +129,29 @@ def ended(run: RunTrace, outcome: str) -> None:
     if run.span is not None:
         run.span.set_attribute("chatq.job.outcome", outcome)
         run.span.end(end_time=time.time_ns())
+
+
+def webhook_sent(url: str, event: str, sent: Any, started_ns: int) -> None:
+    """The client span of one webhook delivery attempt, started at `started_ns` (Unix ns),
+    in a trace of its own; `sent` is how it went (worker/webhooks_send.py's Sent)."""
+    if not tracing.ON:
+        return
+    from opentelemetry.trace import SpanKind, StatusCode
+
+    host = urlsplit(url)
+    span = tracing.tracer().start_span(
+        "POST webhook",
+        kind=SpanKind.CLIENT,
+        start_time=started_ns,
+        attributes={
+            "http.request.method": "POST",
+            "server.address": host.hostname or "",
+            "chatq.webhook.event": event,
+            "chatq.webhook.outcome": sent.outcome,
+        },
+    )
+    if sent.status_code is not None:
+        span.set_attribute("http.response.status_code", sent.status_code)
+    if sent.outcome != "delivered":
+        span.set_status(StatusCode.ERROR, sent.reason or sent.outcome)
+    span.end()

@@ -12,12 +12,13 @@
 -- ARGV: job id, run id, lease_s, park_s, the owners' cap (0: none), then owner/cap pairs
 --       that override it.
 -- Answers {'claimed', request, owner, created_at, prompt_tokens ('' when not counted),
---          traceparent, tracestate ('' when the job has none)},
+--          traceparent, tracestate, trace_link ('' when the job has none)}: a batch line's
+--          trace_link is its batch's traceparent, which its run links to.
 -- {'capped'}, or {status} of a job it cannot take ('missing' when there is none).
 local id, run, lease_s, park_s = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
 local v = redis.call('HMGET', K('job', id), 'status', 'run', 'request', 'owner', 'created_at',
                      'priority', 'attempts', 'started_at', 'parked', 'followed', 'watched',
-                     'prompt_tokens', 'traceparent', 'tracestate')
+                     'prompt_tokens', 'traceparent', 'tracestate', 'trace_link')
 if not v[1] then return {'missing'} end
 local again = v[1] == IN_PROGRESS and v[2] == run
 if v[1] ~= QUEUED and not again then return {v[1]} end
@@ -70,4 +71,4 @@ if not again then
     end
   end
 end
-return {'claimed', v[3], v[4], v[5], v[12] or '', v[13] or '', v[14] or ''}
+return {'claimed', v[3], v[4], v[5], v[12] or '', v[13] or '', v[14] or '', v[15] or ''}
