@@ -5,7 +5,8 @@ The trace context is always carried, whether spans are exported or not: a `/v1/*
 every upstream attempt sends a `traceparent` of its own in that trace. Spans are made and
 exported only when the standard `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` or
 `OTEL_EXPORTER_OTLP_ENDPOINT` is set (and `OTEL_SDK_DISABLED` is not `true`): `start` loads the
-SDK then, and `ON` says so; with it off, no OpenTelemetry module is even imported.
+SDK then, and `ON` says so; with it off, chatq imports no OpenTelemetry module (redis-py does,
+when installed, and records nothing unless configured).
 """
 
 from __future__ import annotations
