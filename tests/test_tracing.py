@@ -231,3 +231,6 @@ def test_with_tracing_off_the_trace_is_still_carried_to_the_upstream(
     assert sent.endswith("-01")
     fresh = _submit(stack, "fake", content="off and fresh")
     assert len(fresh.headers["Chatq-Trace-Id"]) == 32
+    invalid = f"00-{trace_id.upper()}-{client_span}-01"
+    ignored = _submit(stack, "fake", invalid, content="an invalid traceparent")
+    assert ignored.headers["Chatq-Trace-Id"] not in (trace_id, trace_id.upper())
