@@ -103,7 +103,8 @@ def test_one_trace_from_the_client_through_the_web_and_worker_to_the_upstream(
     assert server.attributes["http.response.status_code"] == 202
     [run] = _spans(otlp, trace_id, "process chatq.run_job", 1)
     [queued] = _spans(otlp, trace_id, "chatq queued", 1)
-    assert run.parent_id == queued.parent_id == server.span_id
+    [claim] = _spans(otlp, trace_id, "chatq claim", 1)
+    assert run.parent_id == queued.parent_id == claim.parent_id == server.span_id
     assert (run.kind, run.service) == ("consumer", "chatq-worker")
     [call] = _spans(otlp, trace_id, "chat fake:tokens=5", 1)
     assert (call.kind, call.parent_id) == ("client", run.span_id)

@@ -51,6 +51,7 @@ def run_job(ctx: WorkerContext, job_id: str) -> None:
     """Execute the job `job_id` unless another run has it or it has ended."""
     run_id = jobs.new_run_id()
     deadline = time.monotonic() + ctx.settings.job_timeout_s
+    claim_started_ns = time.time_ns()
     claim = persist(
         lambda: ctx.store.claim(job_id=job_id, run_id=run_id, lease_s=ctx.settings.lease_s),
         until=deadline,
@@ -65,7 +66,7 @@ def run_job(ctx: WorkerContext, job_id: str) -> None:
         json.loads(claim.request or "{}"),
         claim.created_at,
         claim.owner or "-",
-        tracing.begin(job_id, claim),
+        tracing.begin(job_id, claim, claim_started_ns),
         counted=claim.prompt_tokens,
     )
     transition(run, "in_progress")

@@ -26,9 +26,10 @@ class RunTrace:
     span: Any = None
 
 
-def begin(job_id: str, claim: Claim) -> RunTrace:
+def begin(job_id: str, claim: Claim, claim_started_ns: int) -> RunTrace:
     """The claimed job's run, in the trace its record carries (a job from before tracing was
-    carried gets a trace of its own); with spans on, its time queued recorded."""
+    carried gets a trace of its own); with spans on, its time queued (until the claim began,
+    at `claim_started_ns`, Unix ns) and its claim recorded."""
     traceparent = tracing.parse(claim.traceparent) or tracing.fresh()
     state = claim.tracestate if claim.traceparent else ""
     if not tracing.ON:
@@ -43,7 +44,10 @@ def begin(job_id: str, claim: Claim) -> RunTrace:
         start_time=int(claim.created_at * _NS_PER_S),
         attributes=job,
     )
-    queued.end()
+    queued.end(end_time=claim_started_ns)
+    tracer.start_span(
+        "chatq claim", context=parent, start_time=claim_started_ns, attributes=job
+    ).end()
     span = tracer.start_span(
         "process chatq.run_job",
         context=parent,
