@@ -192,7 +192,7 @@ def _rabbitmq_conf(url: str) -> dict[str, Any]:
 
 
 def message_for_create(
-    app: Celery, settings: Settings, job_id: str, priority: str, owner: str
+    app: Celery, settings: Settings, job_id: str, priority: str, owner: str, traceparent: str = ""
 ) -> tuple[str, str]:
     """The run message for the script that creates the job to push with it
     (chatq/lua/create.lua), as run_message gives it, where the broker is Redis and the very
@@ -200,10 +200,17 @@ def message_for_create(
     (enqueue)."""
     if is_amqp(app) or settings.broker_url or settings.state_url:
         return "", ""
-    return run_message(app, job_id, priority, owner)
+    return run_message(app, job_id, priority, owner, traceparent)
 
 
-def run_message(app: Celery, job_id: str, priority: str, owner: str) -> tuple[str, str]:
+def _trace_headers(traceparent: str) -> dict[str, str]:
+    """The run message's own headers: the job's traceparent, if it has one."""
+    return {"traceparent": traceparent} if traceparent else {}
+
+
+def run_message(
+    app: Celery, job_id: str, priority: str, owner: str, traceparent: str = ""
+) -> tuple[str, str]:
     """The run message of `job_id` as kombu's Redis transport would push it onto the list of
     its queue: (that list, the message). Celery writes the task message; the envelope is
     kombu's (tests/test_run_message.py holds it to what `enqueue` sends)."""
@@ -216,7 +223,7 @@ def run_message(app: Celery, job_id: str, priority: str, owner: str) -> tuple[st
         "body": base64.b64encode(data.encode() if isinstance(data, str) else data).decode(),
         "content-encoding": encoding,
         "content-type": content_type,
-        "headers": headers,
+        "headers": {**headers, **_trace_headers(traceparent)},
         "properties": {
             **properties,
             "delivery_mode": 2,  # persistent, as a Queue's exchange sends by default
@@ -230,11 +237,16 @@ def run_message(app: Celery, job_id: str, priority: str, owner: str) -> tuple[st
 
 
 def enqueue(
-    app: Celery, job_id: str, priority: str, state: redis.Redis | None = None, owner: str = ""
+    app: Celery,
+    job_id: str,
+    priority: str,
+    state: redis.Redis | None = None,
+    owner: str = "",
+    traceparent: str = "",
 ) -> None:
-    """Send the run message for `job_id`, carrying nothing but the id, to its lane's queue of
-    `owner` (on Redis). On RabbitMQ, once the broker confirms it, the job's record in `state`
-    says so (see chatq/rabbit.py)."""
+    """Send the run message for `job_id`, carrying nothing but the id (and the job's
+    `traceparent` header, if given), to its lane's queue of `owner` (on Redis). On RabbitMQ,
+    once the broker confirms it, the job's record in `state` says so (see chatq/rabbit.py)."""
     if not is_amqp(app):
         queue = _queue_of(app, priority, owner)
         app.send_task(
@@ -244,6 +256,7 @@ def enqueue(
             queue=queue,
             routing_key=queue,
             retry=True,
+            headers=_trace_headers(traceparent),
         )
         return
     if state is None:
@@ -257,5 +270,6 @@ def enqueue(
         priority=rabbit.LANE_PRIORITY[priority],
         retry=True,
         confirm_timeout=rabbit.CONFIRM_TIMEOUT_S,
+        headers=_trace_headers(traceparent),
     )
     rabbit.SentMarks(state).mark(job_id)

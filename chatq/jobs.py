@@ -46,6 +46,13 @@ class Job(Struct, forbid_unknown_fields=True):
         ChatCompletion | None, Meta(description="The upstream's `chat.completion`, once completed.")
     ]
     error: Annotated[JobError | None, Meta(description="Once failed.")]
+    trace_id: Annotated[
+        str | None,
+        Meta(
+            description="The W3C trace id the job runs in: the client's `traceparent`'s, "
+            "else its own."
+        ),
+    ]
 
 
 def new_job_id(shard: str = "") -> str:
@@ -113,6 +120,7 @@ def public_view(record: dict[str, str]) -> JSONDict:
         output_text=record.get("output_text", ""),
         result=_json(record.get("result")),
         error=_json(record.get("error")),
+        trace_id=record.get("traceparent", "")[3:35] or None,
     )
     return structs.asdict(job)
 

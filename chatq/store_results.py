@@ -28,7 +28,7 @@ class Created:
 @dataclass(frozen=True)
 class Claim:
     """The answer of `claim`: the job's request and owner (and its prompt's token count, if
-    made when it was submitted), or the status that prevented it."""
+    made when it was submitted, and the trace it runs in), or the status that prevented it."""
 
     claimed: bool
     status: str = ""
@@ -36,6 +36,9 @@ class Claim:
     owner: str = ""
     created_at: float = 0.0
     prompt_tokens: int | None = None
+    traceparent: str = ""
+    tracestate: str = ""
+    trace_link: str = ""
 
 
 @dataclass(frozen=True)

@@ -62,13 +62,13 @@ class ClaimArgs(NamedTuple):
 
 
 def decode_claim(answer: list[Any]) -> Claim:
-    """claim.lua's answer {'claimed', request, owner, created_at, prompt_tokens}, or
-    {status} of a job it did not take."""
+    """claim.lua's answer {'claimed', request, owner, created_at, prompt_tokens, traceparent,
+    tracestate, trace_link}, or {status} of a job it did not take."""
     if answer[0] != "claimed":
         return Claim(False, answer[0])
-    _, request, owner, created_at, prompt_tokens = answer
+    _, request, owner, created_at, prompt_tokens, *trace = answer
     counted = int(prompt_tokens) if prompt_tokens else None
-    return Claim(True, jobs.IN_PROGRESS, request, owner, float(created_at or 0), counted)
+    return Claim(True, jobs.IN_PROGRESS, request, owner, float(created_at or 0), counted, *trace)
 
 
 CLAIM = LuaScript("claim.lua", ClaimArgs, decode_claim, anchor=_job_slot)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import hmac
 import json
+from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -38,6 +39,10 @@ class Stats:
         self.requests = 0
         self.connections_opened = 0
         self.rate_limited = 0
+
+
+# The `traceparent` headers of the last this many chat requests, for `GET /stats/traceparents`.
+TRACEPARENTS_KEPT = 1000
 
 
 class CountingServer(web.Server):
@@ -89,6 +94,7 @@ class FakeLLM:
 
     def __init__(self, api_key: str | None = None, limits: RateLimits | None = None) -> None:
         self.stats = Stats()
+        self.traceparents: deque[str] = deque(maxlen=TRACEPARENTS_KEPT)
         self.limits = limits or RateLimits()
         self._api_key = api_key
         self._attempts = AttemptCounter()
@@ -97,6 +103,7 @@ class FakeLLM:
             "/v1/models": {"GET": self._models},
             "/stats": {"GET": self._stats},
             "/stats/reset": {"POST": self._reset},
+            "/stats/traceparents": {"GET": self._traceparents},
             "/limits": {"GET": self._get_limits, "POST": self._set_limits},
         }
 
@@ -129,6 +136,9 @@ class FakeLLM:
 
     async def _chat(self, request: web.BaseRequest) -> web.StreamResponse:
         self.stats.requests += 1
+        traceparent = request.headers.get("traceparent")
+        if traceparent is not None:
+            self.traceparents.append(traceparent)
         try:
             return await chat_completions(request, self._attempts, self.limits)
         except ApiError as error:
@@ -158,8 +168,13 @@ class FakeLLM:
     async def _stats(self, request: web.BaseRequest) -> web.StreamResponse:
         return _json(json.dumps(asdict(self.stats)).encode())
 
+    async def _traceparents(self, request: web.BaseRequest) -> web.StreamResponse:
+        """The `traceparent` of each recent chat request that sent one, oldest first."""
+        return _json(json.dumps({"traceparents": list(self.traceparents)}).encode())
+
     async def _reset(self, request: web.BaseRequest) -> web.StreamResponse:
         self.stats.reset()
+        self.traceparents.clear()
         return _json(json.dumps(asdict(self.stats)).encode())
 
 

@@ -239,7 +239,7 @@ def test_every_port_is_published_on_loopback_by_default(resolved: dict[str, Any]
         for name, service in resolved["services"].items()
         if service.get("ports")
     }
-    assert set(published) == {"web", "prometheus", "grafana"}
+    assert set(published) == {"web", "prometheus", "grafana", "jaeger"}
     for name, ports in published.items():
         assert [address for address, _, _ in ports] == ["127.0.0.1"], (name, ports)
     assert published["web"] == [("127.0.0.1", "8000", "8000")]
@@ -248,8 +248,29 @@ def test_every_port_is_published_on_loopback_by_default(resolved: dict[str, Any]
 def test_publish_address_opens_the_web_only(compose: dict[str, Any]) -> None:
     opened = _resolve(compose, {**SECRETS, "PUBLISH_ADDRESS": "0.0.0.0"})["services"]
     assert _ports(opened["web"]) == [("0.0.0.0", "8000", "8000")]
-    for name in ("prometheus", "grafana"):
+    for name in ("prometheus", "grafana", "jaeger"):
         assert [address for address, _, _ in _ports(opened[name])] == ["127.0.0.1"]
+
+
+def test_the_monitoring_profile_adds_jaeger_that_chatq_sends_spans_to_only_when_told(
+    compose: dict[str, Any],
+) -> None:
+    services = compose["services"]
+    assert services["jaeger"]["profiles"] == ["monitoring"]
+    assert _environment(services["jaeger"])["COLLECTOR_OTLP_ENABLED"] == "true"
+    for name in ("web", "worker"):
+        assert (
+            _environment(_resolve(compose, SECRETS)["services"][name])[
+                "OTEL_EXPORTER_OTLP_ENDPOINT"
+            ]
+            == ""
+        )
+        told = _resolve(compose, {**SECRETS, "OTEL_EXPORTER_OTLP_ENDPOINT": "http://jaeger:4318"})
+        assert _environment(told["services"][name])["OTEL_EXPORTER_OTLP_ENDPOINT"] == (
+            "http://jaeger:4318"
+        )
+    datasource = (ROOT / "deploy/grafana/provisioning/datasources/jaeger.yml").read_text()
+    assert "url: http://jaeger:16686" in datasource
 
 
 # --- Redis -------------------------------------------------------------------------------------

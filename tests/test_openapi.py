@@ -65,6 +65,7 @@ JOB_FIELDS = {
     "output_text",
     "result",
     "error",
+    "trace_id",
 }
 
 DOC_URI = "urn:chatq:openapi"

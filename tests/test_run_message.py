@@ -63,6 +63,20 @@ def test_the_message_built_for_the_script_is_the_one_celery_sends(
     assert json.loads(built)["properties"]["delivery_tag"] != sent["properties"]["delivery_tag"]
 
 
+def test_the_message_carries_the_job_s_traceparent_as_celery_sends_it(
+    server: LocalRedis, client: redis.Redis
+) -> None:
+    traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+    app = celery_app.make_celery(_settings(server.url))
+    celery_app.enqueue(
+        app, "job_" + "d" * 32, "interactive", owner="alice", traceparent=traceparent
+    )
+    _, built = celery_app.run_message(app, "job_" + "d" * 32, "interactive", "alice", traceparent)
+    [sent] = _messages(client)
+    assert sent["headers"]["traceparent"] == traceparent
+    assert _without_tag(json.loads(built)) == _without_tag(sent)
+
+
 def test_a_submitted_job_has_its_message_once_and_a_follower_none(
     server: LocalRedis, client: redis.Redis
 ) -> None:

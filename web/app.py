@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from flask import Flask
 
-from chatq import broker, config, logs, redis_check, redis_conn
+from chatq import broker, config, logs, redis_check, redis_conn, tracing
 from chatq.cache import LocalCache
 from chatq.celery_app import make_celery
 from chatq.config import Settings
@@ -28,6 +28,7 @@ from web import (
     usage,
     webhooks,
 )
+from web import tracing as web_tracing
 from web.admission import Admission, add_rate_headers
 from web.auth import KeyRing
 from web.context import Services
@@ -88,6 +89,8 @@ def create_app(settings: Settings | None = None) -> Flask:
     app.extensions["chatq"] = svc
     observability.install_request_log(app, settings.access_log)
     http_metrics.install(app, settings.metrics_dir)
+    tracing.start("chatq-web")
+    web_tracing.install(app)
     errors.register(app)
     app.register_blueprint(jobs.bp)
     app.register_blueprint(events.bp)

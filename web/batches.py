@@ -18,7 +18,7 @@ from chatq.response_objects import (
     MAX_METADATA_KEYS,
     MAX_METADATA_VALUE_CHARS,
 )
-from web import holds, metrics, params
+from web import holds, metrics, params, tracing
 from web.context import Services, services
 from web.files import batch_services, expires_after_s, file_not_found, owned_file
 from web.guard import authorize
@@ -105,6 +105,7 @@ def create_batch() -> Response:
     svc, bsvc = services(), batch_services()
     owner = authorize(svc)
     record = _new_record(params.json_body(), owner, svc.settings.files_ttl_s)
+    record |= tracing.job_fields()  # its lines' traces link to it
     meta = owned_file(record["input_file_id"], owner, "input_file_id")
     if meta.get("purpose") != files_meta.PURPOSE_INPUT:
         raise _invalid(

@@ -121,7 +121,11 @@ def cancel_job(job_id: str) -> Response:
         # They were waiting on this job's upstream call: now they run on their own.
         follower = svc.store.get(follower_id) or {}
         enqueue(
-            svc, follower_id, follower.get("priority") or "interactive", follower.get("owner", "")
+            svc,
+            follower_id,
+            follower.get("priority") or "interactive",
+            follower.get("owner", ""),
+            follower.get("traceparent", ""),
         )
     record = load_owned(svc, job_id, owner)
     return json_response(jobs.public_view(record))

@@ -194,7 +194,11 @@ def _detach(svc: Services, followers: tuple[str, ...]) -> None:
         # They were waiting on this job's upstream call: now they run on their own.
         follower = svc.store.get(follower_id) or {}
         enqueue(
-            svc, follower_id, follower.get("priority") or "interactive", follower.get("owner", "")
+            svc,
+            follower_id,
+            follower.get("priority") or "interactive",
+            follower.get("owner", ""),
+            follower.get("traceparent", ""),
         )
 
 

@@ -12,7 +12,7 @@ from typing import Any
 from chatq import cache, celery_app, jobs, keys
 from chatq.errors import ApiError
 from chatq.store_results import Created, CreateKind
-from web import metrics
+from web import metrics, tracing
 from web.context import Services
 from web.webhooks_routing import record_fields
 
@@ -106,6 +106,7 @@ def _draft(
         jobs.new_record(job_id, owner, request["model"], priority, request, time.time()) | fields
     )
     record |= record_fields(svc, owner)  # announce its end to webhooks, if any
+    record |= tracing.job_fields()
     if rule.store_ttl_s:
         record |= {"cache_key": key, "cache_ttl": str(rule.store_ttl_s)}
     if not rule.lookup:
@@ -188,7 +189,8 @@ def _make(
             return found
         if earlier:  # its job is gone (deleted, or never made): the key is this job's now
             svc.redis.set(idem[0], idem[1], ex=svc.settings.job_ttl_s)
-    queue, message = ("", "") if draft.hit else _message(svc, job_id, priority, owner)
+    traceparent = record.get("traceparent", "")
+    queue, message = ("", "") if draft.hit else _message(svc, job_id, priority, owner, traceparent)
     created = _create(svc, draft, queue, message)
     if created.kind is CreateKind.CACHED:
         # The identical job it would have followed finished after our cache lookup.
@@ -200,13 +202,17 @@ def _make(
         return svc.store.get(job_id) or record
     if not draft.hit:
         if not queue:  # the broker is not the store's Redis: the create pushed no message
-            enqueue(svc, job_id, priority, owner)
+            enqueue(svc, job_id, priority, owner, traceparent)
         metrics.JOBS_SUBMITTED.labels(priority).inc()
     return record
 
 
-def _message(svc: Services, job_id: str, priority: str, owner: str) -> tuple[str, str]:
-    return celery_app.message_for_create(svc.celery, svc.settings, job_id, priority, owner)
+def _message(
+    svc: Services, job_id: str, priority: str, owner: str, traceparent: str
+) -> tuple[str, str]:
+    return celery_app.message_for_create(
+        svc.celery, svc.settings, job_id, priority, owner, traceparent
+    )
 
 
 def _create(svc: Services, draft: Draft, queue: str = "", message: str = "") -> Created:
@@ -222,10 +228,12 @@ def _create(svc: Services, draft: Draft, queue: str = "", message: str = "") -> 
     )
 
 
-def enqueue(svc: Services, job_id: str, priority: str, owner: str) -> None:
+def enqueue(svc: Services, job_id: str, priority: str, owner: str, traceparent: str = "") -> None:
     """Send a queued job's message to its owner's queue; if that fails the sweeper sends it
     once its lease runs out."""
     try:
-        celery_app.enqueue(svc.celery, job_id, priority, state=svc.redis, owner=owner)
+        celery_app.enqueue(
+            svc.celery, job_id, priority, state=svc.redis, owner=owner, traceparent=traceparent
+        )
     except Exception:
         log.exception("could not send the message for %s; the sweeper will", job_id)

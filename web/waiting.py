@@ -14,7 +14,7 @@ from chatq import jobs, keys
 from chatq.errors import job_not_found
 from chatq.job_events import Event, parse_events
 from chatq.notify import Waiter
-from web import metrics
+from web import metrics, tracing
 from web.context import Services
 from web.params import jittered
 
@@ -66,12 +66,13 @@ def _wait(
     """`value`, read after `waiter` was registered, once ready or when the hold ends."""
     listener = svc.listener
     deadline = time.monotonic() + hold.timeout_s
-    with metrics.WAITERS.track_inprogress():
+    with metrics.WAITERS.track_inprogress(), tracing.long_poll(waiter.job_id) as poll:
         while not ready(value) and not listener.stops(hold.through_drain):
             remaining_s = min(deadline, listener.hold_until) - time.monotonic()
             if remaining_s <= 0:
                 break
             if waiter.wait(remaining_s):
+                poll.woke()
                 value = read(waiter)
     return value
 

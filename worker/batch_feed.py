@@ -17,7 +17,7 @@ import logging
 import time
 from dataclasses import replace
 
-from chatq import batch_lines, batches, celery_app, jobs, keys, queue_stats
+from chatq import batch_lines, batches, celery_app, jobs, keys, queue_stats, tracing
 from chatq.batch_lines import Line, LineError
 from chatq.store_results import CreateKind
 from worker import limits
@@ -65,6 +65,9 @@ def _line_record(turn: Turn, line: LineJob, job_id: str) -> dict[str, str]:
             "batch": turn.batch_id,
             "batch_line": str(line.number),
             "custom_id": line.custom_id,
+            # A trace of its own, linked to its batch's: not one trace of a million lines.
+            "traceparent": tracing.fresh(),
+            "trace_link": turn.record.get("traceparent", ""),
         }
     )
 

@@ -113,8 +113,15 @@ class Monitor:
                 self._send_again(job)
 
     def _send_again(self, job: Swept) -> None:
+        # The job's trace goes with its message again (the record keeps it in any case).
+        traceparent = self.ctx.store.redis.hget(keys.job(job.job_id), "traceparent") or ""
         celery_app.enqueue(
-            self.ctx.celery, job.job_id, job.priority, state=self.ctx.store.redis, owner=job.owner
+            self.ctx.celery,
+            job.job_id,
+            job.priority,
+            state=self.ctx.store.redis,
+            owner=job.owner,
+            traceparent=str(traceparent),
         )
         level, why = _RESENT[job.outcome]
         log.log(level, "job %s sent again (%s)", job.job_id, why)

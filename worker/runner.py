@@ -17,7 +17,7 @@ from chatq import jobs
 from chatq.config import Settings
 from chatq.errors import INTERNAL_ERROR, UPSTREAM_TIMEOUT, JobError, failed_job_status
 from chatq.tokens import count_prompt_tokens
-from worker import metrics, running
+from worker import metrics, running, tracing
 from worker.attempts import Attempt
 from worker.context import WorkerContext
 from worker.endpoints import endpoint_label
@@ -37,6 +37,7 @@ class Run:
     request: dict[str, Any]
     created_at: float
     owner: str
+    trace: tracing.RunTrace
     started: float = field(default_factory=time.monotonic)
     tried: set[str] = field(default_factory=set)
     counted: int | None = None
@@ -52,6 +53,7 @@ def run_job(ctx: WorkerContext, job_id: str) -> None:
     """Execute the job `job_id` unless another run has it or it has ended."""
     run_id = jobs.new_run_id()
     deadline = time.monotonic() + ctx.settings.job_timeout_s
+    claim_started_ns = time.time_ns()
     claim = persist(
         lambda: ctx.store.claim(job_id=job_id, run_id=run_id, lease_s=ctx.settings.lease_s),
         until=deadline,
@@ -66,6 +68,7 @@ def run_job(ctx: WorkerContext, job_id: str) -> None:
         json.loads(claim.request or "{}"),
         claim.created_at,
         claim.owner or "-",
+        tracing.begin(job_id, claim, claim_started_ns),
         counted=claim.prompt_tokens,
     )
     transition(run, "in_progress")
@@ -79,6 +82,7 @@ def run_job(ctx: WorkerContext, job_id: str) -> None:
         busy_s = time.monotonic() - run.started
         metrics.JOB_DURATION.observe(busy_s)
         ctx.store.rates.ran(busy_s, claim.owner or "")
+        tracing.ended(run.trace, run.handle.abort_reason or "ran")
 
 
 def _upstream_body(request: dict[str, Any]) -> dict[str, Any]:
@@ -102,8 +106,8 @@ def _backoff_s(settings: Settings, attempt_no: int, result: Attempt) -> float:
     return random.uniform(0, ceiling)
 
 
-def _call(ctx: WorkerContext, run: Run) -> tuple[str, Attempt, str]:
-    """One attempt on the best endpoint: (endpoint, outcome, text not yet written)."""
+def _call(ctx: WorkerContext, run: Run, attempt_no: int) -> tuple[str, Attempt, str]:
+    """Attempt `attempt_no` on the best endpoint: (endpoint, outcome, text not yet written)."""
     s, handle = ctx.settings, run.handle
     url = ctx.endpoints.choose(run.tried)
     run.tried.add(url)
@@ -111,6 +115,9 @@ def _call(ctx: WorkerContext, run: Run) -> tuple[str, Attempt, str]:
         return endpoint_label(url), _no_turn(), ""
     writer = ctx.flusher.writer(handle, s.flush_max_chars)
     timeouts = Timeouts(s.connect_timeout_s, s.first_byte_timeout_s, s.read_timeout_s)
+    span, trace = tracing.attempt_started(
+        run.trace, url, str(run.request.get("model", "")), attempt_no
+    )
     started = time.monotonic()
     result = attempt(
         ctx.session,
@@ -121,7 +128,9 @@ def _call(ctx: WorkerContext, run: Run) -> tuple[str, Attempt, str]:
         handle,
         writer,
         ctx.redact,
+        trace,
     )
+    tracing.attempt_ended(span, result)
     ctx.pacer.after(url, result)
     label = endpoint_label(url)
     metrics.UPSTREAM_DURATION.labels(label, result.label).observe(time.monotonic() - started)
@@ -147,7 +156,7 @@ def _execute(ctx: WorkerContext, run: Run) -> None:
     for attempt_no in range(s.max_attempts):
         if handle.abort_reason or not _begin(ctx, handle, attempt_no + 1):
             break
-        label, result, tail = _call(ctx, run)
+        label, result, tail = _call(ctx, run, attempt_no + 1)
         if handle.abort_reason:
             break
         if result.ok:
@@ -161,6 +170,7 @@ def _execute(ctx: WorkerContext, run: Run) -> None:
                 transition(run, jobs.FAILED, result.code)
             return
         metrics.UPSTREAM_RETRIES.labels(label, result.label).inc()
+        tracing.retrying(run.trace, result, delay_s)
         log.info(
             "job %s attempt %d failed (%s); retrying in %.2fs",
             handle.job_id,

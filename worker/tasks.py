@@ -11,7 +11,17 @@ from typing import Any
 from celery import signals
 from kombu.utils.compat import detect_environment
 
-from chatq import celery_app, config, fair, files, gcpause, logs, redis_check, redis_conn
+from chatq import (
+    celery_app,
+    config,
+    fair,
+    files,
+    gcpause,
+    logs,
+    redis_check,
+    redis_conn,
+    tracing,
+)
 from chatq.celery_app import RUN_JOB_TASK, make_celery
 from chatq.lua_scripts import is_cluster
 from worker import batches, greenlets, metrics, metrics_http, pollfix, relay
@@ -54,6 +64,13 @@ def _tune_gevent_pool(**_: Any) -> None:
         if not celery_app.is_amqp(app):  # RabbitMQ pushes messages: no poll to shorten
             pollfix.install()
         greenlets.install()
+
+
+@signals.worker_init.connect
+def _start_tracing(**_: Any) -> None:
+    # Spans only with an OTLP endpoint set (chatq/tracing.py); a forked pool's processes
+    # inherit the exporter, which the SDK restarts in each after the fork.
+    tracing.start("chatq-worker")
 
 
 @signals.worker_init.connect

@@ -107,6 +107,7 @@ def _stream_call(
     handle: Handle,
     writer: DeltaWriter,
     redact: Redactor,
+    trace: Mapping[str, str] | None,
 ) -> Attempt:
     started = time.monotonic()
     first_byte_s = min(timeouts.first_byte_s, max(0.01, handle.remaining_s))
@@ -115,7 +116,7 @@ def _stream_call(
         # still waits for its first byte.
         with handle.calling():
             timeout_s = (timeouts.connect_s, first_byte_s)
-            resp = session.post_streamed(url, _encoded(body), headers, timeout_s)
+            resp = session.post_streamed(url, _encoded(body), headers, timeout_s, trace)
         # On leaving: a body read to its end has put its connection back in the pool already;
         # one left unread is closed, since it cannot carry the next request.
         with resp:
@@ -144,10 +145,12 @@ def attempt(
     handle: Handle,
     writer: DeltaWriter,
     redact: Redactor,
+    trace: Mapping[str, str] | None = None,
 ) -> Attempt:
-    """One streamed call to `url`: how it ended. Raises only the job store's errors."""
+    """One streamed call to `url`: how it ended. Raises only the job store's errors. `trace`:
+    this attempt's own trace headers (`traceparent`), sent beside `headers`."""
     try:
-        return _stream_call(session, url, body, headers, timeouts, handle, writer, redact)
+        return _stream_call(session, url, body, headers, timeouts, handle, writer, redact, trace)
     except STORE_ERRORS:
         raise
     except InvalidChunk as exc:

@@ -167,11 +167,19 @@ class UpstreamSession(requests.Session):
         self._heads: dict[tuple[str, tuple[tuple[str, str], ...]], PreparedRequest] = {}
 
     def post_streamed(
-        self, url: str, body: bytes, headers: Mapping[str, str], timeout_s: tuple[float, float]
+        self,
+        url: str,
+        body: bytes,
+        headers: Mapping[str, str],
+        timeout_s: tuple[float, float],
+        per_call: Mapping[str, str] | None = None,
     ) -> requests.Response:
         """Send a POST; answer its response once the headers have come, the body unread.
-        `timeout_s`: seconds to connect, and to wait for each read."""
+        `timeout_s`: seconds to connect, and to wait for each read; `per_call`: headers of this
+        call only (its `traceparent`), kept out of the prepared heads."""
         request = self._head(url, headers).copy()
+        if per_call:
+            request.headers.update(per_call)
         request.prepare_body(body, None)
         return self.send(
             request,

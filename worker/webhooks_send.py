@@ -25,6 +25,7 @@ from urllib3.exceptions import LocationValueError
 from chatq import webhooks
 from chatq.webhooks_net import causes, guarded_session, refused
 from chatq.webhooks_store import Endpoint
+from worker import tracing
 
 USER_AGENT = "chatq-webhooks/1"
 DELIVERED = "delivered"
@@ -172,6 +173,19 @@ def send(
 ) -> Sent:
     """POST the delivery's event to `endpoint`, signed at `now_s` (Redis's clock), within
     `deadline`; never raises."""
+    started_ns = time.time_ns()
+    sent = _send(http, endpoint, record, now_s, deadline)
+    tracing.webhook_sent(endpoint.url, record.get("event", ""), sent, started_ns)
+    return sent
+
+
+def _send(
+    http: requests.Session,
+    endpoint: Endpoint,
+    record: dict[str, str],
+    now_s: float,
+    deadline: Deadline,
+) -> Sent:
     started = time.monotonic()
     _attempt.deadline = deadline
     try:

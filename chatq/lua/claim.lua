@@ -11,11 +11,13 @@
 --
 -- Arguments: id, run, lease_s, park_s, cap (the owners' cap, 0: none), then caps: owner/cap
 --       pairs that override it.
--- Answers {'claimed', request, owner, created_at, prompt_tokens ('' when not counted)},
+-- Answers {'claimed', request, owner, created_at, prompt_tokens ('' when not counted),
+--          traceparent, tracestate, trace_link ('' when the job has none)}: a batch line's
+--          trace_link is its batch's traceparent, which its run links to.
 -- {'capped'}, or {status} of a job it cannot take ('missing' when there is none).
 local v = redis.call('HMGET', K('job', id), 'status', 'run', 'request', 'owner', 'created_at',
                      'priority', 'attempts', 'started_at', 'parked', 'followed', 'watched',
-                     'prompt_tokens')
+                     'prompt_tokens', 'traceparent', 'tracestate', 'trace_link')
 if not v[1] then return {'missing'} end
 local again = v[1] == IN_PROGRESS and v[2] == run
 if v[1] ~= QUEUED and not again then return {v[1]} end
@@ -68,4 +70,4 @@ if not again then
     end
   end
 end
-return {'claimed', v[3], v[4], v[5], v[12] or ''}
+return {'claimed', v[3], v[4], v[5], v[12] or '', v[13] or '', v[14] or '', v[15] or ''}
