@@ -30,6 +30,9 @@ from bench.stats import summary_ms
 from tests.procs import ALICE_KEY
 
 E2E_MEASURED = 1000
+# The ends start this long after the first submission: submitting and parking come first.
+SUBMIT_LEAD_S = 2.0
+SUBMITS_PER_S = 80
 STACKS = [
     (
         "e2ewake",
@@ -43,19 +46,21 @@ STACKS = [
 ]
 
 
-def _submit(url: str, ttfts_s: list[float]) -> list[str]:
-    """One job per ttft, through the public API; their ids."""
+def _submit(url: str, ends_s: list[float]) -> list[str]:
+    """One job per end time (Unix seconds), through the public API; their ids. Each job's
+    ttft is set at its submission, so that the time the submissions take moves no end."""
     session = requests.Session()
     headers = {"Authorization": f"Bearer {ALICE_KEY}"}
 
-    def one(ttft_s: float) -> str:
-        request = body(f"fake:ttft={ttft_s:.3f},tokens=2,tps=100")
+    def one(end_s: float) -> str:
+        ttft_s = max(0.0, end_s - time.time())
+        request = body(f"fake:ttft={ttft_s:.3f}")
         resp = session.post(f"{url}/v1/jobs", json=request, headers=headers, timeout=30)
         resp.raise_for_status()
         return str(resp.json()["id"])
 
     with ThreadPoolExecutor(8) as pool:
-        return list(pool.map(one, ttfts_s))
+        return list(pool.map(one, ends_s))
 
 
 def wall_wakes(answers: dict[str, list[object]], parked_at_s: float) -> JSON:
@@ -72,27 +77,24 @@ def wall_wakes(answers: dict[str, list[object]], parked_at_s: float) -> JSON:
 
 
 def one_run(stack: ChatqStack, count: int, window_s: tuple[float, float]) -> JSON:
-    """Submit `count` jobs ending over `window_s` after their start, park on them, collect."""
+    """Submit `count` jobs ending over `window_s` after a lead for submitting and parking,
+    park on them, collect."""
     first, last = window_s
-    ttfts = [first + (last - first) * i / max(count - 1, 1) for i in range(count)]
-    random.shuffle(ttfts)
-    ids = _submit(stack.url, ttfts)
-    spec = {
-        "mode": "park",
-        "kind": "chatq",
-        "base": stack.url,
-        "key": ALICE_KEY,
-        "ids": ids,
-        "wait_s": WAIT_S,
-        "ramp_per_s": 4000,
-        "timeout_s": WAIT_S + 30,
-        "wall": True,
-    }
-    run = LoadRun(spec)
-    run.wait_for("SENT", 120)
+    start_s = time.time() + SUBMIT_LEAD_S + count / SUBMITS_PER_S
+    ends = [start_s + first + (last - first) * i / max(count - 1, 1) for i in range(count)]
+    random.shuffle(ends)
+    t0 = time.time()
+    ids = _submit(stack.url, ends)
+    submit_s = time.time() - t0
+    run, park_s = park(stack.url, "chatq", ids, serving_pid(stack.web.pid), wall=True)
     parked_at_s = time.time()
     result = run.result(WAIT_S + 60)
-    return {"load_1m": round(os.getloadavg()[0], 2), **wall_wakes(result["answers"], parked_at_s)}
+    return {
+        "load_1m": round(os.getloadavg()[0], 2),
+        "submit_s": round(submit_s, 2),
+        "park_s": round(park_s, 2),
+        **wall_wakes(result["answers"], parked_at_s),
+    }
 
 
 def _background(stack: ChatqStack, count: int) -> tuple[LoadRun | None, list[tuple[str, str]]]:
