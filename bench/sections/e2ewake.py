@@ -19,6 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import requests
 
+from bench import gcpauses
 from bench.completer import chatq_finisher, chatq_store, create_running, finish_burst
 from bench.lab import Lab
 from bench.loadrun import LoadRun
@@ -83,6 +84,7 @@ def one_run(stack: ChatqStack, count: int, window_s: tuple[float, float]) -> JSO
     start_s = time.time() + SUBMIT_LEAD_S + count / SUBMITS_PER_S
     ends = [start_s + first + (last - first) * i / max(count - 1, 1) for i in range(count)]
     random.shuffle(ends)
+    gc_before = gcpauses.read(f"{stack.url}/metrics")
     t0 = time.time()
     ids = _submit(stack.url, ends)
     submit_s = time.time() - t0
@@ -94,6 +96,7 @@ def one_run(stack: ChatqStack, count: int, window_s: tuple[float, float]) -> JSO
         "submit_s": round(submit_s, 2),
         "park_s": round(park_s, 2),
         **wall_wakes(result["answers"], parked_at_s),
+        "gc_web": gcpauses.longest(gc_before, gcpauses.read(f"{stack.url}/metrics")),
     }
 
 
