@@ -23,7 +23,7 @@ from bench import gcpauses
 from bench.completer import chatq_finisher, chatq_store, create_running, finish_burst
 from bench.lab import Lab
 from bench.loadrun import LoadRun
-from bench.procstat import serving_pid
+from bench.procstat import rss_bytes, serving_pid
 from bench.sections.common import JSON, body
 from bench.sections.waiters import TTL_S, WAIT_S, park
 from bench.stack import ChatqStack
@@ -97,6 +97,7 @@ def one_run(stack: ChatqStack, count: int, window_s: tuple[float, float]) -> JSO
         "park_s": round(park_s, 2),
         **wall_wakes(result["answers"], parked_at_s),
         "gc_web": gcpauses.longest(gc_before, gcpauses.read(f"{stack.url}/metrics")),
+        "web_rss_mib": round(rss_bytes(serving_pid(stack.web.pid)) / 2**20, 1),
     }
 
 
