@@ -53,6 +53,8 @@ class Sizes:
     http_metrics_rounds: int
     http_metrics_gunicorn_requests: int
     http_metrics_gunicorn_rounds: int
+    e2e_levels: tuple[tuple[int, int], ...]  # (parked waiters, runs)
+    e2e_window_s: tuple[float, float]  # jobs end this long after their start, spread evenly
 
 
 FULL = Sizes(
@@ -105,6 +107,8 @@ FULL = Sizes(
     http_metrics_rounds=7,
     http_metrics_gunicorn_requests=3000,
     http_metrics_gunicorn_rounds=15,
+    e2e_levels=((1000, 7), (10000, 3)),
+    e2e_window_s=(2.0, 5.0),
 )
 
 QUICK = Sizes(
@@ -152,4 +156,6 @@ QUICK = Sizes(
     http_metrics_rounds=2,
     http_metrics_gunicorn_requests=50,
     http_metrics_gunicorn_rounds=2,
+    e2e_levels=((40, 2),),
+    e2e_window_s=(0.5, 1.0),
 )

@@ -27,6 +27,7 @@ HEADLINE: list[Judge] = [
     capacity_targets.cpu_per_job,
     capacity_targets.redis_per_job,
     waiter_targets.tokens,
+    waiter_targets.e2e_wake,
     waiter_targets.wake_throughput,
     waiter_targets.waiters_rss,
     soak_targets.gc_pause,

@@ -41,6 +41,7 @@ NUMBERS: dict[str, list[tuple[Any, ...]]] = {
         ("burst", "wakes_per_s"),
     ],
     "gthread": [("levels", 0, "wake", "p50_ms"), ("max_parked",)],
+    "e2ewake": [("levels", 0, "runs", 0, "wake", "p99_ms"), ("levels", 0, "p99_ms_worst")],
     "waitermem": [("kib_per_waiter",), ("rss_kib_per_waiter",), ("top_sites", 0, "bytes")],
     "throughput": [
         ("instant", "jobs_per_s"),

@@ -1,8 +1,10 @@
-"""Many idle long-polls held at once; each answer's arrival time is recorded per job."""
+"""Many idle long-polls held at once; each answer's arrival time is recorded per job (with
+`wall`, also the wall-clock receive time and the job's `completed_at`)."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from typing import Any
 
@@ -17,6 +19,15 @@ def _url(spec: dict[str, Any], job_id: str) -> str:
     return f"{spec['base']}/wait/{job_id}?timeout={spec['wait_s']}"
 
 
+def _ended_at(body: bytes) -> float | None:
+    """The job's `completed_at` (Unix seconds, Redis's clock) from a chatq job object."""
+    try:
+        value = json.loads(body).get("completed_at")
+    except (ValueError, AttributeError):
+        return None
+    return float(value) if isinstance(value, int | float) else None
+
+
 async def _one(
     s: aiohttp.ClientSession, spec: dict[str, Any], job_id: str, got: dict[str, list[Any]]
 ) -> None:
@@ -25,6 +36,8 @@ async def _one(
         async with s.get(_url(spec, job_id), headers=headers) as resp:
             body = await resp.read()
             got[job_id] = [time.monotonic(), resp.status, b'"completed"' in body or b'"ok"' in body]
+            if spec.get("wall"):  # the receive time on the clock `completed_at` is on
+                got[job_id] += [time.time(), _ended_at(body)]
     except (TimeoutError, aiohttp.ClientError) as exc:
         got[job_id] = [time.monotonic(), 0, False, type(exc).__name__]
 

@@ -14,6 +14,7 @@ from bench.sections import (
     cache,
     compare,
     connections,
+    e2ewake,
     fairness,
     gateway,
     gthread,
@@ -34,6 +35,7 @@ Section = Callable[[Lab], dict[str, Any]]
 MODULES: dict[str, ModuleType] = {
     "compare": compare,
     "waiters": waiters,
+    "e2ewake": e2ewake,
     "waitermem": waitermem,
     "gthread": gthread,
     "throughput": throughput,

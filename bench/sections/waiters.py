@@ -47,8 +47,11 @@ def wake_stats(answers: dict[str, list[object]], stamps: dict[str, float]) -> JS
     return {"wake": summary_ms(lat), "errors": errors, "answered_in_grace": in_grace}
 
 
-def park(url: str, kind: str, ids: list[str], web_pid: int) -> tuple[LoadRun, float]:
-    """Send one long-poll per id and wait until the server is idle: all are parked."""
+def park(
+    url: str, kind: str, ids: list[str], web_pid: int, wall: bool = False
+) -> tuple[LoadRun, float]:
+    """Send one long-poll per id and wait until the server is idle: all are parked (`wall`:
+    the answers carry the wall-clock receive time and the job's `completed_at`)."""
     spec = {
         "mode": "park",
         "kind": kind,
@@ -58,6 +61,7 @@ def park(url: str, kind: str, ids: list[str], web_pid: int) -> tuple[LoadRun, fl
         "wait_s": WAIT_S,
         "ramp_per_s": 2000,
         "timeout_s": WAIT_S + 30,
+        "wall": wall,
     }
     run = LoadRun(spec)
     t0 = time.monotonic()

@@ -1,0 +1,19 @@
+"""After start-up a process keeps what it built out of collections, and collects in full
+only every MIDDLE_PER_FULL collections of the middle generation."""
+
+from __future__ import annotations
+
+import gc
+
+from chatq import gcpause
+
+
+def test_start_up_is_frozen_and_full_collections_made_rarer() -> None:
+    before = gc.get_threshold()
+    try:
+        gcpause.freeze_start_up()
+        assert gc.get_freeze_count() > 0
+        assert gc.get_threshold() == (before[0], before[1], gcpause.MIDDLE_PER_FULL)
+    finally:
+        gc.unfreeze()
+        gc.set_threshold(*before)
