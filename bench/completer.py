@@ -16,8 +16,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 from celery import Celery
 
-from chatq import jobs, redis_conn
-from chatq.store import Store
+from chatq.jobs import record as jobs
+from chatq.jobs.store import Store
+from chatq.topology import connections as redis_conn
 
 Run = tuple[str, str]
 RESULT = json.dumps(

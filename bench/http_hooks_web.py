@@ -8,9 +8,9 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from chatq import config
-from web import gunicorn_errors
+from chatq.config import settings as config
 from web.__main__ import WebServer, own_metrics_dir
+from web.server import gunicorn_errors
 
 
 class HandWrittenWeb(WebServer):

@@ -12,7 +12,7 @@ called N times through its WSGI entry (what gunicorn calls):
   flush, the log line), which both ways keep;
 - `hand_written`: the hook as it was, the histogram and counter observed in it
   (bench/alt/http_hooks.py);
-- `exporter`: chatq's request hook plus `web.http_metrics.install` (multiprocess mode).
+- `exporter`: chatq's request hook plus `web.metrics.http_requests.install` (multiprocess mode).
 
 The log line is off in all (CHATQ_ACCESS_LOG=0: its record is dropped by level alike). Each
 round runs every app once, interleaved, so that a busy neighbour on the shared machine slows
@@ -34,7 +34,8 @@ from flask import Flask, Response
 from werkzeug.test import EnvironBuilder
 
 from bench.alt import http_hooks
-from web import http_metrics, observability
+from web.metrics import http_requests as http_metrics
+from web.metrics import request_hooks as observability
 
 JOB_IDS = [f"job_{i:032x}" for i in range(100)]
 BODY = b'{"id": "job", "status": "queued"}'

@@ -16,9 +16,11 @@ import time
 import uuid
 
 from bench.stats import percentile, ratio, summary_ms
-from chatq import config, jobs, redis_conn
-from chatq.replicas import Replication
-from chatq.store import Store
+from chatq.config import settings as config
+from chatq.jobs import record as jobs
+from chatq.jobs.store import Store
+from chatq.topology import connections as redis_conn
+from chatq.topology.replicas import Replication
 from scripts.localsentinel import LocalSentinel
 
 WAITS = (0, 1, 2)

@@ -1,14 +1,14 @@
 """`python -m bench.transport`: CPU per upstream call of the worker's requests.Session and of
 the raw urllib3 pool it replaced, plain and streamed, in one client process.
 
-Reads a JSON spec on stdin (`url`, `key`, `calls`, `rounds`); prints one JSON line. Each round
-makes `calls` sequential calls per variant in blocks of `BLOCK_CALLS`, the variants taking
-turns block by block (their order reversed every other block), so that a slower spell of a
-shared machine falls on every variant alike. The session path
-is the worker's own (`worker.upstream.make_session`, `UpstreamSession.post_streamed`); the raw
-one is a minimal copy of the worker's former caller, kept here only: a PoolManager of the same
-reporting connections, `urlopen` with urllib3's retries and redirects off, the body unread
-until streamed. A streamed answer is read to its end, as the worker reads it.
+Reads a JSON spec on stdin (`url`, `key`, `calls`, `rounds`); prints one JSON line. Each round makes
+`calls` sequential calls per variant in blocks of `BLOCK_CALLS`, the variants taking turns block by
+block (their order reversed every other block), so that a slower spell of a shared machine falls on
+every variant alike. The session path is the worker's own (`worker.upstream.client.make_session`,
+`UpstreamSession.post_streamed`); the raw one is a minimal copy of the worker's former caller, kept
+here only: a PoolManager of the same reporting connections, `urlopen` with urllib3's retries and
+redirects off, the body unread until streamed. A streamed answer is read to its end, as the worker
+reads it.
 """
 
 from __future__ import annotations
@@ -23,9 +23,9 @@ from typing import Any
 from urllib3 import PoolManager, Timeout
 from urllib3.connection import HTTPConnection
 
-from chatq.config import Settings
-from worker.upstream import make_session
-from worker.upstream_conn import KEEPALIVE_OPTIONS, POOLS
+from chatq.config.settings import Settings
+from worker.upstream.client import make_session
+from worker.upstream.connections import KEEPALIVE_OPTIONS, POOLS
 
 MESSAGES = [{"role": "user", "content": "hello"}]
 BODIES = {

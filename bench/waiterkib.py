@@ -19,9 +19,9 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from chatq import config
-from web import gunicorn_errors
+from chatq.config import settings as config
 from web.__main__ import WebServer, own_metrics_dir
+from web.server import gunicorn_errors
 
 ROOT = Path(__file__).resolve().parents[1]
 TOP_SITES = 12

@@ -24,11 +24,11 @@ import redis
 import requests
 
 from bench.stats import summary_ms
-from chatq import config
-from chatq.config import Settings
-from chatq.webhooks import Event
-from chatq.webhooks_log import Deliveries
-from chatq.webhooks_store import Endpoints
+from chatq.config import settings as config
+from chatq.config.settings import Settings
+from chatq.webhooks.deliveries import Deliveries
+from chatq.webhooks.events import Event
+from chatq.webhooks.store import Endpoints
 from scripts.localredis import LocalRedis
 from tests.procs import (
     ALICE_KEY,

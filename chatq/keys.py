@@ -6,7 +6,7 @@ single-flight and cache keys of a request), carry the hash tag of the job's shar
 where `c` is the first character of the job id's token: 64 shards, spread over the cluster.
 Everything else (workers, rates, webhooks, files, batches, idempotency keys) carries the one
 tag `{g}`: its scripts may touch any of it. The Lua scripts build the same names (see
-chatq/lua/prelude.lua: `K(kind, id)`, `S(shard, name)` and `G`). On a single Redis the tags
+chatq/scripting/prelude.lua: `K(kind, id)`, `S(shard, name)` and `G`). On a single Redis the tags
 change nothing.
 """
 
@@ -30,7 +30,7 @@ def shard(job_id: str) -> str:
 
 def shard_of_digest(hex_digest: str) -> str:
     """The shard that a request with this digest (a cache key) is placed in: by its first
-    two hex digits (as chatq/lua/prelude.lua's digest_shard)."""
+    two hex digits (as chatq/scripting/prelude.lua's digest_shard)."""
     try:
         number = int(hex_digest[:2], 16)
     except ValueError:
@@ -123,7 +123,7 @@ def cache(cache_key: str) -> str:
 
 def stats(unix_minute: int) -> str:
     """Hash: arrivals, done and busy_s of every job in that minute, as the processes count
-    them (chatq/rates.py); expires after 300 s."""
+    them (chatq/jobs/rates.py); expires after 300 s."""
     return f"{GLOBAL}stats:{unix_minute}"
 
 
@@ -160,7 +160,7 @@ def parked(lane: str) -> str:
 def pacing(endpoint_id: str) -> str:
     """Hash: an endpoint's rate limits as buckets (limit, rate per second and level, of
     requests and of tokens; the Redis time of the levels; a 429's hold), shared by every
-    worker (chatq/lua/pacing.lua); expires an hour after its last use."""
+    worker (chatq/admission/pacing.lua); expires an hour after its last use."""
     return f"{GLOBAL}pacing:{endpoint_id}"
 
 
@@ -171,7 +171,7 @@ def workers() -> str:
 
 # Webhooks. Endpoints made through the API live in Redis; those of CHATQ_WEBHOOKS only in the
 # settings, but their disabled state and delivery logs live here too. The Lua scripts of
-# chatq/lua/webhook_*.lua build the same names.
+# chatq/webhooks/webhook_*.lua build the same names.
 
 
 def webhook(endpoint_id: str) -> str:
@@ -194,7 +194,7 @@ def webhook_delivery(delivery_id: str) -> str:
     """Hash: one delivery (endpoint, its key name, event, payload, status, attempts as JSON,
     dispatch token); expires CHATQ_WEBHOOK_LOG_TTL s after its last change, deleted when pushed
     out of its endpoint's log (unless an event's first delivery still pending,
-    chatq/lua/webhook_add.lua) and with its endpoint."""
+    chatq/webhooks/webhook_add.lua) and with its endpoint."""
     return f"{GLOBAL}webhooks:delivery:{delivery_id}"
 
 
@@ -280,7 +280,7 @@ def files_expiry() -> str:
 def files_usage(owner: str) -> str:
     """Hash: what the key name's files take, `bytes` and `count` (its uploads and its batches'
     output and error files, until deleted or swept), and what its uploads in progress hold,
-    `held_bytes` and `held_count` (chatq/files_quota.py); no expiry."""
+    `held_bytes` and `held_count` (chatq/batches/file_quota.py); no expiry."""
     return f"{GLOBAL}files_usage:{owner}"
 
 

@@ -5,7 +5,7 @@ Nothing is copied into docs/ by hand, so nothing there goes stale:
   and the current figures of the sections run on their own, and its plots, from bench/plots;
 - `upstreams.md` shows the README's recipes for real upstreams, as the tests run them;
 - a link to `#anchor` that is no heading of its own page goes to the page that has it: the
-  settings table is written from the declarations in chatq/config*.py, whose notes name the
+  settings table is written from the declarations in chatq/config/*.py, whose notes name the
   section that explains a setting without knowing which page it is on.
 """
 

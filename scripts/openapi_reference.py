@@ -1,7 +1,7 @@
 """`python -m scripts.openapi_reference [--check]`: write docs/reference.md, the Markdown view of
 the OpenAPI document the web serves at /openapi.json (built here in-process by
-`web.openapi.document`, with the default settings' caps). `--check` writes nothing and fails
-when the page is not current; tests/test_docs.py runs it."""
+`web.openapi.document.document`, with the default settings' caps). `--check` writes nothing and
+fails when the page is not current; tests/test_docs.py runs it."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from web.openapi import document
+from web.openapi.document import document
 
 PAGE = Path(__file__).resolve().parents[1] / "docs" / "reference.md"
 METHODS = ("get", "post", "put", "patch", "delete", "options")

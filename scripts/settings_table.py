@@ -1,5 +1,5 @@
 """`python -m scripts.settings_table [FILE] [--check]`: write the settings table, generated from
-the declarations in chatq/config*.py, between the markers of docs/settings.md (or of FILE; a
+the declarations in chatq/config/*.py, between the markers of docs/settings.md (or of FILE; a
 FILE that does not exist is made, holding the table alone). `--check` writes nothing and fails
 when the table there is not current."""
 
@@ -9,7 +9,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from chatq.config_table import table, with_table, write_table
+from chatq.config.table import table, with_table, write_table
 
 PAGE = Path(__file__).resolve().parents[1] / "docs" / "settings.md"
 

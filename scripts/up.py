@@ -50,7 +50,7 @@ def shown(url: str) -> str:
 
 
 def unset(env: dict[str, str], name: str) -> bool:
-    """Whether `name` is unset or blank (chatq.config reads blank as its default)."""
+    """Whether `name` is unset or blank (chatq.config.settings reads blank as its default)."""
     return not env.get(name, "").strip()
 
 
@@ -150,7 +150,7 @@ class Stack:
                 say(f"up: 127.0.0.1:{WEB_PORT} is taken; the web listens on 127.0.0.1:{port}")
             self.env["CHATQ_BIND"] = f"127.0.0.1:{port}"
         host, port = check_free(self.env, "CHATQ_BIND")
-        # Empty means no metrics (chatq.config); only a missing setting gets a free port.
+        # Empty means no metrics (chatq.config.settings); only a missing setting gets a free port.
         if "CHATQ_WORKER_METRICS_BIND" not in self.env:
             self.env["CHATQ_WORKER_METRICS_BIND"] = f"127.0.0.1:{free_port()}"
         if self.env["CHATQ_WORKER_METRICS_BIND"].strip():

@@ -14,10 +14,10 @@ import requests
 from openai.types.chat import ChatCompletion
 from pydantic import BaseModel, ConfigDict
 
-from chatq import batches
-from chatq.batches import BatchStore
-from chatq.files import DirectoryStorage, new_file_id
-from chatq.files_meta import FileIndex, new_meta
+from chatq.batches import record as batches
+from chatq.batches.file_records import FileIndex, new_meta
+from chatq.batches.file_storage import DirectoryStorage, new_file_id
+from chatq.batches.record import BatchStore
 from scripts.localredis import LocalRedis
 from tests.conftest import Stack, start_stack
 from tests.procs import ALICE_KEY, start_fakellm

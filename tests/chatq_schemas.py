@@ -14,7 +14,7 @@ URI = "urn:chatq:openapi"
 def validator(name: str, doc: dict[str, Any] | None = None) -> Draft202012Validator:
     """A validator of component schema `name` of `doc` (default: the document chatq serves)."""
     if doc is None:
-        from web.openapi import document
+        from web.openapi.document import document
 
         doc = document()
     registry: Registry[Any] = Registry().with_resource(

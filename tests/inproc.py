@@ -9,7 +9,7 @@ from contextlib import contextmanager
 
 from flask import Flask
 
-from chatq.config import Settings
+from chatq.config.settings import Settings
 from tests.procs import LOG_DIR
 from web.app import create_app
 

@@ -40,7 +40,7 @@ ROOTS = (
     "CreateChatCompletionStreamResponse",
     "ErrorResponse",
     "Error",
-    # The Responses API's text subset (chatq/response_view.py, chatq/response_events.py).
+    # The Responses API's text subset (chatq/responses/view.py, chatq/responses/events.py).
     "Response",
     "ResponseStreamEvent",
     *RESPONSE_EVENTS,

@@ -162,7 +162,7 @@ def base_env(redis_url: str, upstream_url: str, **overrides: str) -> dict[str, s
 
 def key_names(api_keys: str) -> set[str]:
     """The names of the keys of a CHATQ_API_KEYS value."""
-    from chatq.config import parse_api_keys
+    from chatq.config.settings import parse_api_keys
 
     return {name for name, _ in parse_api_keys(api_keys)}
 
@@ -270,7 +270,8 @@ def leases_count(client: Any) -> int:
 
 def outbox_length(client: Any) -> int:
     """Entries waiting in the outbox, in every shard and lane."""
-    from chatq import jobs, keys
+    from chatq import keys
+    from chatq.jobs import record as jobs
 
     return sum(int(client.xlen(stream)) for stream in keys.outboxes(jobs.PRIORITIES))
 

@@ -25,7 +25,7 @@ import pytest
 import requests
 from kombu import Connection
 
-from chatq import rabbit
+from chatq.broker import rabbitmq
 from scripts.localredis import LocalRedis, free_port
 from tests.conftest import Stack, start_stack
 from tests.procs import LOG_DIR, Proc, start_fakellm, wait_until
@@ -242,12 +242,12 @@ class RabbitStack:
     def ready(self) -> int:
         """Messages waiting in chatq's jobs queue now (AMQP's queue.declare-ok, live)."""
         with Connection(self.node.url(self.vhost)) as conn:
-            answer: Any = rabbit.jobs_queue()(conn.default_channel).queue_declare()
+            answer: Any = rabbitmq.jobs_queue()(conn.default_channel).queue_declare()
             return int(answer.message_count)
 
     def messages(self) -> int:
         """Ready and unacknowledged messages of the jobs queue, per the management API."""
-        counted = self.node.queue(self.vhost, rabbit.JOBS_QUEUE).get("messages")
+        counted = self.node.queue(self.vhost, rabbitmq.JOBS_QUEUE).get("messages")
         return int(counted) if isinstance(counted, int) else -1
 
     def queue_figures(self) -> dict[str, Any]:

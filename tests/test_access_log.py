@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from chatq import config
+from chatq.config import settings as config
 from scripts.localredis import free_port
 from tests.inproc import in_process
 

@@ -14,10 +14,10 @@ import pytest
 from flask.testing import FlaskClient
 from werkzeug.test import TestResponse
 
-from chatq.config import Settings
+from chatq.config.settings import Settings
 from scripts.localredis import free_port
 from tests.inproc import in_process
-from web import params
+from web.http import params
 
 KEY = "sk-inprocess-3c6f0a9e"
 AUTH = {"Authorization": f"Bearer {KEY}"}
@@ -323,7 +323,7 @@ def test_a_wait_that_runs_out_ends_within_15_16_of_it_to_all_of_it() -> None:
 
 def test_a_whole_number_written_with_a_fraction_counts_as_an_integer() -> None:
     """JSON Schema (and so the OpenAPI document) counts 3.0 an integer: so does the server."""
-    from chatq.validate import chat_request
+    from chatq.chat.validate import chat_request
 
     body = {
         "messages": [{"role": "user", "content": "hi"}],

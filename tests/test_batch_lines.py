@@ -6,10 +6,10 @@ from __future__ import annotations
 import io
 import json
 
-from chatq.batch_lines import Line, LineError, parse_line
-from chatq.config import Settings
+from chatq.batches.lines import Line, LineError, parse_line
+from chatq.config.settings import Settings
 from tests.batchkit import CHAT, request_line
-from worker.batch_turn import lines_from
+from worker.batches.turn import lines_from
 
 MAX_BYTES = 256
 

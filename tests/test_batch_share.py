@@ -1,12 +1,12 @@
-"""How the batch loop shares CHATQ_BATCH_MAX_QUEUED among batches (worker/batch_share.py),
+"""How the batch loop shares CHATQ_BATCH_MAX_QUEUED among batches (worker/batches/share.py),
 in process: by key name first, with their weights and running caps, then by batch."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from chatq.config import Settings
-from worker.batch_share import Claim, shares, water_fill
+from chatq.config.settings import Settings
+from worker.batches.share import Claim, shares, water_fill
 
 NOW_S = 1000.0
 

@@ -14,19 +14,23 @@ from typing import Any
 import pytest
 import redis
 
-from chatq import batch_lines, batches, jobs, keys, queue_stats
-from chatq.batches import BatchStore
-from chatq.celery_app import make_celery
-from chatq.config import Settings
-from chatq.files import DirectoryStorage, new_file_id
-from chatq.files_meta import FileIndex, new_meta
+from chatq import keys
+from chatq.batches import lines as batch_lines
+from chatq.batches import record as batches
+from chatq.batches.file_records import FileIndex, new_meta
+from chatq.batches.file_storage import DirectoryStorage, new_file_id
+from chatq.batches.record import BatchStore
+from chatq.broker.celery_app import make_celery
+from chatq.config.settings import Settings
+from chatq.jobs import record as jobs
+from chatq.metrics import queue_stats
 from scripts.localredis import LocalRedis
 from tests.batchkit import request_line, stored_batch
-from worker.batch_feed import feed, feed_line
-from worker.batch_settle import settle
-from worker.batch_turn import Turn, account_job, lines_from
-from worker.batch_validate import validate
-from worker.batches import BatchLoop
+from worker.batches.feed import feed, feed_line
+from worker.batches.loop import BatchLoop
+from worker.batches.settle import settle
+from worker.batches.turn import Turn, account_job, lines_from
+from worker.batches.validate import validate
 from worker.context import WorkerContext, _build
 
 N = 8

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import json
 
-from chatq.batch_lines import Line
-from worker.batch_waiting import LineJob, WaitingLine, WaitingLines
+from chatq.batches.lines import Line
+from worker.batches.waiting import LineJob, WaitingLine, WaitingLines
 
 MIB = 1024 * 1024
 

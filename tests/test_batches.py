@@ -14,7 +14,7 @@ import requests
 from openai import OpenAI
 
 from chatq import keys
-from chatq.config import Settings
+from chatq.config.settings import Settings
 from tests import openai_schemas
 from tests.batchkit import (
     CHAT,

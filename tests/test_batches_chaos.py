@@ -14,7 +14,9 @@ from typing import Any
 
 import pytest
 
-from chatq import batch_lines, heartbeats, keys
+from chatq import keys
+from chatq.batches import lines
+from chatq.runtime import heartbeats
 from tests.batchkit import (
     content,
     own_stack,
@@ -76,7 +78,7 @@ def test_a_worker_killed_while_it_feeds_and_runs_lines_loses_none_and_repeats_no
         ended = wait_ended(stack.url, batch["id"], timeout_s=120)
         _assert_each_line_once(stack.url, ended, n)
         jobs = [
-            stack.redis.hgetall(keys.job(batch_lines.line_job_id(batch["id"], i)))
+            stack.redis.hgetall(keys.job(lines.line_job_id(batch["id"], i)))
             for i in range(1, n + 1)
         ]
         assert {job["status"] for job in jobs} == {"completed"}

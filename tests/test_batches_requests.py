@@ -15,8 +15,8 @@ from flask.testing import FlaskClient
 from werkzeug.test import TestResponse
 
 from chatq import keys
-from chatq.batches import BatchStore
-from chatq.config import Settings
+from chatq.batches.record import BatchStore
+from chatq.config.settings import Settings
 from scripts.localredis import LocalRedis
 from tests.batchkit import CHAT, jsonl, request_line
 from tests.inproc import in_process

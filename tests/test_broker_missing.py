@@ -1,4 +1,4 @@
-"""Which queued jobs have no message in the Redis broker (chatq/lua/missing.lua), on a real
+"""Which queued jobs have no message in the Redis broker (chatq/broker/missing.lua), on a real
 Redis: the sweeper sends those again, and only those."""
 
 from __future__ import annotations
@@ -9,8 +9,12 @@ import pytest
 import redis
 from celery import Celery
 
-from chatq import broker, celery_app, config, fair, jobs
-from chatq.store_results import SweepOutcome, Swept
+from chatq.admission import fairness
+from chatq.broker import backlog as broker
+from chatq.broker import celery_app
+from chatq.config import settings as config
+from chatq.jobs import record as jobs
+from chatq.jobs.results import SweepOutcome, Swept
 from scripts.localredis import LocalRedis
 
 ENV = {"CHATQ_API_KEYS": "alice:sk-alice-1,bob:sk-bob-1"}
@@ -28,7 +32,7 @@ def client() -> Iterator[redis.Redis]:
 @pytest.fixture
 def redis_broker(client: redis.Redis) -> broker.RedisBroker:
     client.flushall()
-    return broker.RedisBroker(client, plan=fair.plan(config.load(ENV)))
+    return broker.RedisBroker(client, plan=fairness.plan(config.load(ENV)))
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,9 @@ import pytest
 import redis
 import requests
 
-from chatq import broker, fair, keys
+from chatq import keys
+from chatq.admission import fairness
+from chatq.broker import backlog as broker
 from scripts.localredis import LocalRedis
 from tests.conftest import Stack, start_stack
 from tests.procs import start_fakellm, wait_until
@@ -29,13 +31,13 @@ def servers() -> Iterator[tuple[LocalRedis, LocalRedis, str]]:
 
 
 # The stack's tenants (tests/procs.py): each has its queue in each lane.
-PLAN = fair.Plan(tenants=("alice", "bob"))
+PLAN = fairness.Plan(tenants=("alice", "bob"))
 
 
 def _lists(client: redis.Redis) -> int:
     return sum(
         client.llen(k)
-        for lane in fair.LANES
+        for lane in fairness.LANES
         for q in PLAN.lane_queues(lane)
         for k in broker.queue_keys(q)
     )

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import requests
 
-from chatq.cache import CachePolicy, policy
+from chatq.jobs.cache import CachePolicy, policy
 from scripts.localredis import LocalRedis
 from tests.conftest import Stack, start_stack
 from tests.procs import start_fakellm

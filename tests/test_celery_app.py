@@ -1,11 +1,11 @@
-"""chatq/celery_app.py: what the Celery app is built with, in-process."""
+"""chatq/broker/celery_app.py: what the Celery app is built with, in-process."""
 
 from __future__ import annotations
 
 import threading
 
-from chatq import config
-from chatq.celery_app import make_celery
+from chatq.broker.celery_app import make_celery
+from chatq.config import settings as config
 
 
 def test_the_app_builds_its_result_backend_once_not_once_per_thread() -> None:

@@ -25,7 +25,8 @@ import redis
 import requests
 from prometheus_client.parser import text_string_to_metric_families
 
-from chatq import jobs, keys
+from chatq import keys
+from chatq.jobs import record as jobs
 from scripts.localredis import LocalRedis
 from tests.conftest import Stack, start_stack
 from tests.procs import (

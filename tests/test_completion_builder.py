@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from tests.openai_schemas import check
-from worker.sse import CompletionBuilder, InvalidChunk, parse_event, sse_data
+from worker.upstream.sse import CompletionBuilder, InvalidChunk, parse_event, sse_data
 
 HEADER = {
     "id": "chatcmpl-b1",

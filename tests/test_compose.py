@@ -348,7 +348,7 @@ def test_the_sentinel_profile_adds_two_replicas_and_three_sentinels(
 def test_chatq_asks_the_sentinels_the_profile_starts_for_the_primary_it_monitors(
     compose: dict[str, Any], resolved: dict[str, Any]
 ) -> None:
-    from chatq import config
+    from chatq.config import settings as config
 
     for name in ("web", "worker"):
         plain = config.load(_environment(resolved["services"][name]))

@@ -1,4 +1,5 @@
-"""chatq.config.load: defaults, units, and a ConfigError naming the variable for a bad value."""
+"""chatq.config.settings.load: defaults, units, and a ConfigError naming the variable for a bad
+value."""
 
 from __future__ import annotations
 
@@ -7,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from chatq import config
-from chatq.config import ConfigError, Settings
+from chatq.config import settings as config
+from chatq.config.settings import ConfigError, Settings
 
 ROOT = Path(__file__).resolve().parents[1]
 

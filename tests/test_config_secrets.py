@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 
-from chatq import config
+from chatq.config import settings as config
 
 BARE_KEY = "bare-2c7e91f04a5d6b38e1"
 NAMED_KEY = "sk-named-8d0b3f6e2a91"

@@ -32,7 +32,7 @@ import pytest
 import referencing
 import yaml
 
-from chatq.config import Settings
+from chatq.config.settings import Settings
 from tests.test_compose import _environment, _errors, compose, schema  # noqa: F401
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -16,7 +16,7 @@ import pytest
 import referencing
 import yaml
 
-from chatq import config
+from chatq.config import settings as config
 from tests.test_deploy import CACHE_DIR, K8S_WHEEL, _wheel
 from web.__main__ import ANSWER_MARGIN_S
 

@@ -22,7 +22,7 @@ def test_the_openapi_reference_page_is_current() -> None:
 
 
 def test_the_reference_has_every_operation_and_schema() -> None:
-    from web.openapi import document
+    from web.openapi.document import document
 
     doc, text = document(), openapi_reference.page()
     for path, item in doc["paths"].items():

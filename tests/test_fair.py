@@ -14,9 +14,13 @@ import pytest
 import redis
 import requests
 
-from chatq import broker, config, fair, jobs, keys
-from chatq.store import Store
-from chatq.store_results import SweepOutcome
+from chatq import keys
+from chatq.admission import fairness
+from chatq.broker import backlog as broker
+from chatq.config import settings as config
+from chatq.jobs import record as jobs
+from chatq.jobs.results import SweepOutcome
+from chatq.jobs.store import Store
 from scripts.localredis import LocalRedis, free_port
 from tests.conftest import Stack, start_stack
 from tests.procs import (
@@ -32,8 +36,8 @@ from tests.procs import (
     wait_worker_ready,
 )
 
-PLAN = fair.Plan(tenants=("alice", "bob", "carol"), weights=(("alice", 2),))
-ALL = [q for lane in fair.LANES for q in PLAN.lane_queues(lane)] + ["webhooks"]
+PLAN = fairness.Plan(tenants=("alice", "bob", "carol"), weights=(("alice", 2),))
+ALL = [q for lane in fairness.LANES for q in PLAN.lane_queues(lane)] + ["webhooks"]
 KOMBU_BRPOP_S = 1.0  # kombu's Redis transport default (`brpop_timeout`)
 
 
@@ -50,8 +54,8 @@ class Capped:
         pass
 
 
-def _cycle(running: Capped | None = None) -> fair.TenantCycle:
-    cycle = fair.TenantCycle(PLAN, running)  # type: ignore[arg-type]
+def _cycle(running: Capped | None = None) -> fairness.TenantCycle:
+    cycle = fairness.TenantCycle(PLAN, running)  # type: ignore[arg-type]
     cycle.update(ALL)
     return cycle
 
@@ -107,16 +111,16 @@ def test_the_running_counts_come_from_the_store_and_count_what_this_process_took
     redis_url: str,
 ) -> None:
     client = redis.Redis.from_url(redis_url, decode_responses=True)
-    plan = fair.Plan(tenants=("dora", "erin"), max_running_overrides=(("dora", 1), ("erin", 2)))
+    plan = fairness.Plan(tenants=("dora", "erin"), max_running_overrides=(("dora", 1), ("erin", 2)))
     client.delete(keys.tenant_running("dora"), keys.tenant_running("erin"))
     client.sadd(keys.tenant_running("dora"), "job_a")
     client.sadd(keys.tenant_running("erin"), "job_b")
     try:
-        running = fair.RunningCounts(plan, lambda: client)
+        running = fairness.RunningCounts(plan, lambda: client)
         assert running.capped() == {"dora"}
         running.taken("erin")  # one more, before the store says so
         assert running.capped() == {"dora", "erin"}
-        time.sleep(fair.RUNNING_REFRESH_S)
+        time.sleep(fairness.RUNNING_REFRESH_S)
         assert running.capped() == {"dora"}  # read again: the store's count
     finally:
         client.delete(keys.tenant_running("dora"), keys.tenant_running("erin"))
@@ -131,8 +135,8 @@ def test_each_live_worker_takes_its_share_of_a_tenants_room() -> None:
         beats = {"a:1": f"50 0 {now_s}", "b:2": f"50 3 {now_s}", "gone:3": f"50 9 {now_s - 60}"}
         client.hset(keys.workers(), mapping=beats)
         client.sadd(keys.tenant_running("dora"), "job_a")
-        plan = fair.Plan(tenants=("dora", "erin"), max_running_overrides=(("dora", 5),))
-        running = fair.RunningCounts(plan, lambda: client)
+        plan = fairness.Plan(tenants=("dora", "erin"), max_running_overrides=(("dora", 5),))
+        running = fairness.RunningCounts(plan, lambda: client)
         assert running.capped() == frozenset()
         running.taken("dora")
         running.taken("erin")  # not capped: nothing to count
@@ -140,7 +144,7 @@ def test_each_live_worker_takes_its_share_of_a_tenants_room() -> None:
         running.taken("dora")
         assert running.capped() == {"dora"}  # the other worker may take the other 2
         client.hdel(keys.workers(), "b:2")
-        time.sleep(fair.RUNNING_REFRESH_S)
+        time.sleep(fairness.RUNNING_REFRESH_S)
         assert running.capped() == frozenset()  # read again: alone, the whole room
     finally:
         client.close()
@@ -150,7 +154,7 @@ def test_each_live_worker_takes_its_share_of_a_tenants_room() -> None:
 def test_a_job_waits_in_its_owners_queue_or_its_lanes_own() -> None:
     assert PLAN.queue_for("batch", "bob") == "batch.bob"
     assert PLAN.queue_for("interactive", "dave") == "interactive"
-    assert fair.Plan().lane_queues("batch") == ["batch"]
+    assert fairness.Plan().lane_queues("batch") == ["batch"]
 
 
 def test_settings_name_weights_and_caps_of_known_keys_only() -> None:
@@ -160,7 +164,7 @@ def test_settings_name_weights_and_caps_of_known_keys_only() -> None:
         "CHATQ_TENANT_MAX_RUNNING": "4",
         "CHATQ_TENANT_MAX_RUNNING_OVERRIDES": "alice=10 bob=0",
     }
-    plan = fair.plan(config.load(env))
+    plan = fairness.plan(config.load(env))
     assert plan.tenants == ("alice", "bob")
     assert (plan.weight("alice"), plan.weight("bob"), plan.cap("alice"), plan.cap("bob")) == (
         3,
@@ -168,7 +172,7 @@ def test_settings_name_weights_and_caps_of_known_keys_only() -> None:
         10,
         0,
     )
-    assert fair.plan(config.load({**env, "CHATQ_FAIR_DISPATCH": "0"})).tenants == ()
+    assert fairness.plan(config.load({**env, "CHATQ_FAIR_DISPATCH": "0"})).tenants == ()
     for name, value in [
         ("CHATQ_TENANT_WEIGHTS", "mallory:2"),
         ("CHATQ_TENANT_WEIGHTS", "alice:0"),
@@ -192,7 +196,7 @@ def test_a_claim_over_the_cap_parks_the_job_and_the_depth_counts_it_until_sent_a
         assert store.claim(job_id=ids[0], run_id="r1", lease_s=10).claimed
         assert store.claim(job_id=ids[1], run_id="r2", lease_s=10).status == "capped"
         assert client.hget(keys.job(ids[1]), "status") == jobs.QUEUED
-        depths = broker.RedisBroker(client, plan=fair.Plan(("carol",))).depths()
+        depths = broker.RedisBroker(client, plan=fairness.Plan(("carol",))).depths()
         assert depths == {"interactive": 1, "batch": 0}  # no message, but it waits
         assert store.finish(job_id=ids[0], run_id="r1", status=jobs.COMPLETED, fields={})
         assert client.scard(keys.tenant_running("carol")) == 0
@@ -233,9 +237,9 @@ def test_a_parked_job_is_sent_again_after_its_park_time_or_else_after_a_lease() 
 
 def test_a_job_parks_for_a_second_on_redis_and_for_a_lease_on_rabbitmq() -> None:
     settings = config.load({"CHATQ_LEASE": "10"})
-    assert fair.park_s(settings, amqp=False) == fair.PARKED_RETRY_S == 1.0
-    assert fair.park_s(settings, amqp=True) == 10.0
-    assert fair.park_s(config.load({"CHATQ_LEASE": "0.5"}), amqp=False) == 0.5
+    assert fairness.park_s(settings, amqp=False) == fairness.PARKED_RETRY_S == 1.0
+    assert fairness.park_s(settings, amqp=True) == 10.0
+    assert fairness.park_s(config.load({"CHATQ_LEASE": "0.5"}), amqp=False) == 0.5
 
 
 # --- on real processes ------------------------------------------------------------------------

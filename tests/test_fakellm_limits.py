@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import requests
 
-from chatq.pacing import parse_duration_s
+from chatq.admission.pacing import parse_duration_s
 from tests.procs import UPSTREAM_KEY, start_fakellm
 
 AUTH = {"Authorization": f"Bearer {UPSTREAM_KEY}"}

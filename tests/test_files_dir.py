@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from chatq.config import Settings
-from chatq.files import DirectoryStorage, new_file_id
+from chatq.batches.file_storage import DirectoryStorage, new_file_id
+from chatq.config.settings import Settings
 from scripts.localredis import LocalRedis, free_port
 from tests.batchkit import jsonl, request_line
 from tests.inproc import in_process

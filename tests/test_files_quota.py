@@ -19,11 +19,12 @@ from flask import Flask
 from flask.testing import FlaskClient
 from werkzeug.test import TestResponse
 
-from chatq import batches, keys
-from chatq.batches import BatchStore
-from chatq.config import Settings
-from chatq.files_meta import FileIndex
-from chatq.files_quota import STEP_BYTES, FileQuota, Hold
+from chatq import keys
+from chatq.batches import record as batches
+from chatq.batches.file_quota import STEP_BYTES, FileQuota, Hold
+from chatq.batches.file_records import FileIndex
+from chatq.batches.record import BatchStore
+from chatq.config.settings import Settings
 from scripts.localredis import LocalRedis
 from tests.batchkit import CHAT, jsonl, request_line
 from tests.inproc import in_process

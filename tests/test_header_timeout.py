@@ -1,5 +1,6 @@
-"""A request whose headers do not arrive within CHATQ_HEADER_TIMEOUT is closed (web/gworker.py),
-while a keep-alive connection waiting for its next request is kept for CHATQ_KEEPALIVE."""
+"""A request whose headers do not arrive within CHATQ_HEADER_TIMEOUT is closed
+(web/server/gunicorn_worker.py), while a keep-alive connection waiting for its next request is kept
+for CHATQ_KEEPALIVE."""
 
 from __future__ import annotations
 

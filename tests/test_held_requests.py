@@ -20,7 +20,7 @@ from scripts.localredis import LocalRedis
 from tests.batchkit import create_batch, jsonl, request_line, upload
 from tests.conftest import Stack, start_stack
 from tests.procs import ALICE_KEY, BOB_KEY, wait_until
-from web.holds import HeldCounts
+from web.admission.holds import HeldCounts
 
 CAP = 2
 CHAT = {"model": "fake", "messages": [{"role": "user", "content": "hello"}]}

@@ -8,7 +8,7 @@ from __future__ import annotations
 from flask import Flask
 from prometheus_client.parser import text_string_to_metric_families
 
-from chatq import config
+from chatq.config import settings as config
 from scripts.localredis import free_port
 from tests.inproc import in_process
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from chatq.job_events import Event, parse_events
+from chatq.jobs.events import Event, parse_events
 
 
 def test_an_end_entry_with_its_status_reads_as_the_status_then_the_end() -> None:

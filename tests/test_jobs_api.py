@@ -65,7 +65,7 @@ def test_a_wait_that_runs_out_answers_202_with_the_job_as_it_is(stack: Stack) ->
     assert r.status_code == 202 and r.json()["status"] in ("queued", "in_progress")
     assert r.headers["Preference-Applied"] == "wait=1.6"
     # Held for the wait, not answered at once (a lower bound: load can only lengthen it; the
-    # jitter's bounds are tested on web.params.jittered in tests/test_app_requests.py).
+    # jitter's bounds are tested on web.http.params.jittered in tests/test_app_requests.py).
     assert held_s >= 1.6 * 15 / 16 - 0.05
     stack.session().post(f"{stack.url}/v1/jobs/{job_id}/cancel", timeout=10)
 
@@ -132,7 +132,7 @@ def test_cancel_a_running_job_stops_it_and_keeps_its_partial_text(stack: Stack) 
     wait_until(lambda: stack.get(job_id).json()["output_text"], 10, "some text")
     r = stack.session().post(f"{stack.url}/v1/jobs/{job_id}/cancel", timeout=10)
     assert r.status_code == 200 and r.json()["status"] == "cancelled"
-    # The worker sees the cancel and stops the run (worker/runner.py logs it): no more text.
+    # The worker sees the cancel and stops the run (worker/run/runner.py logs it): no more text.
     stopped = f"job {job_id} stopped"
     workers = [p for p in stack.procs if p.name == "worker"]
     wait_until(lambda: any(stopped in p.log_text() for p in workers), 10, "the run stopped")

@@ -12,10 +12,12 @@ import pytest
 from flask import Flask
 from flask.testing import FlaskClient
 
-from chatq import batch_lines, config, keys
-from chatq.batch_lines import Line, LineError, parse_line
-from chatq.config import Settings
-from chatq.json_input import parse
+from chatq import keys
+from chatq.batches import lines
+from chatq.batches.lines import Line, LineError, parse_line
+from chatq.chat.json_input import parse
+from chatq.config import settings as config
+from chatq.config.settings import Settings
 from scripts.localredis import LocalRedis
 from tests.batchkit import CHAT, request_line
 from tests.inproc import in_process
@@ -138,7 +140,7 @@ def test_a_batch_line_with_such_a_value_is_an_error_line_naming_it(
     parsed = parse_line(_line(body), 3, CHAT, Settings())
     assert isinstance(parsed, LineError), parsed
     assert (parsed.code, parsed.param, parsed.number) == (code, param, 3)
-    written = json.loads(batch_lines.invalid_line("batch_x", parsed))
+    written = json.loads(lines.invalid_line("batch_x", parsed))
     assert written["error"]["code"] == code
     assert written["error"]["message"].startswith("Line 3: ")
 

@@ -1,6 +1,6 @@
-"""kombu's Redis channel reuses one redis-py client (chatq/kombu_clients.py): building one per
-message cost about 0.1 ms each time, once per submit in the web and twice per job in the
-worker. Messages still go where they went."""
+"""kombu's Redis channel reuses one redis-py client (chatq/broker/kombu_clients.py): building one
+per message cost about 0.1 ms each time, once per submit in the web and twice per job in the worker.
+Messages still go where they went."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from collections.abc import Iterator
 import pytest
 import redis
 
-from chatq.celery_app import QUEUES, enqueue, make_celery
-from chatq.config import Settings
+from chatq.broker.celery_app import QUEUES, enqueue, make_celery
+from chatq.config.settings import Settings
 from scripts.localredis import LocalRedis
 
 

@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-from chatq import config
-from chatq.celery_app import consumed_queues, make_celery, worker_queues
+from chatq.broker.celery_app import consumed_queues, make_celery, worker_queues
+from chatq.config import settings as config
 from tests.conftest import start_stack
 from tests.procs import start_worker
 

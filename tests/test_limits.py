@@ -17,7 +17,7 @@ import openai
 import pytest
 import requests
 
-from chatq.tokens import count_prompt_tokens
+from chatq.chat.tokens import count_prompt_tokens
 from scripts.localredis import LocalRedis
 from tests import chatq_schemas
 from tests.batchkit import jsonl, request_line

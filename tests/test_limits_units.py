@@ -12,12 +12,12 @@ from typing import Any
 import pytest
 import redis
 
-from chatq import config
-from chatq.config import ConfigError, Settings
-from chatq.limits import SETTLE, Limits, Window, duration_text
-from chatq.limits_config import KeyLimits
-from web.admission import rate_headers, refusal
-from worker.limits import used_by
+from chatq.admission.quota_config import KeyLimits
+from chatq.admission.quotas import SETTLE, Limits, Window, duration_text
+from chatq.config import settings as config
+from chatq.config.settings import ConfigError, Settings
+from web.admission.control import rate_headers, refusal
+from worker.admission.quotas import used_by
 
 
 @pytest.fixture(scope="module")

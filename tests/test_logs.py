@@ -5,7 +5,7 @@ from __future__ import annotations
 import io
 import logging
 
-from chatq.logs import REDACTED, RedactingFilter, Redactor, formatter, install_redaction
+from chatq.runtime.logs import REDACTED, RedactingFilter, Redactor, formatter, install_redaction
 from tests.procs import python_output
 
 
@@ -96,10 +96,10 @@ def test_greenlets_that_log_get_no_thread_object_each() -> None:
     """Under gevent a record's thread name made a dummy Thread per greenlet that logged, kept
     until the greenlet ended: per parked request, objects for every collection to walk."""
     code = (
-        "from chatq import gevent_patch\n"
+        "from chatq.runtime import gevent_patch\n"
         "gevent_patch.patch_all()\n"
         "import io, logging, sys, threading, gevent, gevent.event\n"
-        "from chatq import logs\n"
+        "from chatq.runtime import logs\n"
         "sys.stderr = io.StringIO()\n"
         "logs.setup('INFO', [], 'text')\n"
         "parked = gevent.event.Event()\n"

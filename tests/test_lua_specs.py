@@ -1,4 +1,4 @@
-"""Every Lua script is declared by a spec (chatq/lua_scripts.py LuaScript): its arguments are
+"""Every Lua script is declared by a spec (chatq/scripting/loader.py LuaScript): its arguments are
 named there and read by the header the loader writes, never by number; and every spec's
 script, with what the loader puts above it, loads in a real Redis (on one and on a Cluster's
 terms)."""
@@ -13,9 +13,9 @@ import pytest
 import redis
 
 import chatq
-from chatq.limits import ADMIT
-from chatq.lua_scripts import PRELUDE, LuaScript, lua_files
-from chatq.store_scripts import CLAIM, CREATE
+from chatq.admission.quotas import ADMIT
+from chatq.jobs.scripts import CLAIM, CREATE
+from chatq.scripting.loader import PRELUDE, LuaScript, lua_files
 
 
 def specs() -> list[LuaScript[..., tuple[object, ...], object]]:

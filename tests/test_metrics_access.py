@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import pytest
 import requests
 
-from chatq.metrics import Scrape, scrape_access
+from chatq.metrics.shared import Scrape, scrape_access
 from scripts.localredis import LocalRedis
 from tests.conftest import Stack, start_stack
 from tests.procs import ALICE_KEY, METRICS_AUTH, METRICS_TOKEN

@@ -14,7 +14,7 @@ import pytest
 import redis
 
 from chatq import keys
-from chatq.notify import RECONNECT_DELAY_S, Listener
+from chatq.jobs.notify import RECONNECT_DELAY_S, Listener
 from scripts.localredis import LocalRedis
 from tests.procs import wait_until
 
@@ -34,11 +34,11 @@ def _subscribed(
         return [
             r.getMessage()
             for r in caplog.records
-            if r.name == "chatq.notify" and r.thread not in earlier
+            if r.name == "chatq.jobs.notify" and r.thread not in earlier
         ]
 
     try:
-        with caplog.at_level(logging.WARNING, logger="chatq.notify"):
+        with caplog.at_level(logging.WARNING, logger="chatq.jobs.notify"):
             listener.start()
             wait_until(listener.connected.is_set, 10, "listener subscribed")
             yield server, listener, lines

@@ -1,4 +1,4 @@
-"""web/onesend.py: gunicorn's response with its header block sent with the first body bytes,
+"""web/server/onesend.py: gunicorn's response with its header block sent with the first body bytes,
 on a real socket pair, the request parsed by gunicorn itself; the sends are counted."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 from gunicorn.config import Config
 from gunicorn.http.parser import RequestParser
 
-from web.onesend import OneSendResponse
+from web.server.onesend import OneSendResponse
 
 
 class CountedSocket:

@@ -13,7 +13,7 @@ from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT202012
 
 from tests.conftest import Stack
-from web.openapi import document
+from web.openapi.document import document
 
 # The endpoints of the HTTP contract (docs/api.md), by path, with their methods.
 CONTRACT_PATHS = {
@@ -223,8 +223,8 @@ def test_served_front_door_models_and_events_match_their_schemas(stack: Stack) -
 
 
 def test_every_field_the_server_type_checks_is_typed_in_the_document() -> None:
-    from chatq.chat_objects import ChatCompletionRequest
-    from web.openapi import document
+    from chatq.chat.objects import ChatCompletionRequest
+    from web.openapi.document import document
 
     properties = document()["components"]["schemas"]["ChatCompletionRequest"]["properties"]
     assert sorted(set(ChatCompletionRequest.__struct_fields__) - set(properties)) == []

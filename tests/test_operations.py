@@ -16,7 +16,7 @@ import requests
 
 from tests.conftest import Stack, start_stack
 from tests.procs import start_web, start_worker, wait_until
-from web.admission import DEPTH_MAX_AGE_S
+from web.admission.control import DEPTH_MAX_AGE_S
 
 pytestmark = pytest.mark.long
 

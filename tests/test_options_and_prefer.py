@@ -10,7 +10,7 @@ import pytest
 import requests
 from flask.testing import FlaskClient
 
-from chatq import config
+from chatq.config import settings as config
 from scripts.localredis import LocalRedis
 from tests.conftest import Stack
 from tests.inproc import in_process

@@ -10,9 +10,10 @@ import pytest
 import redis
 from redis.cluster import RedisCluster
 
-from chatq import jobs, keys
-from chatq.outbox import Outbox
-from chatq.store import Store
+from chatq import keys
+from chatq.jobs import record as jobs
+from chatq.jobs.outbox import Outbox
+from chatq.jobs.store import Store
 from scripts.localredis import LocalRedis
 from tests.procs import outbox_length
 

@@ -1,5 +1,5 @@
-"""The shared pacing buckets (chatq/lua/pacing.lua through chatq/pacing.py) on a real Redis,
-and the duration notation of OpenAI's headers."""
+"""The shared pacing buckets (chatq/admission/pacing.lua through chatq/admission/pacing.py) on a
+real Redis, and the duration notation of OpenAI's headers."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 import redis
 
 from chatq import keys
-from chatq.pacing import Limit, Pacing, Seen, parse_duration_s
+from chatq.admission.pacing import Limit, Pacing, Seen, parse_duration_s
 from fakellm.ratelimit import go_duration
 
 

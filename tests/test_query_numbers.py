@@ -14,7 +14,7 @@ import pytest
 from flask.testing import FlaskClient
 from werkzeug.test import TestResponse
 
-from chatq.config import Settings
+from chatq.config.settings import Settings
 from scripts.localredis import LocalRedis
 from tests.batchkit import CHAT, jsonl, request_line
 from tests.inproc import in_process

@@ -12,7 +12,12 @@ from typing import Any
 import pytest
 import redis
 
-from chatq import broker, config, fair, keys, queue_share, rates
+from chatq import keys
+from chatq.admission import fairness
+from chatq.broker import backlog as broker
+from chatq.config import settings as config
+from chatq.jobs import rates
+from chatq.metrics import queue_share
 from scripts.localredis import LocalRedis
 from tests import chatq_schemas
 from tests.batchkit import create_batch, jsonl, request_line, upload
@@ -100,10 +105,10 @@ def test_a_jobs_parked_over_its_cap_counts_in_its_owners_depth(idle: Stack) -> N
 
 def test_where_keys_share_a_queue_a_keys_own_depth_is_unknown(idle: Stack) -> None:
     client = redis.Redis.from_url(idle.env["CHATQ_REDIS_URL"], decode_responses=True)
-    shared = broker.RedisBroker(client, plan=fair.Plan())  # CHATQ_FAIR_DISPATCH=0
+    shared = broker.RedisBroker(client, plan=fairness.Plan())  # CHATQ_FAIR_DISPATCH=0
     depths, ages = queue_share.own_depths(shared, "bob", time.time())
     assert depths == ages == {"interactive": None, "batch": None}
-    own = broker.RedisBroker(client, plan=fair.Plan(("alice", "bob")))
+    own = broker.RedisBroker(client, plan=fairness.Plan(("alice", "bob")))
     assert queue_share.own_depths(own, "bob", time.time())[0] == {"interactive": 1, "batch": 0}
 
 

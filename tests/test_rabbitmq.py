@@ -18,8 +18,10 @@ from typing import Any
 import pytest
 import requests
 
-from chatq import jobs, keys, rabbit
-from chatq.store import Store
+from chatq import keys
+from chatq.broker import rabbitmq
+from chatq.jobs import record as jobs
+from chatq.jobs.store import Store
 from scripts.localredis import free_port
 from tests.batchkit import request_line, run_batch, wait_ended
 from tests.procs import wait_until
@@ -92,9 +94,9 @@ def test_jobs_of_both_lanes_complete_through_rabbitmq_with_one_call_each(
     assert r.calls() == 17
     # Every message acknowledged, none left behind or sent twice.
     wait_until(lambda: r.messages() == 0, 30, "the jobs queue empty")
-    queue = r.node.queue(r.vhost, rabbit.JOBS_QUEUE)
+    queue = r.node.queue(r.vhost, rabbitmq.JOBS_QUEUE)
     assert queue["durable"] is True
-    assert queue["arguments"] == {"x-max-priority": rabbit.MAX_PRIORITY}
+    assert queue["arguments"] == {"x-max-priority": rabbitmq.MAX_PRIORITY}
     figures = r.queue_figures()["queues"]
     assert figures == {
         "interactive": {"depth": 0, "oldest_age_s": None},
@@ -146,7 +148,7 @@ def test_only_a_job_whose_message_was_never_confirmed_is_sent_again(
     [blocker] = _submit(r, "blocker", 1, BLOCKER)
     _running(r, blocker)
     backlog = _submit(r, "backlog", 5)
-    assert all(r.stack.redis.hget(keys.job(j), rabbit.SENT_FIELD) == "0" for j in backlog)
+    assert all(r.stack.redis.hget(keys.job(j), rabbitmq.SENT_FIELD) == "0" for j in backlog)
     # Two jobs whose web died between writing them and sending their message.
     store = Store(r.stack.redis, 3600)
     unsent = [jobs.new_job_id() for _ in range(2)]

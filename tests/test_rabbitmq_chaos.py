@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 import pytest
 import requests
 
-from chatq import jobs, keys
+from chatq import keys
+from chatq.jobs import record as jobs
 from tests.procs import ALICE_KEY, start_worker, wait_until
 from tests.rabbitmq import RabbitNode, RabbitStack, StackFactory, rabbit_stacks
 

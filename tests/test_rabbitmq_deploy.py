@@ -8,9 +8,9 @@ from typing import Any
 
 import yaml
 
-from chatq import rabbit
-from chatq.celery_app import make_celery
-from chatq.config import load
+from chatq.broker import rabbitmq
+from chatq.broker.celery_app import make_celery
+from chatq.config.settings import load
 from tests.test_deploy import (  # noqa: F401
     KEDA_DIR,
     _container_env,
@@ -53,7 +53,7 @@ def test_it_counts_chatq_s_jobs_queue_waiting_and_running_per_worker_share() -> 
     assert trigger["type"] == "rabbitmq"
     # The queue chatq's workers consume, as chatq declares it on RabbitMQ.
     app = make_celery(load({"CHATQ_BROKER_URL": "amqp://guest:guest@rabbitmq:5672/chatq"}))
-    assert meta["queueName"] == rabbit.JOBS_QUEUE == app.conf.task_default_queue
+    assert meta["queueName"] == rabbitmq.JOBS_QUEUE == app.conf.task_default_queue
     # Over the management API, unacknowledged (running) jobs count too: demand, not backlog.
     assert (meta["protocol"], meta["mode"]) == ("http", "QueueLength")
     assert meta.get("excludeUnacknowledged", "false") == "false"

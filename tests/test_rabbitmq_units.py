@@ -10,11 +10,13 @@ from collections.abc import Iterator
 import pytest
 import redis
 
-from chatq import jobs, keys, rabbit
-from chatq.celery_app import broker_url, consumed_queues, make_celery
-from chatq.config import ConfigError, Settings, load
-from chatq.store import Store
-from chatq.store_results import SweepOutcome
+from chatq import keys
+from chatq.broker import rabbitmq
+from chatq.broker.celery_app import broker_url, consumed_queues, make_celery
+from chatq.config.settings import ConfigError, Settings, load
+from chatq.jobs import record as jobs
+from chatq.jobs.results import SweepOutcome
+from chatq.jobs.store import Store
 from scripts.localredis import LocalRedis
 from tests.procs import ALICE_KEY
 
@@ -49,7 +51,7 @@ def test_the_settings_repr_hides_the_broker_s_password() -> None:
     )
     assert ALICE_KEY not in repr(settings)
     assert ALICE_KEY not in repr(
-        rabbit.management_api(settings.broker_url, settings.broker_api_url)
+        rabbitmq.management_api(settings.broker_url, settings.broker_api_url)
     )
 
 
@@ -79,7 +81,7 @@ def test_the_management_api_is_found_from_the_broker_url(
     user: str,
     password: str,
 ) -> None:
-    found = rabbit.management_api(broker, api)
+    found = rabbitmq.management_api(broker, api)
     assert (found.base_url, found.vhost, found.user, found.password) == (
         base,
         vhost,
@@ -91,10 +93,10 @@ def test_the_management_api_is_found_from_the_broker_url(
 def test_on_rabbitmq_both_lanes_are_priorities_of_one_durable_confirmed_queue() -> None:
     app = make_celery(load({"CHATQ_BROKER_URL": "amqp://guest:guest@127.0.0.1:5672//"}))
     [jobs_queue] = app.conf.task_queues
-    assert (jobs_queue.name, jobs_queue.durable) == (rabbit.JOBS_QUEUE, True)
+    assert (jobs_queue.name, jobs_queue.durable) == (rabbitmq.JOBS_QUEUE, True)
     assert jobs_queue.queue_arguments == {"x-max-priority": 1}
-    assert rabbit.LANE_PRIORITY["interactive"] > rabbit.LANE_PRIORITY["batch"]
-    assert consumed_queues(app) == (rabbit.JOBS_QUEUE,)
+    assert rabbitmq.LANE_PRIORITY["interactive"] > rabbitmq.LANE_PRIORITY["batch"]
+    assert consumed_queues(app) == (rabbitmq.JOBS_QUEUE,)
     assert app.conf.broker_transport_options == {"confirm_publish": True}
     assert (app.conf.task_acks_late, app.conf.worker_prefetch_multiplier) == (True, 1)
     assert app.conf.worker_cancel_long_running_tasks_on_connection_loss is False
@@ -115,7 +117,7 @@ def _new_job(store: Store, lease_s: float) -> str:
 def test_a_confirmed_message_is_not_missing_until_its_job_is_taken_over(
     client: redis.Redis,
 ) -> None:
-    store, marks = Store(client, 3600), rabbit.SentMarks(client)
+    store, marks = Store(client, 3600), rabbitmq.SentMarks(client)
     sent, unsent = _new_job(store, 0.2), _new_job(store, 0.2)
     marks.mark(sent)
     assert marks.missing([sent, unsent]) == [unsent]
@@ -137,7 +139,7 @@ def test_a_confirmed_message_is_not_missing_until_its_job_is_taken_over(
 
 def test_marking_a_job_that_is_gone_leaves_nothing_behind(client: redis.Redis) -> None:
     gone = jobs.new_job_id()
-    rabbit.SentMarks(client).mark(gone)
+    rabbitmq.SentMarks(client).mark(gone)
     assert client.exists(keys.job(gone)) == 0
 
 

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from chatq.config import Settings
-from chatq.config_fields import declared
+from chatq.config.fields import declared
+from chatq.config.settings import Settings
 from scripts.localredis import free_port
 from tests.conftest import Stack
 from tests.procs import ALICE_KEY

@@ -9,7 +9,9 @@ from collections.abc import Iterator
 import pytest
 import requests
 
-from chatq import config, fair, keys
+from chatq import keys
+from chatq.admission import fairness
+from chatq.config import settings as config
 from scripts.localredis import LocalRedis
 from tests.conftest import Stack, fresh_each_test, start_stack
 from tests.procs import (
@@ -122,7 +124,7 @@ def test_a_job_reserved_by_a_worker_killed_before_its_claim_runs_once_on_another
     try:
         s.redis.flushdb()
         job_id = s.submit("reserved, then orphaned").json()["id"]
-        queue = fair.plan(config.load(s.env)).queue_for("interactive", "alice")
+        queue = fairness.plan(config.load(s.env)).queue_for("interactive", "alice")
         args = [sys.executable, "-c", RESERVE_ONE, s.env["CHATQ_REDIS_URL"], queue]
         reserver = subprocess.Popen(args, stdout=subprocess.PIPE, text=True)
         try:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import redis
 
-from chatq import redis_conn
+from chatq.topology import connections as redis_conn
 
 
 def test_a_new_connection_carries_redis_py_and_its_version(own_redis_url: str) -> None:

@@ -10,7 +10,7 @@ import pytest
 import redis
 import requests
 
-from chatq.redis_conn import is_backend_error
+from chatq.topology.connections import is_backend_error
 from scripts.localredis import LocalRedis, answers, free_port, redis_server_binary
 from tests.conftest import Stack, start_stack
 from tests.procs import wait_until

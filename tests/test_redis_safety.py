@@ -27,7 +27,7 @@ def _readiness(url: str) -> requests.Response:
 
 def assert_readiness_schema(body: dict[str, Any]) -> None:
     """The body is the `Readiness` object of /openapi.json."""
-    from web.openapi import document
+    from web.openapi.document import document
 
     resource = Resource.from_contents(document(), default_specification=DRAFT202012)
     registry: Registry[Any] = Registry().with_resource("urn:doc", resource)

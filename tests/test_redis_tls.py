@@ -11,13 +11,14 @@ import requests
 import trustme
 from kombu.exceptions import OperationalError
 
-from chatq import config, redis_conn
-from chatq.celery_app import make_celery
-from chatq.config import ConfigError, Settings
+from chatq.broker.celery_app import make_celery
+from chatq.config import settings as config
+from chatq.config.settings import ConfigError, Settings
+from chatq.topology import connections as redis_conn
 from tests.conftest import start_stack
 from tests.procs import ALICE_KEY, Proc, base_env, start_web, start_worker, wait_until
 from tests.tls_redis import TlsRedis, write_ca
-from web.admission import Admission
+from web.admission.control import Admission
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,10 @@ import requests
 from flask import Flask
 from flask.testing import FlaskClient
 
-from chatq import config, fair, keys, queue_stats
+from chatq import keys
+from chatq.admission import fairness
+from chatq.config import settings as config
+from chatq.metrics import queue_stats
 from scripts.localredis import LocalRedis
 from tests import chatq_schemas
 from tests.conftest import Stack
@@ -188,7 +191,7 @@ def test_the_served_document_and_the_server_agree_on_every_bound(client: FlaskCl
 def test_a_rejected_request_queues_nothing_on_a_real_stack(stack: Stack) -> None:
     def state() -> tuple[int, dict[str, int]]:
         jobs = sum(1 for _ in stack.redis.scan_iter(keys.jobs_pattern(), count=1000))
-        return jobs, queue_stats.depths(stack.redis, fair.plan(config.load(stack.env)))
+        return jobs, queue_stats.depths(stack.redis, fairness.plan(config.load(stack.env)))
 
     before = state()
     for path in PATHS:

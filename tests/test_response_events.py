@@ -1,4 +1,4 @@
-"""The Responses stream derived from a job's events (chatq/response_events.py), in-process:
+"""The Responses stream derived from a job's events (chatq/responses/events.py), in-process:
 the events of each way a job can go, numbered the same on every replay, each valid by
 OpenAI's published schema."""
 
@@ -7,11 +7,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from chatq import jobs
-from chatq.config import Settings
-from chatq.job_events import Event
-from chatq.response_events import EventMaker
-from chatq.responses import translate
+from chatq.config.settings import Settings
+from chatq.jobs import record as jobs
+from chatq.jobs.events import Event
+from chatq.responses.events import EventMaker
+from chatq.responses.translate import translate
 from tests import openai_schemas
 
 JOB_ID = "job_" + "T" * 32

@@ -12,7 +12,8 @@ import pytest
 from flask import Flask
 from flask.testing import FlaskClient
 
-from chatq import config, keys
+from chatq import keys
+from chatq.config import settings as config
 from scripts.localredis import LocalRedis
 from tests import openai_schemas
 from tests.inproc import in_process

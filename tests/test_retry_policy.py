@@ -17,17 +17,17 @@ from urllib3.exceptions import (
     ReadTimeoutError,
 )
 
-from chatq.config import Settings
+from chatq.config.settings import Settings
 from chatq.errors import failed_job_status
-from chatq.logs import Redactor
-from chatq.store import Store
+from chatq.jobs.store import Store
+from chatq.runtime.logs import Redactor
 from scripts.localredis import free_port
-from worker.attempts import Attempt, retry_after_s, timed_out
-from worker.flusher import DeltaWriter
-from worker.runner import BACKOFF_CAP_S, _backoff_s
-from worker.running import Handle
-from worker.upstream import Timeouts, attempt
-from worker.upstream_conn import UpstreamSession
+from worker.run.flusher import DeltaWriter
+from worker.run.runner import BACKOFF_CAP_S, _backoff_s
+from worker.run.running import Handle
+from worker.upstream.attempts import Attempt, retry_after_s, timed_out
+from worker.upstream.client import Timeouts, attempt
+from worker.upstream.connections import UpstreamSession
 
 # (error code, status the upstream answered or 0) -> status the client gets.
 FAILED_JOB_STATUS = [
@@ -151,7 +151,7 @@ def test_an_unexpected_exception_is_a_failed_attempt_logged_with_its_traceback(
 ) -> None:
     # A body that JSON cannot encode raises TypeError inside the attempt.
     url = f"http://127.0.0.1:{free_port()}/v1/chat/completions"
-    with caplog.at_level(logging.ERROR, logger="worker.upstream"):
+    with caplog.at_level(logging.ERROR, logger="worker.upstream.client"):
         result = _attempt(url, {"messages": {"not", "json"}})
     assert (result.ok, result.retryable, result.code) == (False, False, "internal_error")
     assert result.label == "internal_error" and "Traceback" not in result.message

@@ -1,5 +1,5 @@
 """A job's run message is pushed by the script that creates the job when the broker is the job
-store's Redis (chatq/lua/create.lua): the message kombu would have sent, in the same step, and
+store's Redis (chatq/jobs/create.lua): the message kombu would have sent, in the same step, and
 only for a job that is to run. In process, on a Redis of this module's own, with no worker."""
 
 from __future__ import annotations
@@ -11,8 +11,9 @@ from typing import Any
 import pytest
 import redis
 
-from chatq import celery_app, keys
-from chatq.config import Settings
+from chatq import keys
+from chatq.broker import celery_app
+from chatq.config.settings import Settings
 from scripts.localredis import LocalRedis
 from tests.inproc import in_process
 

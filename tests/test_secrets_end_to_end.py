@@ -13,8 +13,8 @@ import pytest
 import redis
 
 from chatq import keys
-from chatq.config import bare_key_name
-from chatq.notify import CHANNELS
+from chatq.config.settings import bare_key_name
+from chatq.jobs.notify import CHANNELS
 from scripts.localredis import LocalRedis
 from tests.conftest import Stack, start_stack
 from tests.procs import wait_until

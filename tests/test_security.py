@@ -18,11 +18,12 @@ from typing import Any
 import pytest
 import requests
 
-from chatq import jobs, keys
+from chatq import keys
+from chatq.jobs import record as jobs
 from scripts.localredis import LocalRedis
 from tests.conftest import Stack, start_stack
 from tests.procs import ALICE_KEY, BOB_KEY, UPSTREAM_KEY, wait_until
-from web.auth import KeyRing
+from web.http.auth import KeyRing
 
 URL_SAFE = set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
 TRACE_MARKERS = ("Traceback", 'File "', ".py", "line ", "Error:")

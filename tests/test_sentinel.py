@@ -20,7 +20,9 @@ import pytest
 import redis
 import requests
 
-from chatq import config, keys, redis_conn
+from chatq import keys
+from chatq.config import settings as config
+from chatq.topology import connections as redis_conn
 from scripts.localredis import LocalRedis
 from scripts.localsentinel import LocalSentinel
 from tests.conftest import Stack

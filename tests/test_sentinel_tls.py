@@ -15,12 +15,12 @@ import redis
 import trustme
 from kombu.exceptions import OperationalError
 
-from chatq import redis_conn
-from chatq.celery_app import make_celery
-from chatq.config import Settings
+from chatq.broker.celery_app import make_celery
+from chatq.config.settings import Settings
+from chatq.topology import connections as redis_conn
 from scripts.localredis import free_port, redis_server_binary
 from tests.tls_redis import TlsRedis, write_ca
-from web.admission import Admission
+from web.admission.control import Admission
 
 MASTER = "chatq-tls"
 

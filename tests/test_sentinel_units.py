@@ -11,11 +11,14 @@ from collections.abc import Iterator
 import pytest
 import redis
 
-from chatq import config, jobs, keys, redis_conn
-from chatq.celery_app import make_celery, sentinel_broker_url
-from chatq.config import ConfigError, Settings
-from chatq.replicas import ReplicasBehind, Replication
-from chatq.store import Store
+from chatq import keys
+from chatq.broker.celery_app import make_celery, sentinel_broker_url
+from chatq.config import settings as config
+from chatq.config.settings import ConfigError, Settings
+from chatq.jobs import record as jobs
+from chatq.jobs.store import Store
+from chatq.topology import connections as redis_conn
+from chatq.topology.replicas import ReplicasBehind, Replication
 
 SENTINELS = "CHATQ_REDIS_SENTINELS"
 
@@ -136,7 +139,7 @@ def test_an_end_no_replica_acknowledges_is_logged_and_stands(
     job_id = _create(Store(lonely, 3600))
     store = Store(lonely, 3600, replication=Replication(replicas=1, timeout_ms=10))
     assert store.claim(job_id=job_id, run_id="r1", lease_s=10).claimed
-    with caplog.at_level(logging.WARNING, logger="chatq.store"):
+    with caplog.at_level(logging.WARNING, logger="chatq.jobs.store"):
         assert store.finish(job_id=job_id, run_id="r1", status=jobs.COMPLETED, fields={})
     assert lonely.hget(keys.job(job_id), "status") == jobs.COMPLETED
     assert f"finish of {job_id}: 0 of 1 replicas" in caplog.text

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from chatq import config
-from chatq.config import Settings
-from chatq.config_fields import GROUP, SETTING, declared
-from chatq.config_table import BEGIN, END, default_cell, table, unit_cell, with_table, write_table
+from chatq.config import settings as config
+from chatq.config.fields import GROUP, SETTING, declared
+from chatq.config.settings import Settings
+from chatq.config.table import BEGIN, END, default_cell, table, unit_cell, with_table, write_table
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -23,7 +23,7 @@ SETTINGS_PAGE = ROOT / "docs" / "settings.md"
 def test_the_settings_page_table_is_current() -> None:
     page = SETTINGS_PAGE.read_text()
     assert with_table(page, table()) == page, (
-        "docs/settings.md's settings table is not what chatq/config*.py declare: "
+        "docs/settings.md's settings table is not what chatq/config/*.py declare: "
         "run `python -m scripts.settings_table` and commit docs/settings.md"
     )
 

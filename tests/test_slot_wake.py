@@ -1,5 +1,5 @@
 """A gevent worker whose slots are all busy takes the next waiting job as soon as one frees up,
-not at its next broker poll (worker/pollfix.py: kombu's poll with no read registered is not
+not at its next broker poll (worker/runtime/pollfix.py: kombu's poll with no read registered is not
 ended by an ack). The threads pool runs Celery's event loop, which an ack already ends."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import pytest
 
 from tests.batchkit import own_stack
 from tests.conftest import Stack
-from worker.pollfix import MAX_POLL_S
+from worker.runtime.pollfix import MAX_POLL_S
 
 JOBS = 8
 # A whole number of polls: a job starts when the loop wakes and ends just after a later wake,

@@ -1,4 +1,4 @@
-"""A property test of the job state machine (chatq/lua/*.lua through chatq.store.Store).
+"""A property test of the job state machine (chatq/*/*.lua through chatq.jobs.store.Store).
 
 Hypothesis drives a real Redis with any interleaving of what the concurrent actors do:
 the web creating jobs (plain, cache hits, or followers of an identical job in flight) and
@@ -35,9 +35,10 @@ from hypothesis.stateful import (
 )
 from redis.cluster import RedisCluster
 
-from chatq import jobs, keys
-from chatq.store import Store
-from chatq.store_results import LeaseState, SweepOutcome
+from chatq import keys
+from chatq.jobs import record as jobs
+from chatq.jobs.results import LeaseState, SweepOutcome
+from chatq.jobs.store import Store
 
 pytestmark = pytest.mark.long
 

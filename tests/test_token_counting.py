@@ -14,20 +14,24 @@ from typing import Any
 import pytest
 import requests
 
-from chatq import batch_lines, batches, keys, limits, tokens
-from chatq.batches import BatchStore
-from chatq.celery_app import make_celery
-from chatq.config import Settings
-from chatq.files import DirectoryStorage
-from chatq.limits_config import KeyLimits
+from chatq import keys
+from chatq.admission import quotas
+from chatq.admission.quota_config import KeyLimits
+from chatq.batches import lines as batch_lines
+from chatq.batches import record as batches
+from chatq.batches.file_storage import DirectoryStorage
+from chatq.batches.record import BatchStore
+from chatq.broker.celery_app import make_celery
+from chatq.chat import tokens
+from chatq.config.settings import Settings
 from scripts.localredis import LocalRedis
 from tests.batchkit import CHAT, request_line, stored_batch
 from tests.conftest import Stack, start_stack
 from tests.procs import ALICE_KEY, python_output, wait_until
-from worker.batch_feed import feed
-from worker.batch_turn import Turn
-from worker.batch_validate import validate
-from worker.batches import BatchLoop
+from worker.batches.feed import feed
+from worker.batches.loop import BatchLoop
+from worker.batches.turn import Turn
+from worker.batches.validate import validate
 from worker.context import WorkerContext, _build
 
 # A prompt that takes tiktoken a while: one run of a letter (no spaces for the pre-tokenizer
@@ -107,10 +111,10 @@ def test_the_web_answers_healthz_while_it_counts_a_large_prompt(web: Stack) -> N
 # encoding is not built yet (half a second of building) or a large prompt. The counts run on
 # a thread, so the counter greenlet goes on: its last tick comes after the count began.
 _GEVENT_COUNT = """
-from chatq import gevent_patch
+from chatq.runtime import gevent_patch
 gevent_patch.patch_all()
 import gevent
-from chatq import tokens
+from chatq.chat import tokens
 
 ticks = []
 def tick():
@@ -211,7 +215,7 @@ def test_a_batch_line_waiting_for_its_keys_tokens_is_parsed_once(ctx: WorkerCont
     assert [feed(turn, max_lines=2) for _ in range(4)] == [1, 0, 0, 0]
     assert batch_lines.lines_parsed() - parsed_before == 2  # each line once
     # The key's minute starts over: the kept line makes its job, not parsed again.
-    ctx.store.redis.delete(limits.state_key("alice"), limits.held_key("alice"))
+    ctx.store.redis.delete(quotas.state_key("alice"), quotas.held_key("alice"))
     assert feed(turn, max_lines=2) == 1
     assert batch_lines.lines_parsed() - parsed_before == 2
     assert len(turn.waiting) == 0

@@ -14,7 +14,8 @@ from typing import Any
 
 import pytest
 
-from chatq import encodings, tokens
+from chatq.chat import token_encodings as encodings
+from chatq.chat import tokens
 from chatq.errors import ApiError
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -113,7 +114,7 @@ def test_counting_from_a_cold_cache_touches_no_network(tmp_path: Path) -> None:
     result = _run_offline(
         """
         import json, tiktoken
-        from chatq import encodings, tokens
+        from chatq.chat import token_encodings as encodings, tokens
         out = {name: len(encodings.encoding(name).encode_ordinary("hello world"))
                for name in ("cl100k_base", "o200k_base")}
         out["gpt-4o"] = tokens.count_prompt_tokens(
@@ -139,7 +140,7 @@ def test_encodings_equal_tiktokens_own_rank_for_rank(tmp_path: Path) -> None:
         import gzip, hashlib, json, os
         from importlib import resources
         import tiktoken
-        from chatq import encodings
+        from chatq.chat import token_encodings as encodings
         url = "https://openaipublic.blob.core.windows.net/encodings/{}.tiktoken"
         out = {}
         for name in ("cl100k_base", "o200k_base"):

@@ -1,10 +1,10 @@
-"""The W3C trace context chatq accepts and makes (chatq/tracing.py), in process."""
+"""The W3C trace context chatq accepts and makes (chatq/tracing/context.py), in process."""
 
 from __future__ import annotations
 
 import pytest
 
-from chatq import tracing
+from chatq.tracing import context as tracing
 
 TRACE, SPAN = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
 VALID = f"00-{TRACE}-{SPAN}-01"

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import requests
 
-from chatq.webhooks import new_secret
+from chatq.webhooks.events import new_secret
 from tests.batchkit import jsonl, request_line, upload, wait_ended
 from tests.conftest import Stack, start_stack
 from tests.otlp_receiver import OtlpReceiver, Span

@@ -1,5 +1,5 @@
-"""A body the web will not read is not drained on its event loop (web/unread.py), and an
-accepted upload lets the process's other requests run while it streams (web/files_upload.py):
+"""A body the web will not read is not drained on its event loop (web/server/unread.py), and an
+accepted upload lets the process's other requests run while it streams (web/batches/upload.py):
 a real `python -m web`, gunicorn and gevent, sent bodies faster than it can read them."""
 
 from __future__ import annotations

@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 import requests
 
-from chatq import cache, keys
+from chatq import keys
+from chatq.jobs import cache
 from scripts.localredis import free_port
 from tests.conftest import BOB_KEY, Stack, start_stack
 from tests.procs import start_fakellm

@@ -16,14 +16,14 @@ import pytest
 import redis
 import trustme
 
-from chatq.config import Settings
-from chatq.logs import Redactor
-from chatq.store import Store
+from chatq.config.settings import Settings
+from chatq.jobs.store import Store
+from chatq.runtime.logs import Redactor
 from scripts.localredis import free_port
-from worker.attempts import Attempt
-from worker.flusher import DeltaWriter
-from worker.running import Handle
-from worker.upstream import Timeouts, attempt, make_session
+from worker.run.flusher import DeltaWriter
+from worker.run.running import Handle
+from worker.upstream.attempts import Attempt
+from worker.upstream.client import Timeouts, attempt, make_session
 
 # Far longer than the test waits: a call that is not cut outlives the test.
 FIRST_BYTE_S = 600.0

@@ -18,8 +18,10 @@ from typing import Any
 import pytest
 import requests
 
-from chatq import broker, celery_app, keys
-from chatq.config import load
+from chatq import keys
+from chatq.broker import backlog as broker
+from chatq.broker import celery_app
+from chatq.config.settings import load
 from scripts.localredis import LocalRedis
 from tests.conftest import Stack, start_stack
 from tests.procs import Proc, start_fakellm, start_worker, wait_until, wait_worker_ready

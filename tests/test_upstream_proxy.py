@@ -17,15 +17,15 @@ from typing import Any
 import pytest
 import redis
 
-from chatq.config import Settings
-from chatq.logs import Redactor
-from chatq.store import Store
+from chatq.config.settings import Settings
+from chatq.jobs.store import Store
+from chatq.runtime.logs import Redactor
 from scripts.localredis import free_port
 from tests.shapes_upstream import STREAMS
-from worker.attempts import Attempt
-from worker.flusher import DeltaWriter
-from worker.running import Handle
-from worker.upstream import Timeouts, attempt, make_session
+from worker.run.flusher import DeltaWriter
+from worker.run.running import Handle
+from worker.upstream.attempts import Attempt
+from worker.upstream.client import Timeouts, attempt, make_session
 
 UPSTREAM = "http://upstream.invalid/v1"  # .invalid never resolves (RFC 2606)
 

@@ -14,15 +14,15 @@ from typing import Any
 import pytest
 import redis
 
-from chatq.logs import Redactor
-from chatq.store import Store
+from chatq.jobs.store import Store
+from chatq.runtime.logs import Redactor
 from scripts.localredis import free_port
 from tests.shapes_upstream import STREAMS
-from worker.attempts import Attempt
-from worker.flusher import DeltaWriter
-from worker.running import Handle
-from worker.upstream import Timeouts, attempt
-from worker.upstream_conn import UpstreamSession
+from worker.run.flusher import DeltaWriter
+from worker.run.running import Handle
+from worker.upstream.attempts import Attempt
+from worker.upstream.client import Timeouts, attempt
+from worker.upstream.connections import UpstreamSession
 
 CONNECT_S = 0.3
 

@@ -1,5 +1,5 @@
 """Whether a key has webhook endpoints is asked at every submit. A web keeps the answer while
-its notification listener hears every change (chatq/webhook_owners.py): no Redis call for it
+its notification listener hears every change (chatq/webhooks/owners.py): no Redis call for it
 then, and an endpoint made or deleted through one web counts on another within the
 notification's delay."""
 
@@ -12,7 +12,7 @@ import redis
 import requests
 
 from chatq import keys
-from chatq.webhook_owners import KnownOwners
+from chatq.webhooks.owners import KnownOwners
 from scripts.localredis import LocalRedis
 from tests.procs import ALICE_KEY, base_env, start_web, stop_all, wait_until
 

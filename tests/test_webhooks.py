@@ -15,14 +15,15 @@ from jsonschema import Draft202012Validator
 from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT202012
 
-from chatq import jobs, keys
-from chatq.store import Store
-from chatq.webhooks import new_secret
+from chatq import keys
+from chatq.jobs import record as jobs
+from chatq.jobs.store import Store
+from chatq.webhooks.events import new_secret
 from scripts.localredis import LocalRedis
 from tests.conftest import Stack, start_stack
 from tests.procs import ALICE_KEY, BOB_KEY, outbox_length, wait_until
 from tests.webhook_receiver import Answer, Receiver, refuse, verify
-from web.openapi import document
+from web.openapi.document import document
 
 CONFIG_SECRETS = (new_secret(), new_secret())
 

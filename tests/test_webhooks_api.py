@@ -13,10 +13,11 @@ import redis
 from flask import Flask
 from werkzeug.test import TestResponse
 
-from chatq import config, keys
-from chatq.webhooks import Event
-from chatq.webhooks_log import DELIVERED, Attempt, Deliveries
-from chatq.webhooks_store import API, MAX_ENDPOINTS_PER_KEY, Endpoint
+from chatq import keys
+from chatq.config import settings as config
+from chatq.webhooks.deliveries import DELIVERED, Attempt, Deliveries
+from chatq.webhooks.events import Event
+from chatq.webhooks.store import API, MAX_ENDPOINTS_PER_KEY, Endpoint
 from scripts.localredis import LocalRedis
 from tests.inproc import in_process
 from tests.test_webhooks_units import REFUSED

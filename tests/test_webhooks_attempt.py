@@ -13,12 +13,12 @@ import pytest
 import redis
 
 from chatq import keys
-from chatq.webhooks import MAX_ATTEMPTS, Event, new_secret
-from chatq.webhooks_log import Attempt, Deliveries
-from chatq.webhooks_store import API, CONFIG, Endpoint
+from chatq.webhooks.deliveries import Attempt, Deliveries
+from chatq.webhooks.events import MAX_ATTEMPTS, Event, new_secret
+from chatq.webhooks.store import API, CONFIG, Endpoint
 from tests.procs import wait_until
 from tests.webhook_receiver import Answer, Receiver, verify
-from worker.webhooks_send import Deadline, Sent, retry_after_s, send, session
+from worker.webhooks.send import Deadline, Sent, retry_after_s, send, session
 
 EVENT = Event("evt_1", "job.completed", 1_700_000_000, "job_1")
 RECORD = {"body": EVENT.body(), "event": EVENT.id}

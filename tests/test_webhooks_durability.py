@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 import requests
 
-from chatq.webhooks import new_secret
-from chatq.webhooks_config import config_endpoint_id
-from chatq.webhooks_net import guarded_session, refused
+from chatq.webhooks.endpoint_config import config_endpoint_id
+from chatq.webhooks.events import new_secret
+from chatq.webhooks.net import guarded_session, refused
 from tests.conftest import start_stack
 from tests.procs import ALICE_KEY, start_worker, wait_until
 from tests.webhook_receiver import Answer, Receiver, verify

@@ -11,10 +11,10 @@ import pytest
 import redis
 
 from chatq import keys
-from chatq.queue_stats import redis_time, webhook_work
-from chatq.webhooks import Event
-from chatq.webhooks_log import DELIVERED, Attempt, Deliveries
-from chatq.webhooks_store import CONFIG, Endpoint
+from chatq.metrics.queue_stats import redis_time, webhook_work
+from chatq.webhooks.deliveries import DELIVERED, Attempt, Deliveries
+from chatq.webhooks.events import Event
+from chatq.webhooks.store import CONFIG, Endpoint
 from scripts.localredis import LocalRedis
 
 EVENT = Event("evt_1", "job.completed", 1_700_000_000, "job_1")

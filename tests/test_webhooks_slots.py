@@ -20,7 +20,7 @@ from chatq import keys
 from tests.conftest import Stack, start_stack
 from tests.procs import ALICE_KEY, BOB_KEY, wait_until
 from tests.webhook_receiver import Answer, Receiver
-from web.openapi import document
+from web.openapi.document import document
 
 pytestmark = pytest.mark.long
 

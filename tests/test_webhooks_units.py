@@ -12,10 +12,11 @@ import standardwebhooks
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from chatq import config, webhooks
-from chatq.config import ConfigError
-from chatq.webhooks_addresses import address_allowed, literal_refused
-from chatq.webhooks_config import url_problem
+from chatq.config import settings as config
+from chatq.config.settings import ConfigError
+from chatq.webhooks import events as webhooks
+from chatq.webhooks.addresses import address_allowed, literal_refused
+from chatq.webhooks.endpoint_config import url_problem
 
 KEYS = "alice:sk-test-a1,bob:sk-test-b2"
 # Where a webhook may connect: globally routable unicast addresses, and IPv6 forms that carry

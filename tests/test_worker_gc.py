@@ -9,7 +9,7 @@ import weakref
 import gevent
 from celery.concurrency.gevent import TaskPool
 
-from worker import greenlets
+from worker.runtime import greenlets
 
 
 def _finished_task_greenlet_is_freed() -> bool:

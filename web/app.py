@@ -4,35 +4,37 @@ from __future__ import annotations
 
 from flask import Flask
 
-from chatq import broker, config, logs, redis_check, redis_conn, tracing
-from chatq.cache import LocalCache
-from chatq.celery_app import make_celery
-from chatq.config import Settings
-from chatq.notify import Listener
-from chatq.rates import Rates
-from chatq.replicas import replication
-from chatq.store import Store
-from web import (
-    batches,
-    demo,
-    errors,
-    events,
-    files,
-    http_metrics,
-    jobs,
-    observability,
-    openai_api,
-    ops,
-    responses_api,
-    stored_completions,
-    usage,
-    webhooks,
-)
-from web import tracing as web_tracing
-from web.admission import Admission, add_rate_headers
-from web.auth import KeyRing
+from chatq.broker import backlog as broker
+from chatq.broker.celery_app import make_celery
+from chatq.config import settings as config
+from chatq.config.settings import Settings
+from chatq.jobs.cache import LocalCache
+from chatq.jobs.notify import Listener
+from chatq.jobs.rates import Rates
+from chatq.jobs.store import Store
+from chatq.runtime import logs
+from chatq.topology import checks as redis_check
+from chatq.topology import connections as redis_conn
+from chatq.topology.replicas import replication
+from chatq.tracing import context as tracing
+from web.admission import usage
+from web.admission.control import Admission, add_rate_headers
+from web.admission.holds import HeldCounts, mark_unheld
+from web.batches import file_routes as files
+from web.batches import routes as batches
+from web.chat import routes as openai_api
+from web.chat import stored as stored_completions
 from web.context import Services
-from web.holds import HeldCounts, mark_unheld
+from web.http import error_handlers
+from web.http.auth import KeyRing
+from web.jobs import events
+from web.jobs import routes as jobs
+from web.metrics import http_requests as http_metrics
+from web.metrics import request_hooks as observability
+from web.responses import routes as responses_api
+from web.server import demo, ops
+from web.tracing import spans as web_tracing
+from web.webhooks import routes as webhooks
 
 
 def _services(settings: Settings) -> Services:
@@ -91,7 +93,7 @@ def create_app(settings: Settings | None = None) -> Flask:
     http_metrics.install(app, settings.metrics_dir)
     tracing.start("chatq-web")
     web_tracing.install(app)
-    errors.register(app)
+    error_handlers.register(app)
     app.register_blueprint(jobs.bp)
     app.register_blueprint(events.bp)
     app.register_blueprint(openai_api.bp)

@@ -8,14 +8,14 @@ import redis
 from celery import Celery
 from flask import current_app
 
-from chatq.broker import Broker
-from chatq.cache import LocalCache
-from chatq.config import Settings
-from chatq.notify import Listener
-from chatq.store import Store
-from web.admission import Admission
-from web.auth import KeyRing
-from web.holds import HeldCounts
+from chatq.broker.backlog import Broker
+from chatq.config.settings import Settings
+from chatq.jobs.cache import LocalCache
+from chatq.jobs.notify import Listener
+from chatq.jobs.store import Store
+from web.admission.control import Admission
+from web.admission.holds import HeldCounts
+from web.http.auth import KeyRing
 
 
 @dataclass

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import sys
 
-from chatq import config
+from chatq.config import settings as config
 
 if config.load().worker_pool == "gevent":
     # Before anything else is imported, so that sockets and locks cooperate.
-    from chatq import gevent_patch
+    from chatq.runtime import gevent_patch
 
     gevent_patch.patch_all()
 
@@ -20,7 +20,7 @@ def main() -> None:
     from celery.exceptions import SecurityError
     from celery.utils.log import mlevel
 
-    from chatq.celery_app import worker_queues
+    from chatq.broker.celery_app import worker_queues
     from worker.tasks import app, settings
 
     # What `celery worker` does with these options, without loading Celery's command line: its

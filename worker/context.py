@@ -8,18 +8,20 @@ from dataclasses import dataclass
 
 from celery import Celery
 
-from chatq import celery_app, fair, redis_conn
-from chatq.config import Settings
-from chatq.logs import Redactor
-from chatq.rates import Rates
-from chatq.replicas import replication
-from chatq.store import Store
-from worker.endpoints import Endpoints
-from worker.flusher import Flusher
-from worker.pacing import Pacer
-from worker.running import Registry
-from worker.upstream import make_session
-from worker.upstream_conn import UpstreamSession
+from chatq.admission import fairness
+from chatq.broker import celery_app
+from chatq.config.settings import Settings
+from chatq.jobs.rates import Rates
+from chatq.jobs.store import Store
+from chatq.runtime.logs import Redactor
+from chatq.topology import connections as redis_conn
+from chatq.topology.replicas import replication
+from worker.admission.pacing import Pacer
+from worker.run.flusher import Flusher
+from worker.run.running import Registry
+from worker.upstream.client import make_session
+from worker.upstream.connections import UpstreamSession
+from worker.upstream.endpoints import Endpoints
 
 
 @dataclass
@@ -53,7 +55,7 @@ def _build(settings: Settings, celery: Celery) -> WorkerContext:
         max_running=settings.tenant_max_running,
         max_running_overrides=settings.tenant_max_running_overrides,
         rates=Rates(client),
-        park_s=fair.park_s(settings, amqp=celery_app.is_amqp(celery)),
+        park_s=fairness.park_s(settings, amqp=celery_app.is_amqp(celery)),
     )
     return WorkerContext(
         settings=settings,

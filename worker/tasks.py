@@ -11,25 +11,26 @@ from typing import Any
 from celery import signals
 from kombu.utils.compat import detect_environment
 
-from chatq import (
-    celery_app,
-    config,
-    fair,
-    files,
-    gcpause,
-    logs,
-    redis_check,
-    redis_conn,
-    tracing,
-)
-from chatq.celery_app import RUN_JOB_TASK, make_celery
-from chatq.lua_scripts import is_cluster
-from worker import batches, greenlets, metrics, metrics_http, pollfix, relay
-from worker import limits as _limits  # noqa: F401  its relay handler settles ended jobs
+from chatq.admission import fairness
+from chatq.batches import file_storage as files
+from chatq.broker import celery_app
+from chatq.broker.celery_app import RUN_JOB_TASK, make_celery
+from chatq.config import settings as config
+from chatq.runtime import gc_pauses, logs
+from chatq.scripting.loader import is_cluster
+from chatq.topology import checks as redis_check
+from chatq.topology import connections as redis_conn
+from chatq.tracing import context as tracing
+from worker.admission import quotas as _limits  # noqa: F401  its relay handler settles ended jobs
+from worker.batches import loop as batches
 from worker.context import context
-from worker.monitor import Monitor
-from worker.runner import run_job
-from worker.webhooks_pool import DeliveryPool
+from worker.metrics import series as metrics
+from worker.metrics import server as metrics_http
+from worker.run import relay
+from worker.run.monitor import Monitor
+from worker.run.runner import run_job
+from worker.runtime import greenlets, pollfix
+from worker.webhooks.pool import DeliveryPool
 
 settings = config.load()
 app = make_celery(settings, max_connections=2 * settings.worker_concurrency + 20)
@@ -45,7 +46,7 @@ def run(job_id: str) -> None:
 
 
 # Celery's line for each message received and each task done: chatq logs each job's start
-# and end itself (worker/runner.py), so these say it again, at ~3.5 % of a busy worker's CPU.
+# and end itself (worker/run/runner.py), so these say it again, at ~3.5 % of a busy worker's CPU.
 # A task that raises is still logged, at ERROR.
 CELERY_PER_TASK_LOGGERS = ("celery.worker.strategy", "celery.app.trace")
 
@@ -68,7 +69,7 @@ def _tune_gevent_pool(**_: Any) -> None:
 
 @signals.worker_init.connect
 def _start_tracing(**_: Any) -> None:
-    # Spans only with an OTLP endpoint set (chatq/tracing.py); a forked pool's processes
+    # Spans only with an OTLP endpoint set (chatq/tracing/context.py); a forked pool's processes
     # inherit the exporter, which the SDK restarts in each after the fork.
     tracing.start("chatq-worker")
 
@@ -77,8 +78,8 @@ def _start_tracing(**_: Any) -> None:
 def _reread_capped_tenants(**_: Any) -> None:
     # A read that leaves out a tenant at its cap must end in time to take that tenant's next
     # job once one of its jobs ends: its queues come back only at the next read.
-    if fair.plan(settings).capped and not celery_app.is_amqp(app):
-        pollfix.end_reads_within(fair.RUNNING_REFRESH_S)
+    if fairness.plan(settings).capped and not celery_app.is_amqp(app):
+        pollfix.end_reads_within(fairness.RUNNING_REFRESH_S)
 
 
 @signals.worker_init.connect
@@ -110,7 +111,7 @@ def _check_redis(**_: Any) -> None:
     client = redis_conn.connect_state(settings, 2)
     try:
         redis_check.check_at_start(client, settings.redis_require_safe)
-        if fair.plan(settings).capped and is_cluster(client):
+        if fairness.plan(settings).capped and is_cluster(client):
             # Its running counts would be in another slot than the claims that keep them.
             sys.exit("worker: CHATQ_TENANT_MAX_RUNNING needs the job store on one Redis")
     except redis_check.UnsafeRedis:
@@ -142,8 +143,8 @@ def _start_monitor(**_: Any) -> None:
     if "batch" in settings.worker_lanes:  # lines run where the loop feeding them runs
         batches.start(monitor.ctx)
     metrics.WORKER_SLOTS.set(settings.worker_concurrency)
-    gcpause.install()
-    gcpause.freeze_start_up()
+    gc_pauses.install()
+    gc_pauses.freeze_start_up()
 
 
 @signals.worker_shutdown.connect

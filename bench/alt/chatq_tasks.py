@@ -1,12 +1,12 @@
-"""Bare Celery with chatq's own Celery settings (`chatq.celery_app.make_celery`): the trivial
+"""Bare Celery with chatq's own Celery settings (`chatq.broker.celery_app.make_celery`): the trivial
 task, on the `interactive` queue, late-acked, prefetch 1. Isolates the cost of the settings
 from the cost of chatq's code. Configured by ALT_REDIS_URL, ALT_POOL_SIZE and, to vary them,
 ALT_PREFETCH (worker_prefetch_multiplier), ALT_POLL_CAP (0: without chatq's cap) and
 ALT_ACK_EMULATION (1: kombu records each reserved message in Redis, as chatq does not).
 
 Under gevent the worker is tuned as `python -m worker` tunes itself (worker/tasks.py): each
-broker poll capped at 0.1 s (worker/pollfix.py) and task greenlets freed without the cycle
-collector (worker/greenlets.py), unless ALT_POLL_CAP=0 asks for Celery's own 2 s poll.
+broker poll capped at 0.1 s (worker/runtime/pollfix.py) and task greenlets freed without the cycle
+collector (worker/runtime/greenlets.py), unless ALT_POLL_CAP=0 asks for Celery's own 2 s poll.
 """
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ from celery import signals
 from kombu.utils.compat import detect_environment
 
 from bench.alt import tasks
-from chatq.celery_app import make_celery
-from chatq.config import Settings
-from worker import greenlets, pollfix
+from chatq.broker.celery_app import make_celery
+from chatq.config.settings import Settings
+from worker.runtime import greenlets, pollfix
 
 SLOTS = int(os.environ.get("ALT_POOL_SIZE", "100"))
 POLL_CAP = os.environ.get("ALT_POLL_CAP", "1") != "0"

@@ -14,10 +14,10 @@ import time
 from flask import Flask, Response, g, request
 from prometheus_client import Counter, Histogram
 
-from chatq import gcpause
-from chatq.metrics import LATENCY_BUCKETS_S
-from web import metrics
-from web.http_metrics import endpoint
+from chatq.metrics.shared import LATENCY_BUCKETS_S
+from chatq.runtime import gc_pauses
+from web.metrics import series as metrics
+from web.metrics.http_requests import endpoint
 
 # The same names as chatq's series, in no registry: the cost of an observation does not
 # depend on its name, and the exporter's objects in the same process keep theirs.
@@ -40,7 +40,7 @@ def _started() -> None:
 def _finished(response: Response) -> Response:
     duration_s = time.perf_counter() - g.pop("chatq_started", time.perf_counter())
     metrics.HTTP_IN_PROGRESS.dec()
-    gcpause.flush()
+    gc_pauses.flush()
     if request.path != "/metrics":
         method, status, path = request.method, str(response.status_code), endpoint()
         HTTP_DURATION.labels(method, path, status).observe(duration_s)
@@ -58,7 +58,7 @@ def _finished(response: Response) -> Response:
 
 
 def install(app: Flask, access_log: bool = True) -> None:
-    """The hooks, as `web.observability.install_request_log` installed them."""
+    """The hooks, as `web.metrics.request_hooks.install_request_log` installed them."""
     log.setLevel(logging.NOTSET if access_log else logging.WARNING)
     app.before_request(_started)
     app.after_request(_finished)

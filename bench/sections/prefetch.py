@@ -24,7 +24,7 @@ from bench.procstat import CpuMeter
 from bench.sections.common import JSON
 from bench.sections.throughput import baseline_worker, drain, send_all
 from bench.stats import mean
-from chatq.broker import queue_keys
+from chatq.broker.backlog import queue_keys
 
 SLOTS = 300
 TASK_S = 1.0

@@ -22,8 +22,8 @@ from bench.loadrun import run_load
 from bench.procstat import CpuMeter
 from bench.sections.common import JSON, body, breakdown, closed_spec, outcome_summary, target
 from bench.stats import time_average_concurrency
-from chatq.celery_app import make_celery
-from chatq.config import Settings
+from chatq.broker.celery_app import make_celery
+from chatq.config.settings import Settings
 from tests.procs import UPSTREAM_KEY, Proc
 
 STREAM_MODEL = "fake:tps=20,tokens=21"  # first token at once, then 20 more over 1.0 s

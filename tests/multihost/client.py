@@ -13,7 +13,9 @@ from typing import Any
 
 import requests
 
-from chatq import heartbeats, jobs, keys
+from chatq import keys
+from chatq.jobs import record as jobs
+from chatq.runtime import heartbeats
 from tests.multihost.site import WEBS, Site, job_records
 
 

@@ -19,7 +19,8 @@ import redis
 import requests
 from redis.cluster import RedisCluster
 
-from chatq import config, redis_conn
+from chatq.config import settings as config
+from chatq.topology import connections as redis_conn
 from scripts.localcluster import LocalCluster
 from scripts.localredis import LocalRedis
 from scripts.localsentinel import LocalSentinel

@@ -13,7 +13,7 @@ from contextlib import contextmanager
 
 import pytest
 
-from chatq import rabbit
+from chatq.broker import rabbitmq
 from tests.multihost.client import (
     Probe,
     all_terminal,
@@ -70,13 +70,13 @@ def test_the_pipeline_then_a_lost_worker_host_with_rabbitmq() -> None:
         site.lose("worker-1")
         lost_at = time.monotonic()
         # Worker-1 vanished without closing its connection: RabbitMQ keeps delivering to it
-        # (jobs sent again included) until its heartbeats stop (chatq/celery_app.py).
+        # (jobs sent again included) until its heartbeats stop (chatq/broker/celery_app.py).
         records = wait_until(lambda: all_terminal(site, ids), 2 + 30, "all terminal")
         took_s = time.monotonic() - lost_at
         calls = site.calls() - calls_before
         vhost = site.env["CHATQ_BROKER_URL"].rsplit("/", 1)[1]
         wait_until(
-            lambda: node.queue(vhost, rabbit.JOBS_QUEUE).get("messages") == 0, 30, "queue empty"
+            lambda: node.queue(vhost, rabbitmq.JOBS_QUEUE).get("messages") == 0, 30, "queue empty"
         )
     assert Counter(r["status"] for r in records) == {"completed": 40}
     assert 0 < on_worker_1 < 40

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from chatq import jobs
+from chatq.jobs import record as jobs
 from scripts.localredis import LocalRedis
 from scripts.localsentinel import Watch
 from tests.multihost.client import Answer, Probe, probing

@@ -1,0 +1,1 @@
+"""Who may run what, when: per-key limits and budgets, fair dispatch, pacing."""

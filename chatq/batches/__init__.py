@@ -1,0 +1,1 @@
+"""Batches and their files: records, lines, storage and quota."""

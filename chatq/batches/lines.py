@@ -1,0 +1,285 @@
+"""One line of a batch: checking an input line, and the output or error line it becomes.
+
+Input lines are OpenAI's `{"custom_id", "method": "POST", "url", "body"}`; output lines are
+`{"id", "custom_id", "response": {"status_code", "request_id", "body"}, "error"}`. What a
+line's body must be depends on the batch's endpoint: one entry of ENDPOINTS each.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from chatq.chat import json_input
+from chatq.chat.validate import chat_request
+from chatq.config.settings import Settings
+from chatq.errors import ApiError, failed_job_status
+from chatq.responses.inputs import invalid
+from chatq.responses.translate import is_response, translate
+from chatq.responses.view import render
+from chatq.runtime.tally import Tally
+
+JSONDict = dict[str, Any]
+MAX_CUSTOM_ID_CHARS = 512
+OUTPUT, ERROR = "o", "e"
+CANCELLED_CODE, EXPIRED_CODE, LOST_CODE = "batch_cancelled", "batch_expired", "request_lost"
+ENDED_MESSAGES = {
+    CANCELLED_CODE: "The batch was cancelled before this request ran.",
+    EXPIRED_CODE: "This request could not be executed before the completion window expired.",
+    LOST_CODE: "This request's job is gone (deleted, or lost with Redis's data) before its "
+    "end was recorded.",
+}
+
+
+class TooLong(bytes):
+    """What the file's readers yield for a line longer than CHATQ_MAX_BODY_BYTES, read past
+    without being held: no line read from a file is one."""
+
+
+LINE_TOO_LONG = TooLong()
+
+
+# A line's request as its job holds it: the chat request sent upstream, and the job
+# record's extra fields (a response's `api` and `response`).
+Checked = tuple[JSONDict, dict[str, str]]
+
+
+def _no_stream() -> ApiError:
+    return ApiError(400, "invalid_request", "`stream` is not allowed in a batch.", param="stream")
+
+
+def _chat_body(body: JSONDict, settings: Settings) -> Checked:
+    """A /v1/chat/completions body as the upstream gets it; ApiError when it is refused."""
+    if body.get("stream") is True:
+        raise _no_stream()
+    request = chat_request(body, settings)
+    request.pop("stream", None)
+    return request, {}
+
+
+def _responses_body(body: JSONDict, settings: Settings) -> Checked:
+    """A /v1/responses body as the job POST /v1/responses makes of it; ApiError when the
+    Responses API refuses it, or when it asks for what a batch line cannot do."""
+    asked = translate(body, settings)
+    if asked.stream:
+        raise _no_stream()
+    if body.get("previous_response_id") is not None:
+        raise invalid(
+            "`previous_response_id` is not supported in a batch: each line is a "
+            "response of its own.",
+            "previous_response_id",
+            "unsupported_parameter",
+        )
+    if asked.truncate:
+        # The web trims a prompt to fit; the batch's workers count no tokens.
+        raise invalid(
+            "`truncation` must be disabled in a batch: no prompt is trimmed to fit.",
+            "truncation",
+            "unsupported_parameter",
+        )
+    return chat_request(asked.request, settings), asked.fields
+
+
+# The endpoints a batch may name, each with the check of its lines' bodies.
+ENDPOINTS: dict[str, Callable[[JSONDict, Settings], Checked]] = {
+    "/v1/chat/completions": _chat_body,
+    "/v1/responses": _responses_body,
+}
+
+
+def line_token(batch_id: str, line: int) -> str:
+    """32 url-safe characters naming line `line` of a batch, the same every time."""
+    digest = hashlib.sha256(f"{batch_id}:{line}".encode()).digest()
+    return base64.urlsafe_b64encode(digest).decode()[:32]
+
+
+def line_job_id(batch_id: str, line: int) -> str:
+    """The id of the job that runs a line: one per line, whoever makes it and how often."""
+    return "job_" + line_token(batch_id, line)
+
+
+@dataclass(frozen=True)
+class Line:
+    """A valid input line: its number (from 1), its custom_id, the request to run and the
+    extra fields of its job's record."""
+
+    number: int
+    custom_id: str
+    request: JSONDict
+    fields: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class LineError:
+    """Why an input line cannot run."""
+
+    number: int
+    code: str
+    message: str
+    param: str | None = None
+    custom_id: str | None = None
+
+    def batch_error(self) -> JSONDict:
+        """OpenAI's BatchError, for the batch object's `errors`."""
+        return {
+            "code": self.code,
+            "message": self.message,
+            "param": self.param,
+            "line": self.number,
+        }
+
+
+def _envelope(number: int, raw: bytes, max_line_bytes: int) -> JSONDict | LineError:
+    if isinstance(raw, TooLong):
+        return LineError(
+            number,
+            "request_too_large",
+            f"This line is longer than {max_line_bytes} bytes (CHATQ_MAX_BODY_BYTES, the "
+            "largest request body chatq takes).",
+        )
+    try:
+        value = json_input.parse(raw.decode("utf-8"))
+    except ApiError as exc:  # JSON, but a number or a string no request can carry
+        return LineError(number, exc.code, exc.message, exc.param)
+    except json_input.NestedTooDeeply as exc:
+        return LineError(number, "invalid_json_line", f"This line {exc}.")
+    except (UnicodeDecodeError, ValueError):
+        return LineError(number, "invalid_json_line", "This line is not valid JSON in UTF-8.")
+    if not isinstance(value, dict):
+        return LineError(number, "invalid_json_line", "This line is not a JSON object.")
+    return value
+
+
+def _custom_id(number: int, line: JSONDict) -> str | LineError:
+    custom_id = line.get("custom_id")
+    if custom_id is None:
+        return LineError(
+            number, "missing_required_parameter", "`custom_id` is required.", "custom_id"
+        )
+    if not isinstance(custom_id, str) or not 1 <= len(custom_id) <= MAX_CUSTOM_ID_CHARS:
+        return LineError(
+            number,
+            "invalid_custom_id",
+            f"`custom_id` must be a string of 1 to {MAX_CUSTOM_ID_CHARS} characters.",
+            "custom_id",
+        )
+    return custom_id
+
+
+def _route_error(number: int, line: JSONDict, endpoint: str) -> tuple[str, str, str] | None:
+    """(code, message, param) when the line's method, url or body is not this batch's."""
+    for name in ("method", "url", "body"):
+        if name not in line:
+            return "missing_required_parameter", f"`{name}` is required.", name
+    if line["method"] != "POST":
+        return "invalid_method", "`method` must be POST.", "method"
+    if line["url"] != endpoint:
+        return "url_mismatch", f"`url` must be this batch's endpoint, {endpoint}.", "url"
+    if not isinstance(line["body"], dict):
+        return "invalid_request", "`body` must be a JSON object.", "body"
+    return None
+
+
+_tally = Tally()
+
+
+def lines_parsed() -> int:
+    """How many input lines this process has parsed (each call of parse_line is one)."""
+    return _tally.count
+
+
+def parse_line(raw: bytes, number: int, endpoint: str, settings: Settings) -> Line | LineError:
+    """The line `number` of an input file, checked for a batch on `endpoint`."""
+    _tally.add()
+    line = _envelope(number, raw, settings.max_body_bytes)
+    if isinstance(line, LineError):
+        return line
+    custom_id = _custom_id(number, line)
+    if isinstance(custom_id, LineError):
+        return custom_id
+    route = _route_error(number, line, endpoint)
+    if route is not None:
+        return LineError(number, *route, custom_id=custom_id)
+    try:
+        request, fields = ENDPOINTS[endpoint](line["body"], settings)
+    except ApiError as exc:
+        return LineError(
+            number, exc.code, exc.message, f"body.{exc.param}" if exc.param else "body", custom_id
+        )
+    return Line(number, custom_id, request, fields)
+
+
+def _dumps(value: JSONDict) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def _line(
+    batch_id: str,
+    number: int,
+    custom_id: str | None,
+    response: JSONDict | None,
+    error: JSONDict | None,
+) -> str:
+    return _dumps(
+        {
+            "id": "batch_req_" + line_token(batch_id, number),
+            "custom_id": custom_id,
+            "response": response,
+            "error": error,
+        }
+    )
+
+
+def invalid_line(batch_id: str, error: LineError) -> str:
+    """The error-file line of an input line that failed validation."""
+    message = f"Line {error.number}: {error.message}"
+    return _line(
+        batch_id, error.number, error.custom_id, None, {"code": error.code, "message": message}
+    )
+
+
+def ended_line(batch_id: str, number: int, custom_id: str | None, code: str) -> str:
+    """The error-file line of a request the batch's cancel or expiry stopped (or lost)."""
+    return _line(batch_id, number, custom_id, None, {"code": code, "message": ENDED_MESSAGES[code]})
+
+
+def usage_of(completion: JSONDict) -> tuple[int, int, int, int]:
+    """(input, cached input, output, reasoning) tokens of a chat.completion's usage."""
+    usage = completion.get("usage") or {}
+    prompt_details = usage.get("prompt_tokens_details") or {}
+    output_details = usage.get("completion_tokens_details") or {}
+    return (
+        int(usage.get("prompt_tokens") or 0),
+        int(prompt_details.get("cached_tokens") or 0),
+        int(usage.get("completion_tokens") or 0),
+        int(output_details.get("reasoning_tokens") or 0),
+    )
+
+
+def job_line(
+    batch_id: str, number: int, record: dict[str, str]
+) -> tuple[str, str, tuple[int, int, int, int]]:
+    """(OUTPUT or ERROR, the line, its token usage) for a line whose job completed or failed."""
+    custom_id, job_id = record.get("custom_id"), record["id"]
+    if record.get("status") == "completed":
+        completion = json.loads(record.get("result") or "{}")
+        # A response's line carries its Response object, as GET /v1/responses/{id} shows it.
+        body = render(record) if is_response(record) else completion
+        response = {"status_code": 200, "request_id": job_id, "body": body}
+        return OUTPUT, _line(batch_id, number, custom_id, response, None), usage_of(completion)
+    error = json.loads(record.get("error") or "{}")
+    status = int(record.get("error_status") or failed_job_status(error.get("code")))
+    body = {
+        "error": {
+            "message": error.get("message") or "The request failed.",
+            "type": error.get("type") or "upstream_error",
+            "param": None,
+            "code": error.get("code") or "upstream_error",
+        }
+    }
+    response = {"status_code": status, "request_id": job_id, "body": body}
+    return ERROR, _line(batch_id, number, custom_id, response, None), (0, 0, 0, 0)

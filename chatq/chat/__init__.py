@@ -1,0 +1,1 @@
+"""The chat request: validation, token counts, the models' context windows."""

@@ -1,0 +1,1 @@
+"""Settings: every CHATQ_* variable, read once, with its default and unit."""

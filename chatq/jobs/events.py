@@ -1,0 +1,90 @@
+"""A job's event stream as GET /v1/jobs/{id}/events shows it (docs/api.md): typed entries
+from XRANGE rows."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal
+
+import msgspec
+from msgspec import Meta, Struct
+
+from chatq.jobs.record import JobStatus, TerminalStatus
+
+
+class StatusEvent(Struct, tag_field="type", tag="status", forbid_unknown_fields=True):
+    """The job's status changed."""
+
+    status: JobStatus
+
+
+class DeltaEvent(Struct, tag_field="type", tag="delta", forbid_unknown_fields=True):
+    """More output text."""
+
+    delta: str
+
+
+class ResetEvent(Struct, tag_field="type", tag="reset", forbid_unknown_fields=True):
+    """The text so far is void (a retry starts over)."""
+
+
+class EndEvent(Struct, tag_field="type", tag="end", forbid_unknown_fields=True):
+    """The job ended; nothing follows."""
+
+    status: TerminalStatus
+    finish_reason: str | None = None
+
+
+JobEvent = StatusEvent | DeltaEvent | ResetEvent | EndEvent
+
+
+class EventsPage(Struct, forbid_unknown_fields=True):
+    """A page of a job's events."""
+
+    object: Literal["chat.completion.job.events"]
+    job_id: str
+    status: JobStatus
+    events: list[JobEvent]
+    cursor: Annotated[str, Meta(description="Opaque: pass it back as `cursor`.")]
+    done: Annotated[bool, Meta(description="The job is terminal; no event follows.")]
+
+
+@dataclass(frozen=True)
+class Event:
+    """One event of a job's stream; `id` is its stream id, the cursor ('' when the event
+    shares the entry that follows it)."""
+
+    id: str
+    type: str
+    value: str
+    extra: str
+
+    def public(self) -> dict[str, Any]:
+        """The event as a client reads it."""
+        return msgspec.to_builtins(self.typed())  # type: ignore[no-any-return]
+
+    def typed(self) -> JobEvent:
+        """The event as its struct."""
+        if self.type == "delta":
+            return DeltaEvent(self.value)
+        if self.type == "status":
+            return StatusEvent(self.value)  # type: ignore[arg-type]
+        if self.type == "end":
+            return EndEvent(self.value, self.extra or None)  # type: ignore[arg-type]
+        return ResetEvent()
+
+
+def parse_events(rows: Any) -> list[Event]:
+    """The Events of XRANGE rows. A job's end is one row that also holds its last piece of
+    text (`d`) and its last status (`with_status`, chatq/scripting/prelude.lua): it reads as that
+    delta, that status event, then the end; the first two have no cursor of their own (`id`
+    empty), as the three are one entry."""
+    events = []
+    for stream_id, data in rows:
+        event = Event(str(stream_id), data.get("t", ""), data.get("v", ""), data.get("f", ""))
+        if event.type == "end" and data.get("d"):
+            events.append(Event("", "delta", data["d"], ""))
+        if event.type == "end" and data.get("with_status") == "1":
+            events.append(Event("", "status", event.value, ""))
+        events.append(event)
+    return events

@@ -1,0 +1,1 @@
+"""What the processes measure and report: shared series, the queue's figures."""

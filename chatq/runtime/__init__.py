@@ -1,0 +1,1 @@
+"""How a process runs: gevent's patch, logs, GC pauses, offloading, heartbeats."""

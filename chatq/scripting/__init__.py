@@ -1,0 +1,1 @@
+"""The Lua scripts' loader and the prelude every script starts with."""

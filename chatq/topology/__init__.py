@@ -1,0 +1,1 @@
+"""Redis as chatq reaches it: connections, checks of its settings, replicas."""

@@ -1,0 +1,1 @@
+"""Webhooks: events, endpoints, deliveries and the addresses they may reach."""

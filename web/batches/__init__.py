@@ -1,0 +1,1 @@
+"""OpenAI's Batches and Files endpoints, uploads streamed to storage."""

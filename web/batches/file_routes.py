@@ -1,0 +1,257 @@
+"""OpenAI's Files API for batches: upload, list, read, download and delete a key's files."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from flask import Blueprint, Flask, Response, current_app, g
+from flask import request as current_request
+from msgspec import structs
+from werkzeug.wsgi import wrap_file
+
+from chatq.batches import file_records as files_meta
+from chatq.batches.file_quota import FileQuota, Hold
+from chatq.batches.file_records import FileIndex
+from chatq.batches.file_storage import (
+    CHUNK_BYTES,
+    DirectoryStorage,
+    FilesDirRefused,
+    is_file_id,
+    new_file_id,
+    storage_for,
+)
+from chatq.batches.objects import EXPIRES_MAX_S, EXPIRES_MIN_S, FileDeleted, FileList, page_view
+from chatq.batches.record import BatchStore
+from chatq.errors import ApiError
+from chatq.metrics import queue_stats
+from web.batches.upload import Received, Receiver
+from web.context import Services, services
+from web.http import params
+from web.http.answers import json_response
+from web.http.guard import authorize
+
+log = logging.getLogger(__name__)
+bp = Blueprint("files", __name__, url_prefix="/v1/files")
+MAX_LIST_LIMIT = 10000
+
+
+@dataclass
+class BatchServices:
+    """What the Files and Batches endpoints use besides the job services."""
+
+    files: FileIndex
+    batches: BatchStore
+    storage: DirectoryStorage
+    quota: FileQuota
+
+
+def install(app: Flask) -> None:
+    """Add the Files and Batches services to `app` (after its job services)."""
+    svc: Services = app.extensions["chatq"]
+    s = svc.settings
+    app.extensions["chatq_batches"] = BatchServices(
+        files=FileIndex(svc.redis),
+        batches=BatchStore(svc.redis, s.files_ttl_s),
+        storage=_storage(s.files_dir),
+        quota=FileQuota(svc.redis, s.files_max_bytes_per_key, s.files_max_count_per_key),
+    )
+
+
+def _storage(files_dir: str) -> DirectoryStorage:
+    try:
+        return storage_for(files_dir)
+    except FilesDirRefused as exc:
+        log.error("refusing to start: %s", exc)
+        # gunicorn's "worker failed to boot" status: its master stops instead of respawning.
+        raise SystemExit(3) from None
+
+
+def batch_services() -> BatchServices:
+    """The Files and Batches services of the current app."""
+    found: BatchServices = current_app.extensions["chatq_batches"]
+    return found
+
+
+def file_not_found(param: str = "id") -> ApiError:
+    """An unknown, expired or foreign file: all look the same."""
+    return ApiError(404, "file_not_found", "No file with that id.", param=param)
+
+
+def expires_after_s(anchor: Any, seconds: Any, param: str) -> int:
+    """The seconds of an `expires_after` {anchor: created_at, seconds}, checked."""
+    if anchor != "created_at":
+        raise ApiError(
+            400, "invalid_request", f"`{param}.anchor` must be created_at.", param=f"{param}.anchor"
+        )
+    value = seconds if isinstance(seconds, int) and not isinstance(seconds, bool) else None
+    if isinstance(seconds, str):  # a form field, or a string in JSON
+        value = params.ascii_int(seconds)
+    if value is None or not EXPIRES_MIN_S <= value <= EXPIRES_MAX_S:
+        raise ApiError(
+            400,
+            "invalid_request",
+            f"`{param}.seconds` must be a whole number from {EXPIRES_MIN_S} to {EXPIRES_MAX_S}.",
+            param=f"{param}.seconds",
+        )
+    return value
+
+
+def _expiry_s(fields: dict[str, str], default_s: int) -> int:
+    # `created_at` is the only anchor, and the default expiry stands in for missing seconds:
+    # either part alone is read as the whole.
+    anchor = fields.get("expires_after[anchor]", "created_at")
+    seconds = fields.get("expires_after[seconds]", str(default_s))
+    if anchor == "created_at" and seconds == str(default_s):
+        return default_s
+    return expires_after_s(anchor, seconds.strip(), "expires_after")
+
+
+def _checked(got: Received, max_lines: int, default_ttl_s: int) -> int:
+    """The upload's expiry in seconds, once its fields and file are as they must be."""
+    purpose = got.fields.get("purpose")
+    if purpose is None:
+        raise ApiError(400, "missing_field", "`purpose` is required.", param="purpose")
+    if purpose != files_meta.PURPOSE_INPUT:
+        raise ApiError(
+            400,
+            "invalid_request",
+            "`purpose` must be batch: this server keeps files for the Batch API only.",
+            param="purpose",
+        )
+    if got.upload is None:
+        raise ApiError(400, "missing_field", "`file` is required.", param="file")
+    if got.lines > max_lines:
+        raise ApiError(
+            400, "invalid_request", f"The file has more than {max_lines} lines.", param="file"
+        )
+    return _expiry_s(got.fields, default_ttl_s)
+
+
+def _commit(got: Received, max_lines: int, default_ttl_s: int) -> tuple[int, int]:
+    """The upload's expiry in seconds and its size, once checked and committed."""
+    try:
+        expires_s = _checked(got, max_lines, default_ttl_s)
+        assert got.upload is not None
+        return expires_s, got.upload.commit()
+    except BaseException:
+        if got.upload is not None:
+            got.upload.discard()
+        raise
+
+
+@bp.post("")
+def upload() -> Response:
+    """Upload a JSONL file of batch requests, streamed to the file storage."""
+    svc, bsvc = services(), batch_services()
+    owner = authorize(svc)
+    s = svc.settings
+    file_id = new_file_id()
+    hold = Hold(bsvc.quota, owner, file_id, s.files_max_bytes)
+    try:
+        got = Receiver(bsvc.storage, file_id, s.files_max_bytes, hold).receive()
+        expires_s, size_bytes = _commit(got, s.files_max_lines, s.files_ttl_s)
+    except BaseException:
+        hold.release()  # the room it held is the key's again
+        raise
+    now = queue_stats.redis_time(svc.redis)
+    meta = files_meta.new_meta(
+        file_id=file_id,
+        owner=owner,
+        size_bytes=size_bytes,
+        lines=got.lines,
+        filename=got.filename or "upload.jsonl",
+        purpose=files_meta.PURPOSE_INPUT,
+        created_at=now,
+        expires_at=now + expires_s,
+    )
+    bsvc.files.add(meta)
+    log.info(
+        "file %s uploaded: %d bytes, %d lines",
+        file_id,
+        size_bytes,
+        got.lines,
+        extra={"key": owner, "event": "file_uploaded"},
+    )
+    return json_response(files_meta.public_view(meta))
+
+
+@bp.get("")
+def list_files() -> Response:
+    """The key's files, newest first (`order=asc`: oldest), `after` a file id."""
+    svc, bsvc = services(), batch_services()
+    owner = authorize(svc)
+    args = current_request.args
+    order = args.get("order", "desc")
+    if order not in ("asc", "desc"):
+        raise ApiError(400, "invalid_request", "`order` must be asc or desc.", param="order")
+    page = bsvc.files.page(
+        owner,
+        after=args.get("after", ""),
+        limit=params.limit_arg(MAX_LIST_LIMIT, MAX_LIST_LIMIT),
+        newest_first=order == "desc",
+        purpose=args.get("purpose", ""),
+        now=queue_stats.redis_time(svc.redis),
+    )
+    data = [files_meta.public_view(m) for m in page.files]
+    return json_response(page_view(FileList, data, page.has_more))
+
+
+def owned_file(file_id: str, owner: str, param: str = "id") -> dict[str, str]:
+    """The file's metadata if it is `owner`'s and live; otherwise 404."""
+    if not is_file_id(file_id):
+        raise file_not_found(param)
+    svc = services()
+    meta = batch_services().files.get(file_id, owner, queue_stats.redis_time(svc.redis))
+    if meta is None:
+        raise file_not_found(param)
+    return meta
+
+
+@bp.get("/<file_id>")
+def get_file(file_id: str) -> Response:
+    """The file object."""
+    owner = authorize(services())
+    return json_response(files_meta.public_view(owned_file(file_id, owner)))
+
+
+@bp.get("/<file_id>/content")
+def file_content(file_id: str) -> Response:
+    """The file's bytes, streamed from the storage."""
+    owner = authorize(services())
+    meta = owned_file(file_id, owner)
+    g.chatq_file_id = file_id
+    try:
+        handle = batch_services().storage.open(file_id)
+    except FileNotFoundError as exc:  # deleted between the two reads
+        raise file_not_found() from exc
+    body = wrap_file(current_request.environ, handle, buffer_size=CHUNK_BYTES)
+    headers = {
+        "Content-Length": meta.get("bytes") or "0",
+        "Content-Disposition": f'attachment; filename="{file_id}.jsonl"',
+    }
+    return Response(
+        body, headers=headers, mimetype="application/octet-stream", direct_passthrough=True
+    )
+
+
+@bp.delete("/<file_id>")
+def delete_file(file_id: str) -> Response:
+    """Delete the file, unless an unfinished batch reads it (409)."""
+    owner = authorize(services())
+    if not is_file_id(file_id):
+        raise file_not_found()
+    bsvc = batch_services()
+    outcome = bsvc.files.delete(file_id, owner)
+    if outcome == "missing":
+        raise file_not_found()
+    if outcome == "in_use":
+        raise ApiError(
+            409,
+            "file_in_use",
+            "A batch that has not ended reads this file; cancel it or wait for its end.",
+            param="id",
+        )
+    bsvc.storage.delete(file_id)
+    return json_response(structs.asdict(FileDeleted(id=file_id, object="file", deleted=True)))

@@ -1,0 +1,1 @@
+"""The OpenAI-compatible chat front door: completions, chunks, stored answers."""

@@ -1,0 +1,40 @@
+"""GET /v1/chat/completions/{id}: a job's chat completion fetched again (OpenAI's stored
+completions), so that a client whose held request was cut gets the answer by the
+`Chatq-Job-Id` it saw."""
+
+from __future__ import annotations
+
+import re
+
+from flask import Blueprint, Response, g
+
+from chatq.errors import job_not_found
+from chatq.jobs import record as jobs
+from chatq.responses.translate import is_response
+from web.admission import holds
+from web.chat.routes import _hold as hold_completion
+from web.context import services
+from web.http.guard import authorize
+from web.jobs.waiting import load_owned
+
+bp = Blueprint("stored_completions", __name__, url_prefix="/v1/chat/completions")
+# A job id, or the id chatq gives a streamed completion (`chatcmpl-` and the job's token).
+_COMPLETION_ID = re.compile(r"(?:job_|chatcmpl-)([A-Za-z0-9_-]{16,64})\Z")
+
+
+@bp.get("/<completion_id>")
+def stored_completion(completion_id: str) -> Response:
+    """The job's `chat.completion` once it ends (held as POST /v1/chat/completions holds);
+    its OpenAI error if it failed; 404 for a response (its own view is /v1/responses)."""
+    svc = services()
+    owner = authorize(svc)
+    match = _COMPLETION_ID.match(completion_id)
+    if match is None:
+        raise job_not_found()
+    job_id = g.chatq_job_id = "job_" + match.group(1)
+    record = load_owned(svc, job_id, owner)
+    if is_response(record):
+        raise job_not_found()
+    if not jobs.is_terminal(record["status"]) and holds.holds_open(False, svc.settings.max_wait_s):
+        holds.hold(svc, owner)
+    return hold_completion(svc, record)

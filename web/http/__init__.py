@@ -1,0 +1,1 @@
+"""What every request goes through: auth, the gate, parameters, answers, errors."""

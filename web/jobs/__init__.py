@@ -1,0 +1,1 @@
+"""The job endpoints: submit, status, result, cancel, events, long-polling."""

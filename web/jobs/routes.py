@@ -1,0 +1,133 @@
+"""The job endpoints: submit, status, result, cancel."""
+
+from __future__ import annotations
+
+import logging
+
+from flask import Blueprint, Response, g
+from flask import request as current_request
+
+from chatq.chat.validate import chat_request, fit_context
+from chatq.errors import ApiError, job_not_found
+from chatq.jobs import record as jobs
+from web.admission import holds
+from web.context import Services, services
+from web.http import params
+from web.http.answers import failed_job_error, job_response, json_response
+from web.http.guard import authorize
+from web.jobs.submit import enqueue, job_id_for, submit
+from web.jobs.waiting import load_owned, wait_owned, wait_terminal, watching
+
+log = logging.getLogger(__name__)
+bp = Blueprint("jobs", __name__, url_prefix="/v1/jobs")
+
+
+def _owned(svc: Services, owner: str, job_id: str, wait_s: float = 0.0) -> dict[str, str]:
+    """The owner's job (else 404), once it ends if `wait_s` is given."""
+    if not params.is_job_id(job_id):
+        raise job_not_found()
+    g.chatq_job_id = job_id
+    return wait_owned(svc, job_id, owner, wait_s)
+
+
+def _wait(svc: Services, default_s: float) -> tuple[float, float | None]:
+    wait_s, asked = params.requested_wait(default_s, svc.settings.max_wait_s)
+    return wait_s, (wait_s if asked else None)
+
+
+def _poll_wait(svc: Services, owner: str, default_s: float) -> tuple[float, float | None]:
+    """A long-poll's wait: 0 when the key holds its cap of requests open
+    (web/admission/holds.py)."""
+    wait_s, echo = _wait(svc, default_s)
+    return holds.poll_wait(svc, owner, wait_s), echo
+
+
+@bp.post("")
+def create_job() -> Response:
+    """Enqueue a chat job; answer at once, or when it ends if `wait` is given."""
+    svc = services()
+    owner = authorize(svc)
+    wait_s, echo = _wait(svc, 0.0)
+    priority = params.priority()
+    idem_key = params.idempotency_key()
+    body = params.json_body()
+    if body.get("stream") is True:
+        raise ApiError(
+            400,
+            "invalid_request",
+            "`stream` is not allowed here; read /v1/jobs/{id}/events instead.",
+            param="stream",
+        )
+    request = chat_request(body, svc.settings)
+    overflow = params.overflow_policy(svc.settings.context_overflow)
+    fitted = fit_context(request, svc.settings.max_context_tokens, overflow)
+    request = fitted.request
+    request.pop("stream", None)
+    if wait_s > 0:
+        holds.hold(svc, owner)
+    cache_control = current_request.headers.get("Cache-Control", "")
+    job_id = job_id_for(svc, owner, request, cache_control)
+    with watching(svc, job_id, wait_s) as waiter:
+        record = submit(
+            svc,
+            owner,
+            request,
+            priority,
+            idem_key,
+            cache_control,
+            job_id=job_id,
+            prompt_tokens=fitted.prompt_tokens,
+        )
+        g.chatq_job_id = record["id"]
+        return job_response(wait_terminal(svc, record, wait_s, waiter=waiter), echo)
+
+
+@bp.get("/<job_id>")
+def get_job(job_id: str) -> Response:
+    """The job; with `wait`, held until it ends or the wait runs out."""
+    svc = services()
+    owner = authorize(svc)
+    wait_s, echo = _poll_wait(svc, owner, 0.0)
+    return job_response(_owned(svc, owner, job_id, wait_s), echo)
+
+
+@bp.get("/<job_id>/result")
+def get_result(job_id: str) -> Response:
+    """The bare upstream completion once completed; its error once failed."""
+    svc = services()
+    owner = authorize(svc)
+    wait_s, echo = _poll_wait(svc, owner, svc.settings.result_wait_s)
+    record = _owned(svc, owner, job_id, wait_s)
+    if record["status"] == jobs.COMPLETED:
+        headers = {"Preference-Applied": f"wait={echo:g}"} if echo is not None else {}
+        return json_response(jobs.public_view(record)["result"], 200, headers)
+    if jobs.is_terminal(record["status"]):
+        raise failed_job_error(record)
+    return job_response(record, echo)
+
+
+@bp.post("/<job_id>/cancel")
+def cancel_job(job_id: str) -> Response:
+    """Cancel a queued or running job; a terminal one is left as it is."""
+    svc = services()
+    owner = authorize(svc)
+    _owned(svc, owner, job_id)
+    cancel = svc.store.cancel(job_id=job_id, lease_s=svc.settings.lease_s)
+    log.info(
+        "job %s cancel: %s",
+        job_id,
+        cancel.status,
+        extra={"job_id": job_id, "key": owner, "event": "cancel"},
+    )
+    for follower_id in cancel.detached:
+        # They were waiting on this job's upstream call: now they run on their own.
+        follower = svc.store.get(follower_id) or {}
+        enqueue(
+            svc,
+            follower_id,
+            follower.get("priority") or "interactive",
+            follower.get("owner", ""),
+            follower.get("traceparent", ""),
+        )
+    record = load_owned(svc, job_id, owner)
+    return json_response(jobs.public_view(record))

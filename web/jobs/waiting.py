@@ -1,0 +1,166 @@
+"""Long-polling: park a request until its job changes, woken by the notification listener."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from functools import partial
+from typing import TypeVar
+
+from chatq import keys
+from chatq.errors import job_not_found
+from chatq.jobs import record as jobs
+from chatq.jobs.events import Event, parse_events
+from chatq.jobs.notify import Waiter
+from web.context import Services
+from web.http.params import jittered
+from web.metrics import series as metrics
+from web.tracing import spans as tracing
+
+PAGE_EVENTS = 500
+T = TypeVar("T")
+
+
+def load_owned(svc: Services, job_id: str, owner: str) -> dict[str, str]:
+    """The job's record if it exists and belongs to `owner`; otherwise 404."""
+    record = svc.store.get(job_id)
+    if record is None or record.get("owner") != owner:
+        raise job_not_found()
+    return record
+
+
+@dataclass(frozen=True)
+class Hold:
+    """How long a request waits: `timeout_s`, and whether it holds on through a drain."""
+
+    timeout_s: float
+    through_drain: bool = False
+    terminal_only: bool = True
+
+
+def _park(
+    svc: Services,
+    job_id: str,
+    value: T,
+    read: Callable[[Waiter | None], T],
+    ready: Callable[[T], bool],
+    hold: Hold,
+) -> T:
+    """`value` once ready; until then wait for notifications on `job_id` and re-read."""
+    if hold.timeout_s <= 0 or ready(value) or svc.listener.stops(hold.through_drain):
+        return value
+    with svc.listener.waiting(job_id, hold.terminal_only) as waiter:
+        # Re-read after registering: a change in between is seen here or wakes us.
+        return _wait(svc, waiter, read(None), read, ready, hold)
+
+
+def _wait(
+    svc: Services,
+    waiter: Waiter,
+    value: T,
+    read: Callable[[Waiter | None], T],
+    ready: Callable[[T], bool],
+    hold: Hold,
+) -> T:
+    """`value`, read after `waiter` was registered, once ready or when the hold ends."""
+    listener = svc.listener
+    deadline = time.monotonic() + hold.timeout_s
+    with metrics.WAITERS.track_inprogress(), tracing.long_poll(waiter.job_id) as poll:
+        while not ready(value) and not listener.stops(hold.through_drain):
+            remaining_s = min(deadline, listener.hold_until) - time.monotonic()
+            if remaining_s <= 0:
+                break
+            if waiter.wait(remaining_s):
+                poll.woke()
+                value = read(waiter)
+    return value
+
+
+def _final(svc: Services, waiter: Waiter | None, job_id: str, owner: str) -> dict[str, str]:
+    """The record the last notification carried, else the one in Redis."""
+    if waiter is not None and waiter.snapshot:
+        record: dict[str, str] = json.loads(waiter.snapshot)
+        if record.get("owner") == owner:
+            return record
+    return load_owned(svc, job_id, owner)
+
+
+def _terminal(record: dict[str, str]) -> bool:
+    return jobs.is_terminal(record["status"])
+
+
+@contextmanager
+def watching(svc: Services, job_id: str, wait_s: float) -> Iterator[Waiter | None]:
+    """Before creating job `job_id`, when the request will wait for it: its waiter, so that
+    the wait needs no second read (no change of a job can come before its creation)."""
+    if wait_s <= 0:
+        yield None
+        return
+    with svc.listener.waiting(job_id, terminal_only=True) as waiter:
+        yield waiter
+
+
+def wait_terminal(
+    svc: Services,
+    record: dict[str, str],
+    wait_s: float,
+    through_drain: bool = False,
+    waiter: Waiter | None = None,
+) -> dict[str, str]:
+    """The record once terminal, or as it is when `wait_s` (jittered) runs out; `waiter`,
+    registered before `record` was read or created, spares a second read."""
+    job_id, owner = record["id"], record["owner"]
+    if wait_s <= 0 or _terminal(record):
+        return record
+    hold = Hold(jittered(wait_s), through_drain)
+    final = partial(_final, svc, job_id=job_id, owner=owner)
+    if waiter is not None and waiter.job_id == job_id:
+        return _wait(svc, waiter, record, final, _terminal, hold)
+    # `record` was just read by the caller: reading it again here would cost a round trip.
+    return _park(svc, job_id, record, final, _terminal, hold)
+
+
+def wait_owned(svc: Services, job_id: str, owner: str, wait_s: float) -> dict[str, str]:
+    """The owner's job (else 404) once terminal, or when `wait_s` (jittered) runs out: read
+    once, after registering to be woken."""
+    if wait_s <= 0 or svc.listener.stops(False):
+        return load_owned(svc, job_id, owner)
+    with svc.listener.waiting(job_id, terminal_only=True) as waiter:
+        record = load_owned(svc, job_id, owner)
+        return wait_terminal(svc, record, wait_s, waiter=waiter)
+
+
+def read_events(svc: Services, job_id: str, cursor: str) -> tuple[list[Event], str]:
+    """The events after `cursor` (one page) and the job's status, in one round trip."""
+    pipe = svc.redis.pipeline(transaction=False)
+    pipe.xrange(keys.events(job_id), min=f"({cursor}", count=PAGE_EVENTS)
+    pipe.hget(keys.job(job_id), "status")
+    rows, status = pipe.execute()
+    if status is None:
+        raise job_not_found()
+    return parse_events(rows), status
+
+
+def wait_events(
+    svc: Services, job_id: str, cursor: str, timeout_s: float, through_drain: bool = False
+) -> tuple[list[Event], str]:
+    """Events after `cursor` as soon as there is one, or the job has ended, or time is up."""
+    found = read_events(svc, job_id, cursor)
+
+    def read(waiter: Waiter | None) -> tuple[list[Event], str]:
+        if waiter is None and found[1] == jobs.QUEUED:
+            # Registered, about to wait for a queued job: its claim must tell us it started.
+            svc.store.watch(job_id=job_id)
+        return read_events(svc, job_id, cursor)
+
+    return _park(
+        svc,
+        job_id,
+        found,
+        read,
+        lambda events: bool(events[0]) or jobs.is_terminal(events[1]),
+        Hold(timeout_s, through_drain, terminal_only=False),
+    )

@@ -1,0 +1,1 @@
+"""The web's /metrics: its series, per-request hooks, figures read at scrape."""

@@ -1,0 +1,1 @@
+"""The OpenAPI 3.1 document of the API, one part per capability."""

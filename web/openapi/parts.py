@@ -1,0 +1,261 @@
+"""The parts the OpenAPI document's paths are built from: the shared parameters and headers,
+what each error status means, and builders of responses and operations."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from chatq.chat.tokens import OVERFLOW_POLICIES
+from chatq.jobs.record import JOB_ID_PATTERN, PRIORITIES
+from web.openapi.schemas import Schema, ref
+
+# The operations that submit a job, by path and method: the keys' limits charge them, and a
+# webhook endpoint may be chosen for their job.
+SUBMITS = (("/v1/jobs", "post"), ("/v1/chat/completions", "post"), ("/v1/responses", "post"))
+_STRING: Schema = {"type": "string"}
+
+
+def _param(name: str, where: str, description: str, schema: Schema = _STRING) -> Schema:
+    return {"name": name, "in": where, "schema": schema, "description": description}
+
+
+def _header(description: str, schema: Schema = _STRING) -> Schema:
+    return {"description": description, "schema": schema}
+
+
+PARAMETERS: dict[str, Schema] = {
+    "JobId": {
+        **_param("id", "path", "The job's id; another key's job is `404` like an unknown one."),
+        "required": True,
+        "schema": {"type": "string", "pattern": JOB_ID_PATTERN},
+    },
+    "Prefer": {
+        **_param(
+            "Prefer",
+            "header",
+            "RFC 7240. `wait=N`: as `?wait=N`, which wins if both are given. `respond-async`: "
+            "see /v1/chat/completions.",
+        ),
+        "examples": {"wait": {"value": "wait=30"}},
+    },
+    "Priority": _param(
+        "priority",
+        "query",
+        "Two queues; workers drain `interactive` first.",
+        {"type": "string", "enum": list(PRIORITIES), "default": PRIORITIES[0]},
+    ),
+    "IdempotencyKey": _param(
+        "Idempotency-Key",
+        "header",
+        "The same key from the same owner within CHATQ_JOB_TTL returns the same job instead "
+        "of a new one.",
+        {"type": "string", "minLength": 1, "maxLength": 255},
+    ),
+    "CacheControl": _param(
+        "Cache-Control",
+        "header",
+        "`no-cache` skips the result cache on the way in; `no-store` keeps this result out of "
+        "it; `max-age=N` makes a non-deterministic request cacheable for N s (at most "
+        "CHATQ_CACHE_TTL; no caching at all when that is 0).",
+    ),
+    "ContextOverflow": _param(
+        "Chatq-Context-Overflow",
+        "header",
+        "A prompt over the model's context limit: `422`, or drop the oldest turns after the "
+        "system message until it fits. Default from configuration.",
+        {"type": "string", "enum": list(OVERFLOW_POLICIES)},
+    ),
+    "Cursor": _param(
+        "cursor", "query", "Opaque; pass back what a page gave. Absent: the first event."
+    ),
+    "LastEventId": _param(
+        "Last-Event-ID", "header", "Server-Sent Events: resume after this cursor."
+    ),
+    "Accept": _param(
+        "Accept",
+        "header",
+        "`text/event-stream` serves the events as Server-Sent Events.",
+        {"type": "string", "enum": ["application/json", "text/event-stream"]},
+    ),
+}
+
+HEADERS: dict[str, Schema] = {
+    "Location": _header("`/v1/jobs/{id}`: where to poll the job."),
+    "Retry-After": _header(
+        "Seconds to wait before trying again.", {"type": "integer", "minimum": 0}
+    ),
+    "Preference-Applied": _header(
+        "What was honoured of `Prefer`: `wait=N` (the wait applied), `respond-async`, or both."
+    ),
+    "Chatq-Job-Id": _header("The id of the job behind this answer."),
+    "x-should-retry": _header(
+        "`false` on an error of a job that exists: chatq has retried the upstream itself, and "
+        "a resend would start a second job (the OpenAI SDKs obey it); and on a 429 that a "
+        "retry cannot pass (a key's budget spent).",
+        {"type": "string", "enum": ["false"]},
+    ),
+}
+
+BAD_BODY = (
+    "`invalid_json`, `invalid_request`, `missing_field`, `invalid_wait`: the body is "
+    "not a JSON object in UTF-8, a field or option is missing or invalid (or out of "
+    "its range or over this server's cap), or `wait` is not a finite number >= 0. "
+    "`number_out_of_range`, `invalid_unicode`: a number beyond a 64-bit float, or a "
+    "string holding a lone UTF-16 surrogate (`param` names it)."
+)
+BAD_JSON = (
+    "`invalid_json`, `invalid_request`, `missing_field`: the body is not a JSON object "
+    "in UTF-8, or a field is missing, of the wrong type, out of its range or over "
+    "this server's cap. `number_out_of_range`, `invalid_unicode`: a number beyond a "
+    "64-bit float, or a string holding a lone UTF-16 surrogate (`param` names it)."
+)
+BAD_WAIT = "`invalid_wait`: `wait` is not a finite number >= 0."
+FULL = (
+    "`queue_full`: queue depth over CHATQ_MAX_QUEUE_DEPTH; `backend_unavailable`: "
+    "Redis cannot be reached."
+)
+FAILED_CONTEXT = "The job failed with `context_length_exceeded`."
+
+ERRORS: dict[int, str] = {
+    400: BAD_BODY,
+    401: "`invalid_api_key`: no key or an unknown key.",
+    404: "`job_not_found`: unknown, expired or foreign job id.",
+    409: "`job_cancelled`: the job was cancelled.",
+    413: "`request_too_large`: body over CHATQ_MAX_BODY_BYTES (default 1 MiB).",
+    422: "`context_length_exceeded`: prompt tokens over the model's limit (the message says "
+    "how many were counted and what the limit is).",
+    429: "`rate_limit_exceeded`: the key's request rate is over its limit.",
+    502: "The upstream failed (`upstream_error`), answered what is not a chat-completion "
+    "stream (`upstream_invalid_response`), or the worker failed (`internal_error`).",
+    503: "`backend_unavailable`: Redis cannot be reached or cannot serve now (out of memory, "
+    "a read-only replica, loading).",
+    504: "The upstream timed out (`upstream_timeout`).",
+}
+
+REUSED_OR_CONTEXT = ERRORS[422] + " `idempotency_key_reused`: same Idempotency-Key, different body."
+
+
+def param_ref(name: str) -> Schema:
+    return {"$ref": f"#/components/parameters/{name}"}
+
+
+def query(name: str, schema: Schema, description: str = "") -> Schema:
+    """A query parameter."""
+    param: Schema = {"name": name, "in": "query", "schema": schema}
+    return {**param, "description": description} if description else param
+
+
+def path_id(name: str, pattern: str = "", description: str = "") -> Schema:
+    """A path parameter; `pattern` is its value's regex, if it has one."""
+    schema: Schema = {"type": "string", "pattern": pattern} if pattern else {"type": "string"}
+    param: Schema = {"name": name, "in": "path", "required": True, "schema": schema}
+    return {**param, "description": description} if description else param
+
+
+def wait_param(default_s: float, description: str = "") -> Schema:
+    """The `wait` query parameter, with this endpoint's default."""
+    schema: Schema = {"type": "number", "minimum": 0, "default": default_s}
+    return query(
+        "wait",
+        schema,
+        description
+        or "Seconds to hold the request, fractions allowed, capped at CHATQ_MAX_WAIT (default 55).",
+    )
+
+
+def response_object(description: str, content: Schema | str | None = None, *headers: str) -> Schema:
+    """A response; `content` maps media types to schemas, or names a JSON component."""
+    answer: Schema = {"description": description}
+    if isinstance(content, str):
+        content = json_ref(content)
+    if content:
+        answer["content"] = {media: {"schema": schema} for media, schema in content.items()}
+    if headers:
+        answer["headers"] = {h: {"$ref": f"#/components/headers/{h}"} for h in headers}
+    return answer
+
+
+def json_ref(name: str) -> Schema:
+    return {"application/json": ref(name)}
+
+
+def job_response(status: int, description: str = "") -> Schema:
+    """200 with a terminal job, or 202 with a pending one and its Location."""
+    if status == 200:
+        return response_object(description or "The job, terminal.", "Job", "Preference-Applied")
+    return response_object(
+        description or "The job, not yet terminal: its current status and partial `output_text`.",
+        "Job",
+        "Location",
+        "Preference-Applied",
+    )
+
+
+def json_body(name: str, required: bool = True) -> Schema:
+    """A JSON request body of the component schema `name`."""
+    return {"required": required, "content": {"application/json": {"schema": ref(name)}}}
+
+
+Error = int | tuple[int, str]
+
+
+@dataclass(frozen=True)
+class Op:
+    """One operation of a capability's table: its 2xx answers, and its errors, each with the
+    capability's text for its status unless given here (every /v1/ operation answers 401,
+    429 and 503 too). `body` names the JSON request body's schema, or is the whole body."""
+
+    method: str
+    path: str
+    op_id: str
+    summary: str
+    answers: dict[int, Schema]
+    errors: tuple[Error, ...] = ()
+    params: tuple[Schema | str, ...] = ()
+    body: Schema | str | None = None
+    description: str = ""
+    error_headers: tuple[str, ...] = ()
+
+
+# Bearer auth on every /v1/* operation; none elsewhere, but for /metrics: open, its series
+# that name a key only with the metrics token.
+_OPEN_SECURITY: dict[str, list[Schema]] = {"/metrics": [{}, {"metricsToken": []}]}
+
+
+def _errors(op: Op, texts: dict[int, str]) -> dict[str, Schema]:
+    statuses = dict(item if isinstance(item, tuple) else (item, "") for item in op.errors)
+    if op.path.startswith("/v1/"):
+        statuses = {401: "", 429: "", 503: "", **statuses}
+    responses: dict[str, Schema] = {}
+    for status, text in sorted(statuses.items()):
+        headers = ("Retry-After",) if status in (429, 503) else ()
+        responses[str(status)] = response_object(
+            text or texts[status], "Error", *headers, *op.error_headers
+        )
+    return responses
+
+
+def _operation(op: Op, texts: dict[int, str]) -> Schema:
+    built: Schema = {"operationId": op.op_id, "summary": op.summary}
+    if op.description:
+        built["description"] = op.description
+    if op.params:
+        built["parameters"] = [param_ref(p) if isinstance(p, str) else p for p in op.params]
+    if isinstance(op.body, str):
+        built["requestBody"] = json_body(op.body)
+    elif op.body:
+        built["requestBody"] = op.body
+    answers = {str(status): answer for status, answer in op.answers.items()}
+    built["responses"] = {**answers, **_errors(op, texts)}
+    v1 = op.path.startswith("/v1/")
+    built["security"] = [{"bearerAuth": []}] if v1 else _OPEN_SECURITY.get(op.path, [])
+    return built
+
+
+def paths(ops: list[Op], texts: dict[int, str] | None = None) -> dict[str, Schema]:
+    """The paths of a capability's table; `texts`: its errors' texts by status (default:
+    ERRORS)."""
+    built: dict[str, Schema] = {}
+    for op in ops:
+        built.setdefault(op.path, {})[op.method] = _operation(op, {**ERRORS, **(texts or {})})
+    return built

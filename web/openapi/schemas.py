@@ -1,0 +1,121 @@
+"""The component schemas of the OpenAPI document: the JSON objects of the API (docs/api.md)."""
+
+from __future__ import annotations
+
+from typing import Any, get_args
+
+import msgspec
+
+from chatq import errors
+from chatq.batches import objects as batch_objects
+from chatq.chat import objects as chat_objects
+from chatq.chat.validate import CAPPED
+from chatq.config.settings import Settings
+from chatq.jobs import events
+from chatq.jobs import record as jobs
+from chatq.metrics import queue_objects
+from chatq.responses import objects as response_objects
+from chatq.webhooks import objects as webhook_objects
+
+Schema = dict[str, Any]
+REF = "#/components/schemas/{name}"
+
+
+def ref(name: str) -> Schema:
+    """A reference to the component schema `name`."""
+    return {"$ref": REF.format(name=name)}
+
+
+# Literal enums msgspec writes sorted, put back in the order they are declared in.
+_ORDERED = [
+    jobs.STATUSES,
+    jobs.PRIORITIES,
+    get_args(chat_objects.Role),
+    batch_objects.STATUSES,
+    response_objects.STATUSES,
+    webhook_objects.ATTEMPT_OUTCOMES,
+    get_args(webhook_objects.EventType),
+    get_args(jobs.TerminalStatus),
+]
+
+
+def _ordered(values: list[Any]) -> list[Any]:
+    for order in _ORDERED:
+        if set(values) == set(order):
+            return list(order)
+    return values
+
+
+def _tidy(node: Any) -> Any:
+    """msgspec's schema, as this document writes it: no titles, one-line descriptions,
+    `["number", "null"]` for a union of bare types, string enums typed (one value: const)."""
+    if isinstance(node, list):
+        return [_tidy(item) for item in node]
+    if not isinstance(node, dict):
+        return node
+    node = {key: _tidy(value) for key, value in node.items() if key != "title"}
+    if isinstance(node.get("description"), str):
+        node["description"] = " ".join(node["description"].split())
+    members = node.get("anyOf", [])
+    if members and all(list(m) == ["type"] and isinstance(m["type"], str) for m in members):
+        node["type"] = [m["type"] for m in node.pop("anyOf")]
+    values = node.get("enum")
+    if values and all(isinstance(v, str) for v in values):
+        node["type"] = "string"
+        if len(values) == 1:
+            node["const"] = node.pop("enum")[0]
+        else:
+            node["enum"] = _ordered(values)
+    return node
+
+
+def components(*types: Any) -> tuple[list[Schema], dict[str, Schema]]:
+    """The schemas of `types` (structs, or unions of them), and every struct they hold as a
+    component named by its class."""
+    roots, found = msgspec.json.schema_components(types, ref_template=REF)
+    return _tidy(roots), {name: _tidy(schema) for name, schema in found.items()}
+
+
+def _capped(found: dict[str, Schema], settings: Settings) -> None:
+    """The requests' schemas with this server's caps (chatq/chat/validate.py checks them too)."""
+    for name, setting in CAPPED.items():
+        cap = getattr(settings, setting)
+        field = found["ChatCompletionRequest"]["properties"][name]
+        if cap > 0:
+            field["maximum"] = min(field.get("maximum", cap), cap)
+            field["description"] = f"At most {cap} here (CHATQ_{setting.upper()})."
+    if settings.max_output_tokens > 0:
+        tokens = found["ResponseRequest"]["properties"]["max_output_tokens"]["anyOf"][0]
+        tokens["maximum"] = settings.max_output_tokens
+
+
+# The objects the API takes and answers, by the module that declares each; every object
+# they hold is a component too.
+_ROOTS = (
+    (chat_objects, "ChatCompletionRequest ChatCompletionChunk ModelList"),
+    (jobs, "Job"),
+    (events, "EventsPage"),
+    (errors, "Error"),
+    (queue_objects, "Queue QueueShare Usage Health Readiness"),
+    (response_objects, "ResponseRequest ResponseDeleted"),
+    (batch_objects, "FileUpload FileList FileDeleted BatchList BatchCreateRequest"),
+    (webhook_objects, "WebhookEndpointRequest RotateSecretRequest WebhookEndpointWithSecret"),
+    (webhook_objects, "WebhookEndpointList WebhookEndpointDeleted WebhookDeliveryList"),
+)
+
+
+def schemas(settings: Settings | None = None) -> dict[str, Schema]:
+    """Every component schema, by name; the caps are `settings`' (default: the defaults)."""
+    roots = (getattr(module, name) for module, names in _ROOTS for name in names.split())
+    event, found = components(events.JobEvent, *roots, *response_objects.STREAM_EVENTS)
+    found["Event"] = event[0]
+    _capped(found, settings or Settings())
+    found["JobRequest"] = {
+        "allOf": [ref("ChatCompletionRequest")],
+        "properties": {"stream": {"const": False, "description": "`true` is a 400 here."}},
+    }
+    found["ResponseStreamEvent"] = {
+        "oneOf": [ref(event.__name__) for event in response_objects.STREAM_EVENTS],
+        "description": "Numbered from 0; a replay gives the same numbers.",
+    }
+    return found

@@ -1,0 +1,1 @@
+"""OpenAI's Responses API endpoints, and their Server-Sent Events."""

@@ -1,0 +1,87 @@
+"""Operations endpoints: liveness, readiness, the OpenAPI document."""
+
+from __future__ import annotations
+
+import msgspec
+from flask import Blueprint, Response, current_app, request
+from msgspec import UNSET
+
+from chatq.errors import ApiError, backend_unavailable
+from chatq.metrics import queue_share, queue_stats
+from chatq.metrics.queue_objects import Health, Readiness
+from chatq.metrics.shared import Scrape, metrics_refusal, scrape_access
+from chatq.topology import checks as redis_check
+from chatq.topology import connections as redis_conn
+from chatq.topology.connections import BACKEND_ERRORS
+from web.context import services
+from web.http.answers import json_response
+from web.http.guard import authorize
+from web.metrics.http_requests import EXTENSION
+from web.metrics.request_hooks import render_metrics
+from web.openapi.document import served
+
+bp = Blueprint("ops", __name__)
+
+
+@bp.get("/healthz")
+def healthz() -> Response:
+    """200 while the process runs."""
+    return json_response(msgspec.to_builtins(Health("ok")))
+
+
+@bp.get("/readyz")
+def readyz() -> Response:
+    """200 when Redis answers, with whether it keeps jobs; 503 when not (or unsafe, if required)."""
+    svc = services()
+    try:
+        svc.redis.ping()
+        safety = redis_check.inspect(svc.redis)
+    except BACKEND_ERRORS as exc:
+        raise backend_unavailable(svc.settings.backend_retry_after_s) from exc
+    if svc.settings.redis_require_safe and not safety.safe:
+        raise ApiError(
+            503,
+            "redis_unsafe",
+            "Redis may lose jobs: " + "; ".join(safety.problems()),
+            type_="server_error",
+            retry_after_s=svc.settings.backend_retry_after_s,
+        )
+    primary = redis_conn.primary_address(svc.redis)  # behind Sentinel: the one written to now
+    ready = Readiness(
+        status="ok",
+        redis=True,
+        redis_noeviction=safety.noeviction,
+        redis_persistent=safety.persistent,
+        redis_primary=UNSET if primary is None else primary,
+    )
+    return json_response(msgspec.to_builtins(ready))
+
+
+@bp.get("/v1/queue")
+def queue() -> Response:
+    """Queue depth, age, workers and rates, for people and autoscalers: the whole picture to
+    an admin key (CHATQ_ADMIN_KEYS), the key's own share to any other."""
+    svc = services()
+    owner = authorize(svc)
+    if owner not in svc.settings.admin_key_names:
+        return json_response(queue_share.share(svc.redis, svc.broker, owner).body())
+    return json_response(queue_stats.snapshot(svc.redis, svc.broker).body())
+
+
+@bp.get("/metrics")
+def metrics() -> Response:
+    """Prometheus text format: HTTP, long-poll, cache and queue metrics of this web; those
+    that name a key only with `Authorization: Bearer <CHATQ_METRICS_TOKEN>`."""
+    svc = services()
+    access = scrape_access(request.headers.get("Authorization", ""), svc.settings.metrics_token)
+    if access is Scrape.REFUSED:
+        raise metrics_refusal()
+    http = current_app.extensions.get(EXTENSION)
+    body, content_type = render_metrics(svc, tenants=access is Scrape.ALL, http=http)
+    return Response(body, content_type=content_type)
+
+
+@bp.get("/openapi.json")
+def openapi() -> Response:
+    """The OpenAPI 3.1 document of this API."""
+    return Response(served(services().settings), mimetype="application/json")

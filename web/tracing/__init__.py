@@ -1,0 +1,1 @@
+"""The web's spans: each /v1 request, a long-poll's wake."""

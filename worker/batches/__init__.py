@@ -1,0 +1,1 @@
+"""The batch loop: validate, feed, settle and finalize each batch."""

@@ -1,0 +1,1 @@
+"""A worker process's Prometheus series and its own /metrics server."""

@@ -1,0 +1,1 @@
+"""Running jobs: the runner, the running set, flushes, the monitor, the relay."""

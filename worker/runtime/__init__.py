@@ -1,0 +1,1 @@
+"""How a worker process runs under gevent: greenlets, the pool's poll."""

@@ -1,0 +1,1 @@
+"""Delivering webhooks: the relay handler, the delivery pool, one attempt."""
