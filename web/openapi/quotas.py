@@ -1,5 +1,4 @@
-"""The keys' limits in the OpenAPI document (GET /v1/usage: web/openapi/service.py): OpenAI's
-x-ratelimit-* headers on the submits, and their 429s (rate_limit_exceeded, insufficient_quota)."""
+"""The keys' limits in the document: x-ratelimit-* headers and 429s on the submits."""
 
 from __future__ import annotations
 
