@@ -71,6 +71,13 @@ PARAMETERS: dict[str, Schema] = {
     "LastEventId": _param(
         "Last-Event-ID", "header", "Server-Sent Events: resume after this cursor."
     ),
+    "Traceparent": _param(
+        "traceparent",
+        "header",
+        "W3C trace context: the request and its job join this trace, and the upstream's calls "
+        "continue it. Absent or invalid: a trace of its own.",
+    ),
+    "Tracestate": _param("tracestate", "header", "W3C trace state, kept with `traceparent`."),
     "Accept": _param(
         "Accept",
         "header",
@@ -88,6 +95,10 @@ HEADERS: dict[str, Schema] = {
         "What was honoured of `Prefer`: `wait=N` (the wait applied), `respond-async`, or both."
     ),
     "Chatq-Job-Id": _header("The id of the job behind this answer."),
+    "Chatq-Trace-Id": _header(
+        "The W3C trace id (32 hex digits) of the trace the request and its job are in.",
+        {"type": "string", "pattern": "^[0-9a-f]{32}$"},
+    ),
     "x-should-retry": _header(
         "`false` on an error of a job that exists: chatq has retried the upstream itself, and "
         "a resend would start a second job (the OpenAI SDKs obey it); and on a 429 that a "
@@ -163,6 +174,10 @@ def wait_param(default_s: float, description: str = "") -> Schema:
     )
 
 
+def _header_ref(name: str) -> Schema:
+    return {"$ref": f"#/components/headers/{name}"}
+
+
 def response_object(description: str, content: Schema | str | None = None, *headers: str) -> Schema:
     """A response; `content` maps media types to schemas, or names a JSON component."""
     answer: Schema = {"description": description}
@@ -171,7 +186,7 @@ def response_object(description: str, content: Schema | str | None = None, *head
     if content:
         answer["content"] = {media: {"schema": schema} for media, schema in content.items()}
     if headers:
-        answer["headers"] = {h: {"$ref": f"#/components/headers/{h}"} for h in headers}
+        answer["headers"] = {h: _header_ref(h) for h in headers}
     return answer
 
 
@@ -235,19 +250,32 @@ def _errors(op: Op, texts: dict[int, str]) -> dict[str, Schema]:
     return responses
 
 
+# Every /v1/* request may carry W3C trace context, and its answer names the trace.
+_TRACE_PARAMS = ("Traceparent", "Tracestate")
+
+
+def _traced(answer: Schema) -> Schema:
+    """`answer` with the Chatq-Trace-Id header beside its own."""
+    headers = {**answer.get("headers", {}), "Chatq-Trace-Id": _header_ref("Chatq-Trace-Id")}
+    return {**answer, "headers": headers}
+
+
 def _operation(op: Op, texts: dict[int, str]) -> Schema:
     built: Schema = {"operationId": op.op_id, "summary": op.summary}
     if op.description:
         built["description"] = op.description
-    if op.params:
-        built["parameters"] = [param_ref(p) if isinstance(p, str) else p for p in op.params]
+    v1 = op.path.startswith("/v1/")
+    params = (*op.params, *_TRACE_PARAMS) if v1 else op.params
+    if params:
+        built["parameters"] = [param_ref(p) if isinstance(p, str) else p for p in params]
     if isinstance(op.body, str):
         built["requestBody"] = json_body(op.body)
     elif op.body:
         built["requestBody"] = op.body
-    answers = {str(status): answer for status, answer in op.answers.items()}
+    answers = {
+        str(status): _traced(answer) if v1 else answer for status, answer in op.answers.items()
+    }
     built["responses"] = {**answers, **_errors(op, texts)}
-    v1 = op.path.startswith("/v1/")
     built["security"] = [{"bearerAuth": []}] if v1 else _OPEN_SECURITY.get(op.path, [])
     return built
 
