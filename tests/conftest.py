@@ -149,6 +149,13 @@ def stack(redis_url: str, fakellm: str) -> Iterator[Stack]:
     s.stop()
 
 
+def pytest_itemcollected(item: pytest.Item) -> None:
+    """Each file its own xdist group unless it names one (`--dist loadgroup`, `make test-slow`):
+    the tests of a file share its fixtures on one process, as under `--dist loadfile`."""
+    if item.get_closest_marker("xdist_group") is None:
+        item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Files marked `long` first, each group keeping the random order: a parallel run then

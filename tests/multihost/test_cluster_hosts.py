@@ -17,7 +17,8 @@ from tests.multihost.client import all_terminal, long_poll, submit
 from tests.multihost.site import WEBS, Site, running_site
 from tests.procs import sse_events, wait_until
 
-pytestmark = pytest.mark.slow
+# One xdist group: in a parallel `make test-slow` the hosts run one after another.
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("hosts")]
 
 
 def test_the_pipeline_on_a_cluster_spread_over_three_hosts() -> None:

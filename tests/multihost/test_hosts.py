@@ -24,7 +24,8 @@ from tests.multihost.client import (
 from tests.multihost.site import WEBS, running_site
 from tests.procs import wait_until
 
-pytestmark = pytest.mark.slow
+# One xdist group: in a parallel `make test-slow` the hosts run one after another.
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("hosts")]
 
 JOBS = 500
 IN_FLIGHT = 100
