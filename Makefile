@@ -106,12 +106,12 @@ test: deb-packages venv
 		-n $(JOBS) --dist loadfile --no-loadscope-reorder --durations=15
 
 # The slow tests mostly wait (chaos, failovers, soaks: about 500 CPU-seconds in 16 minutes
-# serially), so two processes share them, a file to a process (`--dist loadgroup`, one xdist
-# group per file: tests/conftest.py), the longest files first; the hosts of tests/multihost/
-# are one group, run one after another. `make test-slow JOBS=0` runs them all in one process.
+# serially), so two processes share them, a file at a time (`--dist loadfile`), the files
+# marked `long` first; the four files of tests/multihost/ are one unit, run one after another
+# (tests/conftest.py). `make test-slow JOBS=0` runs them all in one process.
 test-slow: JOBS = 2
 test-slow: deb-packages venv
-	$(PYTEST) -q -m slow -n $(JOBS) --dist loadgroup --no-loadscope-reorder --durations=15
+	$(PYTEST) -q -m slow -n $(JOBS) --dist loadfile --no-loadscope-reorder --durations=15
 
 LINTED := chatq web worker fakellm scripts tests bench
 lint: venv docs

@@ -26,8 +26,8 @@ from tests.multihost.site import WEBS, Site, make_net, spot, start_site
 from tests.procs import wait_until
 from tests.rabbitmq import RabbitNode
 
-# One xdist group: in a parallel `make test-slow` the hosts run one after another.
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("hosts")]
+# `long`: started first in `make test-slow`, where these files are one unit (tests/conftest.py).
+pytestmark = [pytest.mark.slow, pytest.mark.long]
 
 
 @contextmanager
