@@ -149,11 +149,13 @@ def stack(redis_url: str, fakellm: str) -> Iterator[Stack]:
     s.stop()
 
 
+@pytest.hookimpl(optionalhook=True)  # without pytest-xdist (`-p no:xdist`) too
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     """`--dist loadfile`, but the files of tests/multihost/ are one unit, run one after another
-    by one process (`make test-slow`): their hosts are not shared. (`--dist loadgroup` and
-    `xdist_group` marks would say it, but pytest-xdist 3.8 marks groups in node ids, which
-    pytest 9.2 no longer lets it change: the groups were silently ignored.)"""
+    by one process (`make test-slow`): each starts a whole site of hosts and times failovers
+    under load, so two sites at once would compete for the cores (their names would not
+    collide: they carry the pid). `xdist_group` marks would say it, but pytest-xdist 3.8 puts
+    groups in node ids, which pytest 9.2 no longer lets it change: they were ignored."""
     if config.getoption("dist") != "loadfile":
         return None
     from xdist.scheduler import LoadFileScheduling
