@@ -149,23 +149,28 @@ def stack(redis_url: str, fakellm: str) -> Iterator[Stack]:
     s.stop()
 
 
+# One unit of `make test-slow`, run in turn by one process: the hosts of tests/multihost/ time
+# partitions and failovers (a web host cut from Redis failed beside the full bench smoke), and
+# the bench smoke saturates the cores on purpose. Their names would not collide (they carry
+# the pid); the two would only steal each other's time. Together they take about half the run.
+ALONE = ("tests/multihost/", "tests/test_bench_smoke.py")
+
+
 @pytest.hookimpl(optionalhook=True)  # without pytest-xdist (`-p no:xdist`) too
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
-    """`--dist loadfile`, but the files of tests/multihost/ are one unit, run one after another
-    by one process (`make test-slow`): each starts a whole site of hosts and times failovers
-    under load, so two sites at once would compete for the cores (their names would not
-    collide: they carry the pid). `xdist_group` marks would say it, but pytest-xdist 3.8 puts
-    groups in node ids, which pytest 9.2 no longer lets it change: they were ignored."""
+    """`--dist loadfile`, but the files of ALONE are one unit. (`xdist_group` marks would say
+    it, but pytest-xdist 3.8 puts groups in node ids, which pytest 9.2 no longer lets it
+    change: they were ignored.)"""
     if config.getoption("dist") != "loadfile":
         return None
     from xdist.scheduler import LoadFileScheduling
 
-    class FilesAndHosts(LoadFileScheduling):
+    class FilesAndOneUnit(LoadFileScheduling):
         def _split_scope(self, nodeid: str) -> str:
             scope = super()._split_scope(nodeid)
-            return "tests/multihost/" if scope.startswith("tests/multihost/") else scope
+            return "alone" if scope.startswith(ALONE) else scope
 
-    return FilesAndHosts(config, log)
+    return FilesAndOneUnit(config, log)
 
 
 @pytest.hookimpl(trylast=True)
