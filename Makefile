@@ -105,8 +105,13 @@ test: deb-packages venv
 	$(PYTEST) -q -m "not slow" --random-order-bucket=module --random-order-seed=$(SEED) \
 		-n $(JOBS) --dist loadfile --no-loadscope-reorder --durations=15
 
+# The slow tests mostly wait (chaos, failovers, soaks: about 500 CPU-seconds in 16 minutes
+# serially), so two processes share them, a file at a time (`--dist loadfile`), the files
+# marked `long` first; the hosts of tests/multihost/ and the bench smoke are one unit, run one
+# after another (tests/conftest.py: ALONE). `make test-slow JOBS=0` runs all in one process.
+test-slow: JOBS = 2
 test-slow: deb-packages venv
-	$(PYTEST) -q -m slow --durations=15
+	$(PYTEST) -q -m slow -n $(JOBS) --dist loadfile --no-loadscope-reorder --durations=15
 
 LINTED := chatq web worker fakellm scripts tests bench
 lint: venv docs

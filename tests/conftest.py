@@ -149,6 +149,30 @@ def stack(redis_url: str, fakellm: str) -> Iterator[Stack]:
     s.stop()
 
 
+# One unit of `make test-slow`, run in turn by one process: the hosts of tests/multihost/ time
+# partitions and failovers (a web host cut from Redis failed beside the full bench smoke), and
+# the bench smoke saturates the cores on purpose. Their names would not collide (they carry
+# the pid); the two would only steal each other's time. Together they take about half the run.
+ALONE = ("tests/multihost/", "tests/test_bench_smoke.py")
+
+
+@pytest.hookimpl(optionalhook=True)  # without pytest-xdist (`-p no:xdist`) too
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """`--dist loadfile`, but the files of ALONE are one unit. (`xdist_group` marks would say
+    it, but pytest-xdist 3.8 puts groups in node ids, which pytest 9.2 no longer lets it
+    change: they were ignored.)"""
+    if config.getoption("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class FilesAndOneUnit(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            scope = super()._split_scope(nodeid)
+            return "alone" if scope.startswith(ALONE) else scope
+
+    return FilesAndOneUnit(config, log)
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Files marked `long` first, each group keeping the random order: a parallel run then

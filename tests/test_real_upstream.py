@@ -17,7 +17,7 @@ import pytest
 import requests
 
 from bench import litellm
-from scripts.localredis import free_port
+from scripts.localredis import LocalRedis, free_port
 from tests.batchkit import content, request_line, run_batch, wait_ended
 from tests.conftest import Stack, start_stack
 from tests.procs import ALICE_KEY, LOG_DIR, Proc, wait_until
@@ -75,12 +75,16 @@ def as_run_here(recipe: dict[str, str], url: str, key: str) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def chatq(redis_url: str, gateway: tuple[str, str]) -> Iterator[Stack]:
-    """chatq set up with the recipe's lines: the gateway's URL, its key, its model."""
+def chatq(gateway: tuple[str, str]) -> Iterator[Stack]:
+    """chatq set up with the recipe's lines: the gateway's URL, its key, its model; on a Redis
+    of its own (the session's may hold another file's stack, test_fuzz.py's, whose worker
+    would take these jobs to its fakellm)."""
     env = as_run_here(RECIPE, *gateway)
-    stack = start_stack(redis_url, env.pop("CHATQ_UPSTREAM_URLS"), **env)
+    server = LocalRedis().start()
+    stack = start_stack(server.url, env.pop("CHATQ_UPSTREAM_URLS"), **env)
     yield stack
     stack.stop()
+    server.stop()
 
 
 def test_a_chat_completion_through_the_gateway(chatq: Stack) -> None:

@@ -17,7 +17,8 @@ from tests.multihost.client import all_terminal, long_poll, submit
 from tests.multihost.site import WEBS, Site, running_site
 from tests.procs import sse_events, wait_until
 
-pytestmark = pytest.mark.slow
+# `long`: started first in `make test-slow`, where these files are one unit (tests/conftest.py).
+pytestmark = [pytest.mark.slow, pytest.mark.long]
 
 
 def test_the_pipeline_on_a_cluster_spread_over_three_hosts() -> None:

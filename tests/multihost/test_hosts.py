@@ -24,7 +24,8 @@ from tests.multihost.client import (
 from tests.multihost.site import WEBS, running_site
 from tests.procs import wait_until
 
-pytestmark = pytest.mark.slow
+# `long`: started first in `make test-slow`, where these files are one unit (tests/conftest.py).
+pytestmark = [pytest.mark.slow, pytest.mark.long]
 
 JOBS = 500
 IN_FLIGHT = 100

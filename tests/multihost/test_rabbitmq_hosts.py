@@ -26,7 +26,8 @@ from tests.multihost.site import WEBS, Site, make_net, spot, start_site
 from tests.procs import wait_until
 from tests.rabbitmq import RabbitNode
 
-pytestmark = pytest.mark.slow
+# `long`: started first in `make test-slow`, where these files are one unit (tests/conftest.py).
+pytestmark = [pytest.mark.slow, pytest.mark.long]
 
 
 @contextmanager

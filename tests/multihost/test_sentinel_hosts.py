@@ -22,7 +22,8 @@ from scripts.localsentinel import Watch
 from tests.multihost.client import Answer, Probe, probing
 from tests.multihost.site import WEBS, Site, job_records, running_site
 
-pytestmark = pytest.mark.slow
+# `long`: started first in `make test-slow`, where these files are one unit (tests/conftest.py).
+pytestmark = [pytest.mark.slow, pytest.mark.long]
 # Refusals end this long after the store takes writes again for good: typically 2 s (the
 # probes' pace and the webs finding the new primary); once, in a whole slow-suite run, 5.8 s.
 RECOVERED_WITHIN_S = 8
