@@ -15,7 +15,7 @@ from web.context import Services, services
 from web.http import params
 from web.http.answers import failed_job_error, job_response, json_response
 from web.http.guard import authorize
-from web.jobs.submit import enqueue, job_id_for, submit
+from web.jobs.submit import enqueue_detached, job_id_for, submit
 from web.jobs.waiting import load_owned, wait_owned, wait_terminal, watching
 
 log = logging.getLogger(__name__)
@@ -119,15 +119,6 @@ def cancel_job(job_id: str) -> Response:
         cancel.status,
         extra={"job_id": job_id, "key": owner, "event": "cancel"},
     )
-    for follower_id in cancel.detached:
-        # They were waiting on this job's upstream call: now they run on their own.
-        follower = svc.store.get(follower_id) or {}
-        enqueue(
-            svc,
-            follower_id,
-            follower.get("priority") or "interactive",
-            follower.get("owner", ""),
-            follower.get("traceparent", ""),
-        )
+    enqueue_detached(svc, cancel.detached)
     record = load_owned(svc, job_id, owner)
     return json_response(jobs.public_view(record))

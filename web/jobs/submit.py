@@ -241,3 +241,17 @@ def enqueue(svc: Services, job_id: str, priority: str, owner: str, traceparent: 
         )
     except Exception:
         log.exception("could not send the message for %s; the sweeper will", job_id)
+
+
+def enqueue_detached(svc: Services, follower_ids: tuple[str, ...]) -> None:
+    """Send the messages of the followers a cancel detached: they were waiting on the
+    cancelled job's upstream call, and now run on their own (in their own traces)."""
+    for follower_id in follower_ids:
+        follower = svc.store.get(follower_id) or {}
+        enqueue(
+            svc,
+            follower_id,
+            follower.get("priority") or "interactive",
+            follower.get("owner", ""),
+            follower.get("traceparent", ""),
+        )

@@ -26,7 +26,7 @@ from web.http import params
 from web.http.answers import json_response, preference_applied
 from web.http.guard import authorize
 from web.jobs.events import sse_response
-from web.jobs.submit import enqueue, submit
+from web.jobs.submit import enqueue_detached, submit
 from web.jobs.waiting import load_owned, wait_terminal
 from web.responses.stream import response_stream
 
@@ -190,19 +190,6 @@ def get_response(rid: str) -> Response:
     return json_response(render(record), 200, headers)
 
 
-def _detach(svc: Services, followers: tuple[str, ...]) -> None:
-    for follower_id in followers:
-        # They were waiting on this job's upstream call: now they run on their own.
-        follower = svc.store.get(follower_id) or {}
-        enqueue(
-            svc,
-            follower_id,
-            follower.get("priority") or "interactive",
-            follower.get("owner", ""),
-            follower.get("traceparent", ""),
-        )
-
-
 @bp.post("/<rid>/cancel")
 def cancel_response(rid: str) -> Response:
     """Cancel a queued or running response; an ended one is answered as it is."""
@@ -216,7 +203,7 @@ def cancel_response(rid: str) -> Response:
         cancel.status,
         extra={"job_id": job_id, "key": owner, "event": "cancel"},
     )
-    _detach(svc, cancel.detached)
+    enqueue_detached(svc, cancel.detached)
     return json_response(render(load_owned(svc, job_id, owner)))
 
 
@@ -227,7 +214,7 @@ def delete_response(rid: str) -> Response:
     owner = authorize(svc)
     job_id = owned_response(svc, owner, rid)["id"]
     erased = erase(svc.store, job_id, svc.settings.lease_s)
-    _detach(svc, erased.detached)
+    enqueue_detached(svc, erased.detached)
     if erased.status != "deleted":
         raise response_not_found()
     log.info(
