@@ -18,9 +18,8 @@ from chatq.batches import file_scripts as files_scripts
 from chatq.batches.objects import PURPOSE_INPUT as PURPOSE_INPUT
 from chatq.batches.objects import PURPOSE_OUTPUT as PURPOSE_OUTPUT
 from chatq.batches.objects import File
+from chatq.batches.paging import ids_after
 from chatq.scripting.loader import flat_pairs
-
-LIST_CHUNK = 200
 
 
 def new_meta(
@@ -102,33 +101,18 @@ class FileIndex:
         self, owner: str, *, after: str, limit: int, newest_first: bool, purpose: str, now: float
     ) -> Page:
         """Up to `limit` live files of `owner` after the file `after` ('' for the first)."""
-        key = keys.files_of(owner)
-        start = 0
-        if after:
-            rank = cast(
-                int | None,
-                self.redis.zrevrank(key, after) if newest_first else self.redis.zrank(key, after),
-            )
-            if rank is None:  # an id this list never had, or deleted since: nothing follows
-                return Page([], False)
-            start = rank + 1
+        chunks = ids_after(self.redis, keys.files_of(owner), after, newest_first)
+        if chunks is None:  # an id this list never had, or deleted since: nothing follows
+            return Page([], False)
         found: list[dict[str, str]] = []
-        while len(found) <= limit:
-            ids = [
-                str(i)
-                for i in cast(
-                    list[Any],
-                    self.redis.zrange(key, start, start + LIST_CHUNK - 1, desc=newest_first),
-                )
-            ]
-            if not ids:
-                break
-            start += len(ids)
+        for ids in chunks:
             found += [
                 m
                 for m in self._metas(ids)
                 if is_live(m, now) and (not purpose or m.get("purpose") == purpose)
             ]
+            if len(found) > limit:
+                break
         return Page(found[:limit], len(found) > limit)
 
     def _metas(self, ids: list[str]) -> list[dict[str, str]]:

@@ -13,9 +13,9 @@ import redis
 
 from chatq import keys
 from chatq.batches import scripts
+from chatq.batches.paging import ids_after
 from chatq.scripting.loader import flat_pairs
 
-LIST_CHUNK = 200
 LEASE_CHUNK = 500  # leases taken by one script call: Redis waits on no call for long
 
 
@@ -68,23 +68,11 @@ class BatchStore:
     def page(self, owner: str, after: str, limit: int) -> tuple[list[dict[str, str]], bool]:
         """Up to `limit` of `owner`'s batches after `after`, newest first; and whether more."""
         key = keys.batches_of(owner)
-        start = 0
-        if after:
-            rank = cast(int | None, self.redis.zrevrank(key, after))
-            if rank is None:
-                return [], False
-            start = rank + 1
+        chunks = ids_after(self.redis, key, after, newest_first=True)
+        if chunks is None:
+            return [], False
         found: list[dict[str, str]] = []
-        while len(found) <= limit:
-            ids = [
-                str(i)
-                for i in cast(
-                    list[Any], self.redis.zrange(key, start, start + LIST_CHUNK - 1, desc=True)
-                )
-            ]
-            if not ids:
-                break
-            start += len(ids)
+        for ids in chunks:
             pipe = self.redis.pipeline(transaction=False)
             for batch_id in ids:
                 pipe.hgetall(keys.batch(batch_id))
@@ -93,6 +81,8 @@ class BatchStore:
             if gone:  # expired batches leave their owner's list lazily
                 self.redis.zrem(key, *gone)
             found += [r for r in records if r]
+            if len(found) > limit:
+                break
         return found[:limit], len(found) > limit
 
     # --- the steps of the workers' batch loop ----------------------------------------
