@@ -16,9 +16,16 @@ from chatq.chat.validate import chat_request, fit_context
 from chatq.errors import ApiError
 from chatq.jobs import record as jobs
 from chatq.jobs.erase import erase
-from chatq.responses.inputs import invalid, unsupported
+from chatq.responses.inputs import checked_request, invalid, unsupported
 from chatq.responses.objects import ResponseDeleted
-from chatq.responses.translate import conversation, is_stored, job_id_of, response_id, translate
+from chatq.responses.translate import (
+    conversation,
+    given,
+    is_stored,
+    job_id_of,
+    response_id,
+    translate,
+)
 from chatq.responses.view import render
 from web.admission import holds
 from web.context import Services, services
@@ -51,12 +58,10 @@ def owned_response(svc: Services, owner: str, any_id: str) -> dict[str, str]:
     return record
 
 
-def _history(svc: Services, owner: str, previous: Any) -> list[dict[str, Any]] | None:
+def _history(svc: Services, owner: str, previous: str | None) -> list[dict[str, Any]] | None:
     """The conversation a `previous_response_id` continues: its input and output."""
     if previous is None:
         return None
-    if not isinstance(previous, str):
-        raise invalid("`previous_response_id` must be a string.", "previous_response_id")
     try:
         record = owned_response(svc, owner, previous)
     except ApiError:
@@ -86,8 +91,8 @@ def create_response() -> Response:
     """Create a response: background (answered at once), held until it ends, or streamed."""
     svc = services()
     owner = authorize(svc)
-    body = params.json_body()
-    asked = translate(body, svc.settings, _history(svc, owner, body.get("previous_response_id")))
+    req = checked_request(params.json_body())
+    asked = translate(req, svc.settings, _history(svc, owner, given(req.previous_response_id)))
     request = chat_request(asked.request, svc.settings)
     fitted = fit_context(request, svc.settings.max_context_tokens, _overflow(svc, asked.truncate))
     held = asked.stream or not asked.background  # a background response answers at once
