@@ -36,8 +36,9 @@ def _check_fields(body: dict[str, Any]) -> None:
             raise _invalid(f"`{param}` is required.", param, "missing_field")
 
 
-def _check_caps(body: dict[str, Any], settings: Settings) -> None:
-    for name, setting in CAPPED.items():
+def check_caps(body: dict[str, Any], settings: Settings, caps: dict[str, str] = CAPPED) -> None:
+    """400 for a field of `body` over the setting that caps it (`caps`: field -> setting)."""
+    for name, setting in caps.items():
         cap, value = getattr(settings, setting), body.get(name)
         if cap > 0 and value is not None and value > cap:
             raise _invalid(f"`{name}` is {value}, over the {cap} this server allows.", name)
@@ -76,6 +77,6 @@ def within_context(
 def chat_request(body: dict[str, Any], settings: Settings) -> dict[str, Any]:
     """The request to send upstream, defaults filled in; raises 400 if bad or over a cap."""
     _check_fields(body)
-    _check_caps(body, settings)
+    check_caps(body, settings)
     request = {**body, "model": body.get("model") or settings.default_model}
     return _capped_output(request, settings.max_output_tokens)

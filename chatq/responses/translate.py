@@ -17,13 +17,18 @@ from typing import TypeVar
 import msgspec
 from msgspec import UNSET, UnsetType
 
+from chatq.chat.validate import check_caps
 from chatq.config.settings import Settings
 from chatq.responses.inputs import JSONDict, input_messages, invalid
 from chatq.responses.objects import FormatJSONObject, FormatJSONSchema, ResponseRequest
 
 API = "responses"  # the record field `api` of a response's job
 
-_ID = re.compile(r"(job|resp)_([A-Za-z0-9_-]{16,64})\Z")
+# A response's id, or its job's (the document's path parameter too).
+ID_PATTERN = "^(job|resp)_([A-Za-z0-9_-]{16,64})$"
+_ID = re.compile(ID_PATTERN)
+# The fields that multiply the operator's bill, each with the setting that caps it.
+CAPPED = {"max_output_tokens": "max_output_tokens"}
 # Passed to the upstream under the same name, as strings.
 PASSED_STRINGS = ("user", "safety_identifier", "prompt_cache_key", "service_tier")
 V = TypeVar("V")
@@ -46,7 +51,7 @@ def message_id(job_id: str) -> str:
 
 def job_id_of(any_id: str) -> str | None:
     """The job id behind a `resp_…` (or `job_…`) id; None when it has neither shape."""
-    match = _ID.match(any_id)
+    match = _ID.fullmatch(any_id)
     return f"job_{match.group(2)}" if match else None
 
 
@@ -62,13 +67,9 @@ class Translated:
     truncate: bool | None  # `truncation`: auto -> True, disabled -> False, absent -> None
 
 
-def _max_output_tokens(req: ResponseRequest, cap: int) -> int | None:
+def _max_output_tokens(req: ResponseRequest, settings: Settings) -> int | None:
     value = given(req.max_output_tokens)
-    if value is not None and cap > 0 and value > cap:
-        raise invalid(
-            f"`max_output_tokens` is {value}, over the {cap} this server allows.",
-            "max_output_tokens",
-        )
+    check_caps({"max_output_tokens": value}, settings, CAPPED)
     return value
 
 
@@ -114,7 +115,7 @@ def translate(
             "`background` needs `store`: a background response is fetched later.", "store"
         )
     truncation = given(req.truncation)
-    max_tokens = _max_output_tokens(req, settings.max_output_tokens)
+    max_tokens = _max_output_tokens(req, settings)
     request = _chat_request(req, settings, history or [], max_tokens)
     shown = {
         "instructions": given(req.instructions),

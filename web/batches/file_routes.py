@@ -31,10 +31,10 @@ from web.context import Services, services
 from web.http import params
 from web.http.answers import json_response
 from web.http.guard import authorize
+from web.http.parameters import FILES_AFTER, FILES_LIMIT, FILES_ORDER, FILES_PURPOSE
 
 log = logging.getLogger(__name__)
 bp = Blueprint("files", __name__, url_prefix="/v1/files")
-MAX_LIST_LIMIT = 10000
 
 
 @dataclass
@@ -152,16 +152,12 @@ def list_files() -> Response:
     """The key's files, newest first (`order=asc`: oldest), `after` a file id."""
     svc, bsvc = services(), batch_services()
     owner = authorize(svc)
-    args = current_request.args
-    order = args.get("order", "desc")
-    if order not in ("asc", "desc"):
-        raise ApiError(400, "invalid_request", "`order` must be asc or desc.", param="order")
     page = bsvc.files.page(
         owner,
-        after=args.get("after", ""),
-        limit=params.limit_arg(MAX_LIST_LIMIT, MAX_LIST_LIMIT),
-        newest_first=order == "desc",
-        purpose=args.get("purpose", ""),
+        after=params.text(FILES_AFTER) or "",
+        limit=params.whole(FILES_LIMIT),
+        newest_first=params.choice(FILES_ORDER, svc.settings) == "desc",
+        purpose=params.text(FILES_PURPOSE) or "",
         now=queue_stats.redis_time(svc.redis),
     )
     data = [files_meta.public_view(m) for m in page.files]

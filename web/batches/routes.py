@@ -7,7 +7,6 @@ import time
 from typing import Any
 
 from flask import Blueprint, Response
-from flask import request as current_request
 from msgspec import UNSET
 
 from chatq.batches import file_records as files_meta
@@ -21,12 +20,12 @@ from web.context import Services, services
 from web.http import params
 from web.http.answers import json_response, preference_applied
 from web.http.guard import authorize
+from web.http.parameters import BATCHES_AFTER, BATCHES_LIMIT, WAIT
 from web.metrics import series as metrics
 from web.tracing import spans as tracing
 
 log = logging.getLogger(__name__)
 bp = Blueprint("batches", __name__, url_prefix="/v1/batches")
-MAX_LIST_LIMIT, DEFAULT_LIST_LIMIT = 100, 20
 
 
 def _new_record(body: dict[str, Any], owner: str, default_expires_s: int) -> dict[str, str]:
@@ -120,7 +119,7 @@ def get_batch(batch_id: str) -> Response:
     """The batch; with `wait`, held until it has ended or the wait runs out."""
     svc = services()
     owner = authorize(svc)
-    wait_s, asked = params.requested_wait(0.0, svc.settings.max_wait_s)
+    wait_s, asked = params.requested_wait(WAIT, svc.settings)
     record = _owned(svc, batch_id, owner)
     if record["status"] not in batches.ENDED:
         record = _wait_ended(svc, record, params.jittered(holds.poll_wait(svc, owner, wait_s)))
@@ -135,9 +134,8 @@ def list_batches() -> Response:
     """The key's batches, newest first, `after` a batch id, `limit` 1 to 100."""
     svc = services()
     owner = authorize(svc)
-    limit = params.limit_arg(DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT)
     records, has_more = batch_services().batches.page(
-        owner, current_request.args.get("after", ""), limit
+        owner, params.text(BATCHES_AFTER) or "", params.whole(BATCHES_LIMIT)
     )
     data = [batches.public_view(r) for r in records]
     return json_response(page_view(BatchList, data, has_more))

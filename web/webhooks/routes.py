@@ -14,7 +14,7 @@ from msgspec import UNSET, structs
 from chatq.chat.typed_input import convert
 from chatq.errors import ApiError
 from chatq.webhooks.addresses import literal_refused
-from chatq.webhooks.deliveries import MAX_LOG_PAGE, new_delivery_id, public_view
+from chatq.webhooks.deliveries import new_delivery_id, public_view
 from chatq.webhooks.endpoint_config import url_problem
 from chatq.webhooks.events import EVENT_TYPES, Event
 from chatq.webhooks.objects import (
@@ -29,11 +29,11 @@ from web.context import Services, services
 from web.http import params
 from web.http.answers import json_response
 from web.http.guard import authorize
+from web.http.parameters import DELIVERIES_AFTER, DELIVERIES_LIMIT
 from web.webhooks.recipients import WebhookServices, webhook_services
 
 log = logging.getLogger(__name__)
 bp = Blueprint("webhooks", __name__, url_prefix="/v1/webhooks")
-DEFAULT_PAGE = 20
 T = TypeVar("T")
 
 
@@ -159,7 +159,7 @@ def list_deliveries(endpoint_id: str) -> Response:
     _svc, hooks, owner = _caller()
     endpoint = _owned(hooks, owner, endpoint_id)
     records, more = hooks.deliveries.page(
-        endpoint.id, params.limit_arg(DEFAULT_PAGE, MAX_LOG_PAGE), request.args.get("after")
+        endpoint.id, params.whole(DELIVERIES_LIMIT), params.text(DELIVERIES_AFTER)
     )
     deliveries = WebhookDeliveryList("list", [public_view(r) for r in records], more)  # type: ignore[misc]
     return json_response(msgspec.to_builtins(deliveries))
