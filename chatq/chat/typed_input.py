@@ -21,6 +21,7 @@ import msgspec
 from msgspec import inspect
 
 from chatq.chat.json_input import MAX_PARAM_CHARS
+from chatq.chat.type_words import describe, members_of
 from chatq.errors import ApiError
 
 T = TypeVar("T")
@@ -35,11 +36,12 @@ class Refused(ApiError):
     """400: the field `param` is missing (`missing_field`), not one the struct has
     (`unknown`), or not what it takes (`expected`, the struct's words; `got`, what it held)."""
 
-    def __init__(self, code: str, message: str, param: str, **why: Any) -> None:
+    def __init__(
+        self, code: str, message: str, param: str, *, unknown: bool = False, expected: str = ""
+    ) -> None:
         super().__init__(400, code, message, param=param)
-        self.unknown: bool = why.get("unknown", False)
-        self.expected: str = why.get("expected", "")
-        self.got: Any = why.get("got")
+        self.unknown, self.expected = unknown, expected
+        self.got: Any = None
 
 
 def convert(body: dict[str, Any], struct: type[T], *, lax: bool = False) -> T:
@@ -64,18 +66,9 @@ def _info(struct: type[Any]) -> inspect.Type:
     return _INFOS[struct]
 
 
-def _members(t: inspect.Type) -> list[inspect.Type]:
-    """The types `t` may be: a union's members, its Meta's wrapping taken off."""
-    while isinstance(t, inspect.Metadata):
-        t = t.type
-    if isinstance(t, inspect.UnionType):
-        return [m for member in t.types for m in _members(member)]
-    return [t]
-
-
 def _holding(t: inspect.Type, value: Any) -> inspect.Type | None:
     """The member of `t` that holds `value`'s kind of JSON value, if one does."""
-    members = _members(t)
+    members = members_of(t)
     if isinstance(value, float):
         kinds: tuple[type, ...] = (inspect.FloatType, inspect.IntType)
         return next((m for k in kinds for m in members if isinstance(m, k)), None)
@@ -128,7 +121,7 @@ def _int_fields(t: inspect.StructType) -> list[tuple[str, inspect.Type]]:
 
 def _may_hold_int(t: inspect.Type) -> bool:
     if id(t) not in _HOLDS_INT:
-        _HOLDS_INT[id(t)] = any(_holds_int(m) for m in _members(t))
+        _HOLDS_INT[id(t)] = any(_holds_int(m) for m in members_of(t))
     return _HOLDS_INT[id(t)]
 
 
@@ -141,8 +134,8 @@ def _holds_int(t: inspect.Type) -> bool:
 
 def _structural(t: inspect.Type) -> bool:
     """Whether `t` may be an object the struct declares, or a list of them."""
-    for m in _members(t):
-        inner = _members(m.item_type) if isinstance(m, inspect.ListType) else [m]
+    for m in members_of(t):
+        inner = members_of(m.item_type) if isinstance(m, inspect.ListType) else [m]
         if any(isinstance(i, inspect.StructType) for i in inner):
             return True
     return False
@@ -154,13 +147,13 @@ Step = tuple[str, str | int, inspect.Type]  # as msgspec writes it, the key, the
 def _step(t: inspect.Type, path: str) -> Step | None:
     """The first step of msgspec's `path` (`.name`, `[0]`, `[...]`) from a value of type `t`;
     None if `t` has no such step."""
-    members = _members(t)
+    members = members_of(t)
     index = _INDEX.match(path)
     if index:
         lists = [m.item_type for m in members if isinstance(m, inspect.ListType)]
         maps = [m.value_type for m in members if isinstance(m, inspect.DictType)]
         found = maps if index.group(1) == "..." else lists
-        key = -1 if index.group(1) == "..." else int(index.group(1))
+        key = -1 if index.group(1) == "..." else int(index.group(1))  # a map's key: unsaid
         return (index.group(0), key, found[0]) if found else None
     structs = [m for m in members if isinstance(m, inspect.StructType)]
     tags = tuple(m.tag for m in structs if m.tag_field and path == f".{m.tag_field}")
@@ -213,88 +206,12 @@ def _refusal(text: str, sent: dict[str, Any], info: inspect.Type) -> Refused:
     param = _param("".join(step for step, _, _ in steps))
     expected, got = describe(t), _value_at(sent, steps)
     message = f"`{param}` must be {expected}{_got(got)}."
-    got = None if got is _NOTHING else got
-    return Refused("invalid_request", message, param, expected=expected, got=got)
+    refused = Refused("invalid_request", message, param, expected=expected)
+    refused.got = None if got is _NOTHING else got
+    return refused
 
 
 def _got(value: Any) -> str:
     if value is _NOTHING or isinstance(value, dict | list):
         return ""
     return f" (got {json.dumps(value)[:40]})"
-
-
-def describe(t: inspect.Type) -> str:
-    """What a value of type `t` is, in words: `an integer from 1 to 128`, `one of "auto",
-    "none"`, `a string, or an array of 1 to 4 items, each a string`."""
-    members = _members(t)
-    tagged = [m for m in members if isinstance(m, inspect.StructType) and m.tag_field]
-    words = [_words(m) for m in members if m not in tagged]
-    if tagged:
-        tags = _choice(tuple(m.tag for m in tagged))
-        words.insert(0, f"an object whose `{tagged[0].tag_field}` is {tags}")
-    return ", or ".join(dict.fromkeys(words))
-
-
-def _choice(values: tuple[Any, ...]) -> str:
-    shown = ", ".join(json.dumps(v) for v in values)
-    return shown if len(values) == 1 else f"one of {shown}"
-
-
-def _number(value: float) -> str:
-    return str(value) if isinstance(value, int) else f"{value:g}"
-
-
-def _bounds(t: inspect.IntType | inspect.FloatType) -> str:
-    if t.ge is not None and t.le is not None:
-        return f" from {_number(t.ge)} to {_number(t.le)}"
-    words = (("of at least", t.ge), ("above", t.gt), ("of at most", t.le), ("below", t.lt))
-    said = [f"{word} {_number(bound)}" for word, bound in words if bound is not None]
-    return " " + " and ".join(said) if said else ""
-
-
-def _length(least: int | None, most: int | None, unit: str) -> str:
-    def units(n: int) -> str:
-        return f"{n} {unit}" + ("" if n == 1 else "s")
-
-    if least and most is not None:
-        return f" of {least} to {units(most)}" if least != most else f" of {units(most)}"
-    if least:
-        return f" of at least {units(least)}"
-    return f" of at most {units(most)}" if most is not None else ""
-
-
-def _words(t: inspect.Type) -> str:
-    """One member of a type, in words."""
-    if isinstance(t, inspect.LiteralType):
-        return _choice(t.values)
-    if isinstance(t, inspect.IntType | inspect.FloatType):
-        noun = "an integer" if isinstance(t, inspect.IntType) else "a number"
-        return noun + _bounds(t)
-    if isinstance(t, inspect.StrType):
-        pattern = f" matching `{t.pattern}`" if t.pattern else ""
-        return "a string" + _length(t.min_length, t.max_length, "character") + pattern
-    if isinstance(t, inspect.ListType):
-        return _collection("an array", t.min_length, t.max_length, "item", t.item_type)
-    if isinstance(t, inspect.DictType):
-        key = t.key_type
-        keys = f", keys of at most {key.max_length} characters" if key.max_length else ""  # type: ignore[attr-defined]
-        return _collection("an object", t.min_length, t.max_length, "pair", t.value_type, keys)
-    return _SIMPLE.get(type(t), "an object")
-
-
-def _collection(
-    noun: str, least: int | None, most: int | None, unit: str, item: inspect.Type, keys: str = ""
-) -> str:
-    if most == 0:
-        return noun.replace("an ", "an empty ")
-    each = "" if isinstance(item, inspect.AnyType) else f", each {describe(item)}"
-    if unit == "pair" and each:
-        each = each.replace(", each ", ", each value ", 1)
-    return noun + _length(least, most, unit) + keys + each
-
-
-_SIMPLE: dict[type, str] = {
-    inspect.BoolType: "true or false",
-    inspect.NoneType: "null",
-    inspect.AnyType: "any JSON value",
-}
