@@ -23,7 +23,7 @@ from chatq.batches.file_storage import (
 )
 from chatq.batches.objects import FileDeleted, FileList, FileUpload, page_view
 from chatq.batches.record import BatchStore
-from chatq.chat.typed_input import convert
+from chatq.chat.typed_input import Refused, convert
 from chatq.errors import ApiError
 from chatq.metrics import queue_stats
 from web.batches.upload import Received, Receiver
@@ -89,7 +89,7 @@ def _checked(got: Received, max_lines: int, default_ttl_s: int) -> int:
     sent = {**got.fields, **({"file": got.filename} if got.upload is not None else {})}
     try:
         asked = convert(sent, FileUpload, lax=True)
-    except ApiError as error:
+    except Refused as error:
         error.param = _form_param(error.param or "")
         raise
     if got.lines > max_lines:

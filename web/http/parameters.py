@@ -203,7 +203,9 @@ STARTING_AFTER = Param(
 RESUME_AFTER = replace(
     STARTING_AFTER, name=LAST_EVENT_ID.name, where=LAST_EVENT_ID.where, code=LAST_EVENT_ID.code
 )
-INCLUDE_OBFUSCATION = replace(STREAM, key="IncludeObfuscation", name="include_obfuscation")
+INCLUDE_OBFUSCATION = replace(
+    STREAM, key="IncludeObfuscation", name="include_obfuscation", doc="`true` is unsupported."
+)
 
 
 def _page(key: str, item: str, items: str, most: int, default: int) -> tuple[Param, Param]:
