@@ -97,21 +97,6 @@ def _unknown_previous_response(f: Finding) -> bool:
     return f.code == "ST202" and '"previous_response_not_found"' in f.body
 
 
-def _integer_written_as_decimal(f: Finding) -> bool:
-    """An integer field sent as 381.0: JSON Schema's `integer` takes it, OpenAI's API does not
-    (`param` may name a nested field: `output_expires_after.seconds`)."""
-    found = re.search(r'"param":"([\w.]+)"', f.body)
-    if f.code != "ST202" or f.status != 400 or not found:
-        return False
-    try:
-        value = json.loads(f.request_body)
-        for name in found.group(1).split("."):
-            value = value.get(name)
-    except (ValueError, AttributeError):
-        return False
-    return isinstance(value, float) and value.is_integer()
-
-
 # Disagreements between schemathesis's reading of the document and the server that are
 # right as they are.
 ACCEPTED: dict[str, Callable[[Finding], bool]] = {
@@ -132,11 +117,6 @@ ACCEPTED: dict[str, Callable[[Finding], bool]] = {
     # Like OpenAI's API, an optional field sent as null is read as not sent (`stream: null`
     # is no stream); the document types those fields without null.
     "an optional field sent as null counts as absent": _null_is_absent,
-    # Like OpenAI's API, an integer field (`max_tokens`, `max_output_tokens`, `n` ...) written
-    # as a decimal number is a 400 naming it; JSON Schema's `integer` cannot say so.
-    "an integer written as a decimal number is refused, as OpenAI refuses it": (
-        _integer_written_as_decimal
-    ),
     # `previous_response_id` must name a completed response of the key; like OpenAI's API, one
     # that does not is the documented `400 previous_response_not_found`.
     "a previous_response_id that names no response is a documented 400": _unknown_previous_response,

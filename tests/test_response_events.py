@@ -11,6 +11,7 @@ from chatq.config.settings import Settings
 from chatq.jobs import record as jobs
 from chatq.jobs.events import Event
 from chatq.responses.events import EventMaker
+from chatq.responses.inputs import checked_request
 from chatq.responses.translate import translate
 from tests import openai_schemas
 
@@ -18,7 +19,8 @@ JOB_ID = "job_" + "T" * 32
 
 
 def _record(**fields: str) -> dict[str, str]:
-    asked = translate({"model": "fake", "input": "hi", "background": True}, Settings())
+    req = checked_request({"model": "fake", "input": "hi", "background": True})
+    asked = translate(req, Settings())
     record = jobs.new_record(JOB_ID, "alice", "fake", "interactive", asked.request, 1.0)
     return {**record, **asked.fields, "output_text": "", **fields}
 

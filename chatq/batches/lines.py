@@ -12,14 +12,15 @@ import hashlib
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, get_args
 
+from chatq.batches.objects import BatchEndpoint
 from chatq.chat import json_input
 from chatq.chat.validate import chat_request
 from chatq.config.settings import Settings
 from chatq.errors import ApiError, failed_job_status
-from chatq.responses.inputs import invalid
-from chatq.responses.translate import is_response, translate
+from chatq.responses.inputs import checked_request, invalid
+from chatq.responses.translate import given, is_response, translate
 from chatq.responses.view import render
 from chatq.runtime.tally import Tally
 
@@ -64,10 +65,11 @@ def _chat_body(body: JSONDict, settings: Settings) -> Checked:
 def _responses_body(body: JSONDict, settings: Settings) -> Checked:
     """A /v1/responses body as the job POST /v1/responses makes of it; ApiError when the
     Responses API refuses it, or when it asks for what a batch line cannot do."""
-    asked = translate(body, settings)
+    req = checked_request(body)
+    asked = translate(req, settings)
     if asked.stream:
         raise _no_stream()
-    if body.get("previous_response_id") is not None:
+    if given(req.previous_response_id) is not None:
         raise invalid(
             "`previous_response_id` is not supported in a batch: each line is a "
             "response of its own.",
@@ -85,9 +87,10 @@ def _responses_body(body: JSONDict, settings: Settings) -> Checked:
 
 
 # The endpoints a batch may name, each with the check of its lines' bodies.
+CHAT, RESPONSES = get_args(BatchEndpoint)
 ENDPOINTS: dict[str, Callable[[JSONDict, Settings], Checked]] = {
-    "/v1/chat/completions": _chat_body,
-    "/v1/responses": _responses_body,
+    CHAT: _chat_body,
+    RESPONSES: _responses_body,
 }
 
 

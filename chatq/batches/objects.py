@@ -9,7 +9,6 @@ from typing import Annotated, Any, Literal, get_args
 import msgspec
 from msgspec import UNSET, Meta, Struct, UnsetType, field
 
-from chatq.batches.lines import ENDPOINTS
 from chatq.responses.objects import Metadata, ResponseUsage
 
 BatchStatus = Literal[
@@ -23,6 +22,8 @@ BatchStatus = Literal[
     "cancelled",
 ]
 STATUSES: tuple[str, ...] = get_args(BatchStatus)
+# The endpoints a batch may name (chatq/batches/lines.py checks each one's lines).
+BatchEndpoint = Literal["/v1/chat/completions", "/v1/responses"]
 Purpose = Literal["batch", "batch_output"]
 PURPOSE_INPUT, PURPOSE_OUTPUT = get_args(Purpose)
 Count = Annotated[int, Meta(ge=0)]
@@ -154,11 +155,10 @@ class BatchCreateRequest(_Closed, kw_only=True):
 
     input_file_id: str
     endpoint: Annotated[
-        str,
+        BatchEndpoint,
         Meta(
-            extra_json_schema={"enum": list(ENDPOINTS)},
             description="The `url` of every line; a line's `body` is a request to it "
-            "(/v1/responses: the Responses API's text subset).",
+            "(/v1/responses: the Responses API's text subset)."
         ),
     ]
     completion_window: Annotated[

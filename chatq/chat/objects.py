@@ -1,15 +1,14 @@
 """The chat-completion objects of the API, each declared once: the request chatq checks and
 the upstream's answers it passes through. Validation (chatq/chat/validate.py) and the OpenAPI
-components (web/openapi/document.py) both read these structs."""
+components (web/openapi/schemas.py) both read these structs."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, get_args
+from typing import Annotated, Any, Literal
 
-from msgspec import UNSET, Meta, Struct, UnsetType, inspect
+from msgspec import UNSET, Meta, Struct, UnsetType
 
 Role = Literal["system", "developer", "user", "assistant", "tool", "function"]
-ROLES = frozenset(get_args(Role))
 
 INT64 = 2**63
 JSONObject = dict[str, Any]
@@ -75,20 +74,6 @@ class ChatCompletionRequest(Struct):
     metadata: AnyObject = UNSET
     user: str | UnsetType = UNSET
     tools: list[JSONObject] | UnsetType = UNSET
-
-
-def _integer_fields(struct: type[Struct]) -> frozenset[str]:
-    """The fields of `struct` whose JSON type is integer."""
-    fields = inspect.type_info(struct).fields  # type: ignore[attr-defined]
-    return frozenset(
-        field.name
-        for field in fields
-        if any(isinstance(t, inspect.IntType) for t in getattr(field.type, "types", [field.type]))
-    )
-
-
-# `1.0` in these is `1`, as JSON Schema reads it.
-WHOLE_FIELDS = _integer_fields(ChatCompletionRequest)
 
 
 class ChatCompletion(Struct):

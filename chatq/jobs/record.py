@@ -22,7 +22,7 @@ CANCELLED: Final = "cancelled"
 STATUSES: tuple[str, ...] = get_args(JobStatus)
 TERMINAL = frozenset(get_args(TerminalStatus))
 PRIORITIES: tuple[str, ...] = get_args(Priority)
-JOB_ID_PATTERN = "^job_[A-Za-z0-9_-]+$"
+JOB_ID_PATTERN = "^job_[A-Za-z0-9_-]{16,64}$"
 
 JSONDict = dict[str, Any]
 Time = Annotated[float, Meta(description="Unix time, seconds.")]

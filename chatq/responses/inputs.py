@@ -1,16 +1,18 @@
-"""A Responses request's `input` as chat messages, and the 400s that name what is wrong in
-a Responses request (chatq/responses/translate.py translates the rest of it)."""
+"""A Responses request checked against ResponseRequest, in the text subset's terms, and its
+`input` as chat messages (chatq/responses/translate.py translates the rest of it)."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
+from chatq.chat.typed_input import Refused, convert
 from chatq.errors import ApiError
+from chatq.responses.objects import NOT_TEXT, InputMessage, InputPart, ResponseRequest
 
 JSONDict = dict[str, Any]
-
-INPUT_ROLES = ("user", "assistant", "system", "developer")  # tuples: a dict is no member
-TEXT_PARTS = ("input_text", "output_text")
+# The `type` of an input item or of its content part: the kinds of input the subset lacks.
+_INPUT_KIND = re.compile(r"(input\[\d+\](\.content\[\d+\])?)\.type\Z")
 
 
 def invalid(message: str, param: str, code: str = "invalid_request") -> ApiError:
@@ -27,47 +29,39 @@ def unsupported(param: str, why: str = "") -> ApiError:
     )
 
 
-def _text_of(part: Any, param: str) -> str:
-    if not isinstance(part, dict):
-        raise invalid(f"`{param}` must be a content part object.", param)
-    kind = part.get("type")
-    if kind not in TEXT_PARTS:
-        raise unsupported(param, f": a `{str(kind)[:40]}` part; only text parts are")
-    text = part.get("text")
-    if not isinstance(text, str):
-        raise invalid(f"`{param}.text` must be a string.", f"{param}.text")
-    return text
+def _in_subset_terms(error: Refused) -> ApiError:
+    """The error of a field the subset lacks, or of an input of a kind it lacks, said so."""
+    if error.unknown:
+        return unsupported(error.param or "")
+    param = error.param or ""
+    lacked = next((n for n in NOT_TEXT if param == n or param.startswith((f"{n}.", f"{n}["))), "")
+    if lacked:
+        return unsupported(lacked, f": `{param}` must be {error.expected}")
+    kind = _INPUT_KIND.match(param)
+    if kind:
+        what = "part; only text parts are" if kind.group(2) else "item; only message items are"
+        return unsupported(kind.group(1), f": a `{str(error.got)[:40]}` {what}")
+    return error
 
 
-def _content(content: Any, param: str) -> str | list[JSONDict]:
+def checked_request(body: JSONDict) -> ResponseRequest:
+    """`body` as a ResponseRequest; else a 400 naming the parameter, `unsupported_parameter`
+    for one (or a kind of input) that the text subset lacks."""
+    try:
+        return convert(body, ResponseRequest)
+    except Refused as error:
+        raise _in_subset_terms(error) from None
+
+
+def _content(content: str | list[InputPart]) -> str | list[JSONDict]:
     if isinstance(content, str):
         return content
-    if not isinstance(content, list) or not content:
-        raise invalid(f"`{param}` must be a string or a non-empty list of text parts.", param)
-    texts = [_text_of(part, f"{param}[{j}]") for j, part in enumerate(content)]
+    texts = [part.text for part in content]
     return texts[0] if len(texts) == 1 else [{"type": "text", "text": t} for t in texts]
 
 
-def _message(item: Any, param: str) -> JSONDict:
-    if not isinstance(item, dict):
-        raise invalid(f"`{param}` must be a message object.", param)
-    kind = item.get("type", "message")
-    if kind != "message":
-        raise unsupported(param, f": a `{str(kind)[:40]}` item; only message items are")
-    role = item.get("role")
-    if role not in INPUT_ROLES:
-        raise invalid(f"`{param}.role` must be one of {', '.join(INPUT_ROLES)}.", f"{param}.role")
-    if "content" not in item:
-        raise invalid(f"`{param}.content` is required.", f"{param}.content", "missing_field")
-    return {"role": role, "content": _content(item["content"], f"{param}.content")}
-
-
-def input_messages(value: Any) -> list[JSONDict]:
-    """`input` (a string, or a list of message items with text content) as chat messages."""
-    if value is None:
-        raise invalid("`input` is required.", "input", "missing_field")
+def input_messages(value: str | list[InputMessage]) -> list[JSONDict]:
+    """`input` (a string, or message items with text content) as chat messages."""
     if isinstance(value, str):
         return [{"role": "user", "content": value}]
-    if not isinstance(value, list) or not value:
-        raise invalid("`input` must be a string or a non-empty list of message items.", "input")
-    return [_message(item, f"input[{i}]") for i, item in enumerate(value)]
+    return [{"role": item.role, "content": _content(item.content)} for item in value]

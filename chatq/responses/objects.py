@@ -1,5 +1,5 @@
 """The objects of OpenAI's Responses API (text subset) as chatq serves them, each declared
-once: the request (chatq/responses/translate.py checks it), the Response and its message
+once: the request (chatq/responses/inputs.py checks it), the Response and its message
 (chatq/responses/view.py builds them), every streamed event (chatq/responses/events.py) and a
 deletion. The OpenAPI components are generated from these structs."""
 
@@ -65,10 +65,19 @@ class ResponseText(_Closed):
 
 
 Metadata = Annotated[
-    dict[str, Annotated[str, Meta(max_length=MAX_METADATA_VALUE_CHARS)]],
+    dict[
+        Annotated[str, Meta(max_length=MAX_METADATA_KEY_CHARS)],
+        Annotated[str, Meta(max_length=MAX_METADATA_VALUE_CHARS)],
+    ],
     Meta(max_length=MAX_METADATA_KEYS),
 ]
 Flag = Annotated[bool, Meta(extra_json_schema={"default": False})]
+
+
+class ResponseStreamOptions(_Closed):
+    """`stream_options`: no obfuscation to ask for, as text only."""
+
+    include_obfuscation: Literal[False] | UnsetType = UNSET
 
 
 class ResponseRequest(_Closed, kw_only=True):
@@ -95,10 +104,26 @@ class ResponseRequest(_Closed, kw_only=True):
     safety_identifier: str | UnsetType = UNSET
     prompt_cache_key: str | UnsetType = UNSET
     service_tier: str | UnsetType | None = UNSET
+    # What the text subset lacks, taken only with the values that ask for none of it.
     tools: Empty | UnsetType = UNSET
     include: Empty | UnsetType = UNSET
     tool_choice: Literal["auto", "none"] | UnsetType = UNSET
     parallel_tool_calls: bool | UnsetType = UNSET
+    reasoning: Annotated[JSONObject, Meta(max_length=0)] | UnsetType = UNSET
+    stream_options: ResponseStreamOptions | UnsetType = UNSET
+
+
+# The parameters of what the text subset lacks: a value they do not take is
+# `400 unsupported_parameter`, not `invalid_request` (chatq/responses/inputs.py).
+NOT_TEXT = (
+    "tools",
+    "include",
+    "tool_choice",
+    "parallel_tool_calls",
+    "reasoning",
+    "stream_options",
+    "text.verbosity",
+)
 
 
 class OutputText(_Closed, tag_field="type", tag="output_text"):

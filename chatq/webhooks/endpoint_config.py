@@ -15,12 +15,12 @@ import idna
 from chatq.config.env import ConfigError, Reading, flag, number, whole
 from chatq.config.fields import setting
 from chatq.webhooks.addresses import literal_address
+from chatq.webhooks.objects import MAX_URL_CHARS
 
 SECRET_PREFIX = "whsec_"
 # Standard Webhooks: secrets of 24 to 64 random bytes.
 MIN_SECRET_BYTES = 24
 MAX_SECRET_BYTES = 64
-MAX_URL_CHARS = 2048
 # A host name's limits in DNS (RFC 1035), which the `idna` package enforces.
 MAX_LABEL_CHARS = 63
 MAX_NAME_CHARS = 253

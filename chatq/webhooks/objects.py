@@ -125,17 +125,19 @@ class WebhookDeliveryList(_Closed):
     has_more: bool
 
 
-# An http(s) URL with a host and no credentials or #fragment. The pattern is a part of what
-# the server accepts (a name of up to five labels of letters and digits, each starting with
-# a letter: nothing IDNA or the 253-character limit refuses; a path of printable ASCII: no
-# control or format character); the description says the whole rule.
+# An http(s) URL with a host and no credentials or #fragment. The pattern, for the document
+# only, is a part of what the server accepts (a name of up to five labels of letters and
+# digits, each starting with a letter: nothing IDNA or the 253-character limit refuses; a
+# path of printable ASCII: no control or format character); the description says the whole
+# rule, which chatq/webhooks/endpoint_config.py checks.
 _LABEL = r"[A-Za-z][A-Za-z0-9]{0,48}"
 URL_PATTERN = rf"^https?://({_LABEL}\.){{0,4}}{_LABEL}(:[1-9][0-9]{{0,3}})?(/[!$-~]*)?$"
+MAX_URL_CHARS = 2048
 Url = Annotated[
     str,
     Meta(
-        max_length=2048,
-        pattern=URL_PATTERN,
+        max_length=MAX_URL_CHARS,
+        extra_json_schema={"pattern": URL_PATTERN},
         description="An http(s) URL with a host and no credentials, #fragment, whitespace or "
         "control or format character. The host is an IP address (an IPv6 one in brackets) "
         "or a domain name as IDNA 2008 encodes it: labels of at most 63 characters, at most "

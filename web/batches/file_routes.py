@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Any
 
 from flask import Blueprint, Flask, Response, current_app, g
 from flask import request as current_request
-from msgspec import structs
+from msgspec import UNSET, structs
 from werkzeug.wsgi import wrap_file
 
 from chatq.batches import file_records as files_meta
@@ -22,8 +21,9 @@ from chatq.batches.file_storage import (
     new_file_id,
     storage_for,
 )
-from chatq.batches.objects import EXPIRES_MAX_S, EXPIRES_MIN_S, FileDeleted, FileList, page_view
+from chatq.batches.objects import FileDeleted, FileList, FileUpload, page_view
 from chatq.batches.record import BatchStore
+from chatq.chat.typed_input import Refused, convert
 from chatq.errors import ApiError
 from chatq.metrics import queue_stats
 from web.batches.upload import Received, Receiver
@@ -31,10 +31,10 @@ from web.context import Services, services
 from web.http import params
 from web.http.answers import json_response
 from web.http.guard import authorize
+from web.http.parameters import FILES_AFTER, FILES_LIMIT, FILES_ORDER, FILES_PURPOSE
 
 log = logging.getLogger(__name__)
 bp = Blueprint("files", __name__, url_prefix="/v1/files")
-MAX_LIST_LIMIT = 10000
 
 
 @dataclass
@@ -79,54 +79,24 @@ def file_not_found(param: str = "id") -> ApiError:
     return ApiError(404, "file_not_found", "No file with that id.", param=param)
 
 
-def expires_after_s(anchor: Any, seconds: Any, param: str) -> int:
-    """The seconds of an `expires_after` {anchor: created_at, seconds}, checked."""
-    if anchor != "created_at":
-        raise ApiError(
-            400, "invalid_request", f"`{param}.anchor` must be created_at.", param=f"{param}.anchor"
-        )
-    value = seconds if isinstance(seconds, int) and not isinstance(seconds, bool) else None
-    if isinstance(seconds, str):  # a form field, or a string in JSON
-        value = params.ascii_int(seconds)
-    if value is None or not EXPIRES_MIN_S <= value <= EXPIRES_MAX_S:
-        raise ApiError(
-            400,
-            "invalid_request",
-            f"`{param}.seconds` must be a whole number from {EXPIRES_MIN_S} to {EXPIRES_MAX_S}.",
-            param=f"{param}.seconds",
-        )
-    return value
-
-
-def _expiry_s(fields: dict[str, str], default_s: int) -> int:
-    # `created_at` is the only anchor, and the default expiry stands in for missing seconds:
-    # either part alone is read as the whole.
-    anchor = fields.get("expires_after[anchor]", "created_at")
-    seconds = fields.get("expires_after[seconds]", str(default_s))
-    if anchor == "created_at" and seconds == str(default_s):
-        return default_s
-    return expires_after_s(anchor, seconds.strip(), "expires_after")
+def _form_param(param: str) -> str:
+    """`expires_after[seconds]`, the form's field, as OpenAI's `param` names it."""
+    return param.replace("[", ".").replace("]", "")
 
 
 def _checked(got: Received, max_lines: int, default_ttl_s: int) -> int:
     """The upload's expiry in seconds, once its fields and file are as they must be."""
-    purpose = got.fields.get("purpose")
-    if purpose is None:
-        raise ApiError(400, "missing_field", "`purpose` is required.", param="purpose")
-    if purpose != files_meta.PURPOSE_INPUT:
-        raise ApiError(
-            400,
-            "invalid_request",
-            "`purpose` must be batch: this server keeps files for the Batch API only.",
-            param="purpose",
-        )
-    if got.upload is None:
-        raise ApiError(400, "missing_field", "`file` is required.", param="file")
+    sent = {**got.fields, **({"file": got.filename} if got.upload is not None else {})}
+    try:
+        asked = convert(sent, FileUpload, lax=True)
+    except Refused as error:
+        error.param = _form_param(error.param or "")
+        raise
     if got.lines > max_lines:
         raise ApiError(
             400, "invalid_request", f"The file has more than {max_lines} lines.", param="file"
         )
-    return _expiry_s(got.fields, default_ttl_s)
+    return default_ttl_s if asked.seconds is UNSET else asked.seconds
 
 
 def _commit(got: Received, max_lines: int, default_ttl_s: int) -> tuple[int, int]:
@@ -182,16 +152,12 @@ def list_files() -> Response:
     """The key's files, newest first (`order=asc`: oldest), `after` a file id."""
     svc, bsvc = services(), batch_services()
     owner = authorize(svc)
-    args = current_request.args
-    order = args.get("order", "desc")
-    if order not in ("asc", "desc"):
-        raise ApiError(400, "invalid_request", "`order` must be asc or desc.", param="order")
     page = bsvc.files.page(
         owner,
-        after=args.get("after", ""),
-        limit=params.limit_arg(MAX_LIST_LIMIT, MAX_LIST_LIMIT),
-        newest_first=order == "desc",
-        purpose=args.get("purpose", ""),
+        after=params.text(FILES_AFTER) or "",
+        limit=params.whole(FILES_LIMIT),
+        newest_first=params.choice(FILES_ORDER, svc.settings) == "desc",
+        purpose=params.text(FILES_PURPOSE) or "",
         now=queue_stats.redis_time(svc.redis),
     )
     data = [files_meta.public_view(m) for m in page.files]

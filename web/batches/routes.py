@@ -7,99 +7,38 @@ import time
 from typing import Any
 
 from flask import Blueprint, Response
-from flask import request as current_request
+from msgspec import UNSET
 
 from chatq.batches import file_records as files_meta
 from chatq.batches import record as batches
-from chatq.batches.lines import ENDPOINTS
-from chatq.batches.objects import BatchList, page_view
+from chatq.batches.objects import BatchCreateRequest, BatchList, page_view
+from chatq.chat.typed_input import convert
 from chatq.errors import ApiError
-from chatq.responses.objects import (
-    MAX_METADATA_KEY_CHARS,
-    MAX_METADATA_KEYS,
-    MAX_METADATA_VALUE_CHARS,
-)
 from web.admission import holds
-from web.batches.file_routes import batch_services, expires_after_s, file_not_found, owned_file
+from web.batches.file_routes import batch_services, file_not_found, owned_file
 from web.context import Services, services
 from web.http import params
 from web.http.answers import json_response, preference_applied
 from web.http.guard import authorize
+from web.http.parameters import BATCHES_AFTER, BATCHES_LIMIT, WAIT
 from web.metrics import series as metrics
 from web.tracing import spans as tracing
 
 log = logging.getLogger(__name__)
 bp = Blueprint("batches", __name__, url_prefix="/v1/batches")
-FIELDS = ("input_file_id", "endpoint", "completion_window", "metadata", "output_expires_after")
-MAX_LIST_LIMIT, DEFAULT_LIST_LIMIT = 100, 20
-
-
-def _invalid(message: str, param: str, code: str = "invalid_request") -> ApiError:
-    return ApiError(400, code, message, param=param)
-
-
-def _required_text(body: dict[str, Any], name: str) -> str:
-    if name not in body:
-        raise _invalid(f"`{name}` is required.", name, "missing_field")
-    value = body[name]
-    if not isinstance(value, str):
-        raise _invalid(f"`{name}` must be a string.", name)
-    return value
-
-
-def _metadata(value: Any) -> dict[str, str] | None:
-    if value is None:
-        return None
-    if not isinstance(value, dict) or len(value) > MAX_METADATA_KEYS:
-        raise _invalid(
-            f"`metadata` must be an object of at most {MAX_METADATA_KEYS} pairs.", "metadata"
-        )
-    for key, item in value.items():
-        if (
-            len(key) > MAX_METADATA_KEY_CHARS
-            or not isinstance(item, str)
-            or len(item) > MAX_METADATA_VALUE_CHARS
-        ):
-            raise _invalid(
-                f"`metadata` keys are at most {MAX_METADATA_KEY_CHARS} characters "
-                f"and values strings of at most {MAX_METADATA_VALUE_CHARS}.",
-                "metadata",
-            )
-    return value
-
-
-def _output_expires_s(value: Any, default_s: int) -> int:
-    if value is None:
-        return default_s
-    if not isinstance(value, dict):
-        raise _invalid("`output_expires_after` must be an object.", "output_expires_after")
-    unknown = sorted(set(value) - {"anchor", "seconds"})
-    if unknown:
-        raise _invalid(
-            f"`output_expires_after.{unknown[0][:40]}` is not supported here.",
-            f"output_expires_after.{unknown[0][:40]}",
-        )
-    return expires_after_s(value.get("anchor"), value.get("seconds"), "output_expires_after")
 
 
 def _new_record(body: dict[str, Any], owner: str, default_expires_s: int) -> dict[str, str]:
     """The record of the batch the body asks for; 400 naming what is wrong."""
-    unknown = sorted(set(body) - set(FIELDS))
-    if unknown:
-        raise _invalid(f"`{unknown[0]}` is not supported here.", unknown[0])
-    file_id = _required_text(body, "input_file_id")
-    endpoint = _required_text(body, "endpoint")
-    if endpoint not in ENDPOINTS:
-        raise _invalid(f"`endpoint` must be one of {', '.join(ENDPOINTS)}.", "endpoint")
-    if _required_text(body, "completion_window") != "24h":
-        raise _invalid("`completion_window` must be 24h.", "completion_window")
+    asked = convert(body, BatchCreateRequest)
+    expires = asked.output_expires_after
     return batches.new_record(
         batch_id=batches.new_batch_id(),
         owner=owner,
-        endpoint=endpoint,
-        input_file_id=file_id,
-        metadata=_metadata(body.get("metadata")),
-        output_expires_s=_output_expires_s(body.get("output_expires_after"), default_expires_s),
+        endpoint=asked.endpoint,
+        input_file_id=asked.input_file_id,
+        metadata=None if asked.metadata is UNSET else asked.metadata,
+        output_expires_s=default_expires_s if expires is UNSET else expires.seconds,
     )
 
 
@@ -112,8 +51,11 @@ def create_batch() -> Response:
     record |= tracing.job_fields()  # its lines' traces link to it
     meta = owned_file(record["input_file_id"], owner, "input_file_id")
     if meta.get("purpose") != files_meta.PURPOSE_INPUT:
-        raise _invalid(
-            "`input_file_id` must name a file uploaded with purpose batch.", "input_file_id"
+        raise ApiError(
+            400,
+            "invalid_request",
+            "`input_file_id` must name a file uploaded with purpose batch.",
+            param="input_file_id",
         )
     max_active = svc.settings.batch_max_active_per_key
     created = bsvc.batches.create(record, svc.settings.batch_window_s, max_active)
@@ -177,7 +119,7 @@ def get_batch(batch_id: str) -> Response:
     """The batch; with `wait`, held until it has ended or the wait runs out."""
     svc = services()
     owner = authorize(svc)
-    wait_s, asked = params.requested_wait(0.0, svc.settings.max_wait_s)
+    wait_s, asked = params.requested_wait(WAIT, svc.settings)
     record = _owned(svc, batch_id, owner)
     if record["status"] not in batches.ENDED:
         record = _wait_ended(svc, record, params.jittered(holds.poll_wait(svc, owner, wait_s)))
@@ -192,9 +134,8 @@ def list_batches() -> Response:
     """The key's batches, newest first, `after` a batch id, `limit` 1 to 100."""
     svc = services()
     owner = authorize(svc)
-    limit = params.limit_arg(DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT)
     records, has_more = batch_services().batches.page(
-        owner, current_request.args.get("after", ""), limit
+        owner, params.text(BATCHES_AFTER) or "", params.whole(BATCHES_LIMIT)
     )
     data = [batches.public_view(r) for r in records]
     return json_response(page_view(BatchList, data, has_more))

@@ -12,18 +12,21 @@ import time
 from dataclasses import dataclass, field
 
 from flask import request
+from msgspec import structs
 from werkzeug.exceptions import RequestEntityTooLarge
 from werkzeug.sansio.multipart import Data, Epilogue, Field, File, MultipartDecoder, NeedData
 
 from chatq.batches.file_quota import Hold
 from chatq.batches.file_storage import CHUNK_BYTES, FileStorage, Upload
+from chatq.batches.objects import FileUpload
 from chatq.errors import ApiError
 
 # The form around the file: part headers, boundaries and the small fields.
 FORM_OVERHEAD_BYTES = 64 * 1024
 MAX_FIELD_BYTES = 1024
 MAX_PARTS = 8
-FIELDS = ("purpose", "expires_after[anchor]", "expires_after[seconds]")
+# The form's fields besides the file: FileUpload's.
+FIELDS = tuple(f.encode_name for f in structs.fields(FileUpload) if f.encode_name != "file")
 MAX_FILENAME_CHARS = 255
 
 

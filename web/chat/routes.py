@@ -8,7 +8,6 @@ from typing import Any
 
 import requests
 from flask import Blueprint, Response
-from flask import request as flask_request
 
 from chatq.chat.validate import chat_request, fit_context
 from chatq.errors import ApiError
@@ -20,6 +19,7 @@ from web.context import Services, services
 from web.http import params
 from web.http.answers import failed_job_error, job_response, json_response
 from web.http.guard import authorize
+from web.http.parameters import CACHE_CONTROL, IDEMPOTENCY_KEY
 from web.jobs.events import STREAM_ENDING_ERRORS, follow, sse_response
 from web.jobs.submit import job_id_for, submit
 from web.jobs.waiting import load_owned, wait_terminal, watching
@@ -36,14 +36,14 @@ def chat_completions() -> Response:
     owner = authorize(svc)
     body = params.json_body()
     request = chat_request(body, svc.settings)
-    overflow = params.overflow_policy(svc.settings.context_overflow)
+    overflow = params.overflow_policy(svc.settings)
     fitted = fit_context(request, svc.settings.max_context_tokens, overflow)
     request = fitted.request
     stream = request.pop("stream", None) is True
     options = request.pop("stream_options", None) or {}
     if holds.holds_open(stream, svc.settings.max_wait_s):
         holds.hold(svc, owner)
-    cache_control = flask_request.headers.get("Cache-Control", "")
+    cache_control = params.text(CACHE_CONTROL) or ""
     job_id = job_id_for(svc, owner, request, cache_control)
     with watching(svc, job_id, 0.0 if stream else 1.0) as waiter:
         record = submit(
@@ -51,7 +51,7 @@ def chat_completions() -> Response:
             owner,
             request,
             "interactive",
-            params.idempotency_key(),
+            params.text(IDEMPOTENCY_KEY),
             cache_control,
             job_id=job_id,
             prompt_tokens=fitted.prompt_tokens,

@@ -19,7 +19,8 @@ from web.jobs.waiting import load_owned
 
 bp = Blueprint("stored_completions", __name__, url_prefix="/v1/chat/completions")
 # A job id, or the id chatq gives a streamed completion (`chatcmpl-` and the job's token).
-_COMPLETION_ID = re.compile(r"(?:job_|chatcmpl-)([A-Za-z0-9_-]{16,64})\Z")
+COMPLETION_ID_PATTERN = "^(?:job_|chatcmpl-)([A-Za-z0-9_-]{16,64})$"
+_COMPLETION_ID = re.compile(COMPLETION_ID_PATTERN)
 
 
 @bp.get("/<completion_id>")
@@ -28,7 +29,7 @@ def stored_completion(completion_id: str) -> Response:
     its OpenAI error if it failed; 404 for a response (its own view is /v1/responses)."""
     svc = services()
     owner = authorize(svc)
-    match = _COMPLETION_ID.match(completion_id)
+    match = _COMPLETION_ID.fullmatch(completion_id)
     if match is None:
         raise job_not_found()
     job_id = g.chatq_job_id = "job_" + match.group(1)

@@ -1,30 +1,32 @@
-"""Reading what a request asks for: its JSON body, `wait`, and the other options."""
+"""Reading what a request asks for: its JSON body, and its header and query parameters by
+their rows in web/http/parameters.py (`wait`, `limit`, `priority`, ...)."""
 
 from __future__ import annotations
 
 import math
 import random
 import re
-from typing import Any
+from typing import Any, cast
 
 from flask import current_app, request
 from werkzeug.exceptions import RequestEntityTooLarge
 
 from chatq.chat import json_input
 from chatq.chat.tokens import Policy
+from chatq.config.settings import Settings
 from chatq.errors import ApiError
-from chatq.jobs import record as jobs
+from chatq.jobs.record import JOB_ID_PATTERN
+from web.http.parameters import CONTEXT_OVERFLOW, PREFER, Param
 
 _NUMBER = re.compile(r"([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]{1,3})?\Z")
 _PREFER_WAIT = re.compile(r"(?:^|[,;\s])wait\s*=\s*\"?([^\s,;\"]+)", re.IGNORECASE)
-_JOB_ID = re.compile(r"^job_[A-Za-z0-9_-]{16,64}$")
+_JOB_ID = re.compile(JOB_ID_PATTERN)
 # ASCII digits only: int() also takes other scripts' digits ("٣"), spaces, "+" and "_", and
 # raises on some characters str.isdigit() calls digits ("²") and past 4,300 digits.
 _WHOLE = re.compile(r"[0-9]+")
 _SIGNED = re.compile(r"-?[0-9]+")
 MAX_INT_DIGITS = 18
 HUGE_INT = 10**18  # what a longer number reads as
-MAX_IDEMPOTENCY_KEY_CHARS = 255
 
 
 def _read_body() -> bytes:
@@ -70,50 +72,86 @@ def ascii_int(raw: str, *, signed: bool = False) -> int | None:
     return int(raw)
 
 
-def limit_arg(default: int, maximum: int) -> int:
-    """`?limit=`: a whole number from 1 to `maximum` (`default` when absent); else a 400."""
-    raw = request.args.get("limit")
-    if raw is None:
-        return default
-    value = ascii_int(raw)
-    if value is None or not 1 <= value <= maximum:
-        raise ApiError(
-            400,
-            "invalid_request",
-            f"`limit` must be a whole number from 1 to {maximum}.",
-            param="limit",
-        )
+def _sent(param: Param) -> str | None:
+    return (request.args if param.where == "query" else request.headers).get(param.name)
+
+
+def _refused(param: Param) -> ApiError:
+    return ApiError(400, param.code, f"`{param.name}` must be {param.taken()}.", param=param.name)
+
+
+def _within(param: Param, value: float) -> bool:
+    low, high = param.least, param.most
+    return (low is None or value >= low) and (high is None or value <= high)
+
+
+def text(param: Param) -> str | None:
+    """The string `param` as sent (None if not), of a length within its bounds; else a 400."""
+    value = _sent(param)
+    if value is not None and param.least is not None and not _within(param, len(value)):
+        raise _refused(param)
     return value
+
+
+def whole(param: Param) -> int:
+    """The integer `param` (ASCII digits only), its default when not sent; else a 400."""
+    raw = _sent(param)
+    if raw is None:
+        return int(param.default or 0)
+    value = ascii_int(raw, signed=param.least is None)
+    if value is None or not _within(param, value):
+        raise _refused(param)
+    return value
+
+
+def choice(param: Param, settings: Settings) -> str:
+    """One of `param`'s values (a header's in any case), its default when not sent."""
+    value = _sent(param)
+    if value is None:
+        return str(param.default_in(settings))
+    if param.where == "header":
+        value = value.strip().lower()
+    if value not in param.values:
+        raise _refused(param)
+    return value
+
+
+def flag(param: Param) -> bool:
+    """The boolean `param`: `true` or `false` in any case, its default when not sent."""
+    value = _sent(param)
+    if value is None:
+        return bool(param.default)
+    if value.lower() not in ("true", "false"):
+        raise _refused(param)
+    return value.lower() == "true"
 
 
 def prefers_async() -> bool:
     """Whether the client sent `Prefer: respond-async`."""
-    return "respond-async" in request.headers.get("Prefer", "").lower()
+    return "respond-async" in (_sent(PREFER) or "").lower()
 
 
 def prefer_wait() -> float | None:
     """The `wait` of a `Prefer` header, or None when absent or unreadable (RFC 7240: ignore)."""
-    match = _PREFER_WAIT.search(request.headers.get("Prefer", ""))
+    match = _PREFER_WAIT.search(_sent(PREFER) or "")
     return _parse_wait(match.group(1)) if match else None
 
 
-def requested_wait(default_s: float, max_s: float) -> tuple[float, bool]:
-    """The wait to apply (capped) and whether the client asked for one.
+def requested_wait(param: Param, settings: Settings) -> tuple[float, bool]:
+    """The wait to apply (capped at CHATQ_MAX_WAIT) and whether the client asked for one.
 
     `?wait=N` wins over `Prefer: wait=N`; a bad query value is a 400.
     """
-    raw = request.args.get("wait")
+    max_s, raw = settings.max_wait_s, _sent(param)
     if raw is not None:
         value = _parse_wait(raw)
         if value is None:
-            raise ApiError(
-                400, "invalid_wait", "`wait` must be a finite number of seconds >= 0.", param="wait"
-            )
+            raise _refused(param)
         return min(value, max_s), True
     value = prefer_wait()
     if value is not None:
         return min(value, max_s), True
-    return min(default_s, max_s), False
+    return min(float(param.default_in(settings)), max_s), False
 
 
 def jittered(wait_s: float) -> float:
@@ -121,46 +159,11 @@ def jittered(wait_s: float) -> float:
     return wait_s * random.uniform(15 / 16, 1.0)
 
 
-def priority() -> str:
-    """`?priority=`, interactive by default."""
-    value = request.args.get("priority", jobs.PRIORITIES[0])
-    if value not in jobs.PRIORITIES:
-        raise ApiError(
-            400, "invalid_request", "`priority` must be interactive or batch.", param="priority"
-        )
-    return value
-
-
-def idempotency_key() -> str | None:
-    """The `Idempotency-Key` header, if sent."""
-    key = request.headers.get("Idempotency-Key")
-    if key is None:
-        return None
-    if not key or len(key) > MAX_IDEMPOTENCY_KEY_CHARS:
-        raise ApiError(
-            400,
-            "invalid_request",
-            f"`Idempotency-Key` must be 1 to {MAX_IDEMPOTENCY_KEY_CHARS} characters.",
-            param="Idempotency-Key",
-        )
-    return key
-
-
-def overflow_policy(default: str) -> Policy:
+def overflow_policy(settings: Settings) -> Policy:
     """`Chatq-Context-Overflow`: reject or truncate_oldest (default from configuration)."""
-    value = request.headers.get("Chatq-Context-Overflow", default).strip().lower()
-    if value == "reject":
-        return "reject"
-    if value == "truncate_oldest":
-        return "truncate_oldest"
-    raise ApiError(
-        400,
-        "invalid_request",
-        "`Chatq-Context-Overflow` must be reject or truncate_oldest.",
-        param="Chatq-Context-Overflow",
-    )
+    return cast(Policy, choice(CONTEXT_OVERFLOW, settings))
 
 
 def is_job_id(value: str) -> bool:
     """Whether `value` has the shape of a job id at all."""
-    return bool(_JOB_ID.match(value))
+    return bool(_JOB_ID.fullmatch(value))

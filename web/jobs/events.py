@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import msgspec
 import redis
-from flask import Blueprint, Response, request
+from flask import Blueprint, Response
 
 from chatq.errors import ApiError, job_not_found
 from chatq.jobs import record as jobs
@@ -20,6 +20,7 @@ from web.context import Services, services
 from web.http import params
 from web.http.answers import json_response
 from web.http.guard import authorize
+from web.http.parameters import ACCEPT, CURSOR, LAST_EVENT_ID, WAIT
 from web.jobs.waiting import load_owned, wait_events
 
 bp = Blueprint("events", __name__, url_prefix="/v1/jobs")
@@ -37,9 +38,8 @@ def valid_cursor(raw: str | None) -> str:
     parts = [int(p) for p in match.groups()[1:] if p is not None] if match else []
     # A Redis stream id is two 64-bit numbers, and nothing comes after the largest one.
     if not match or any(p > _MAX_ID_PART for p in parts) or parts == [_MAX_ID_PART] * 2:
-        raise ApiError(
-            400, "invalid_cursor", "`cursor` is not a cursor this API gave out.", param="cursor"
-        )
+        name = CURSOR.name
+        raise ApiError(400, CURSOR.code, f"`{name}` is not a cursor this API gave out.", param=name)
     return raw
 
 
@@ -64,7 +64,7 @@ def _page(job_id: str, events: list[Event], status: str, cursor: str) -> dict[st
 
 def wants_sse() -> bool:
     """Whether the client asked for Server-Sent Events."""
-    return "text/event-stream" in request.headers.get("Accept", "")
+    return "text/event-stream" in (params.text(ACCEPT) or "")
 
 
 @bp.get("/<job_id>/events")
@@ -73,10 +73,10 @@ def job_events(job_id: str) -> Response:
     svc = services()
     owner = authorize(svc)
     sse = wants_sse()
-    wait_s, asked = params.requested_wait(0.0, svc.settings.max_wait_s)
-    cursor = valid_cursor(request.headers.get("Last-Event-ID") if sse else None)
+    wait_s, asked = params.requested_wait(WAIT, svc.settings)
+    cursor = valid_cursor(params.text(LAST_EVENT_ID) if sse else None)
     if cursor == "0":
-        cursor = valid_cursor(request.args.get("cursor"))
+        cursor = valid_cursor(params.text(CURSOR))
     if not params.is_job_id(job_id):
         raise job_not_found()
     record = load_owned(svc, job_id, owner)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import logging
 
 from flask import Blueprint, Response, g
-from flask import request as current_request
 
 from chatq.chat.validate import chat_request, fit_context
 from chatq.errors import ApiError, job_not_found
@@ -15,6 +14,7 @@ from web.context import Services, services
 from web.http import params
 from web.http.answers import failed_job_error, job_response, json_response
 from web.http.guard import authorize
+from web.http.parameters import CACHE_CONTROL, IDEMPOTENCY_KEY, PRIORITY, RESULT_WAIT, WAIT, Param
 from web.jobs.submit import enqueue_detached, job_id_for, submit
 from web.jobs.waiting import load_owned, wait_owned, wait_terminal, watching
 
@@ -30,15 +30,15 @@ def _owned(svc: Services, owner: str, job_id: str, wait_s: float = 0.0) -> dict[
     return wait_owned(svc, job_id, owner, wait_s)
 
 
-def _wait(svc: Services, default_s: float) -> tuple[float, float | None]:
-    wait_s, asked = params.requested_wait(default_s, svc.settings.max_wait_s)
+def _wait(svc: Services, param: Param) -> tuple[float, float | None]:
+    wait_s, asked = params.requested_wait(param, svc.settings)
     return wait_s, (wait_s if asked else None)
 
 
-def _poll_wait(svc: Services, owner: str, default_s: float) -> tuple[float, float | None]:
+def _poll_wait(svc: Services, owner: str, param: Param) -> tuple[float, float | None]:
     """A long-poll's wait: 0 when the key holds its cap of requests open
     (web/admission/holds.py)."""
-    wait_s, echo = _wait(svc, default_s)
+    wait_s, echo = _wait(svc, param)
     return holds.poll_wait(svc, owner, wait_s), echo
 
 
@@ -47,9 +47,9 @@ def create_job() -> Response:
     """Enqueue a chat job; answer at once, or when it ends if `wait` is given."""
     svc = services()
     owner = authorize(svc)
-    wait_s, echo = _wait(svc, 0.0)
-    priority = params.priority()
-    idem_key = params.idempotency_key()
+    wait_s, echo = _wait(svc, WAIT)
+    priority = params.choice(PRIORITY, svc.settings)
+    idem_key = params.text(IDEMPOTENCY_KEY)
     body = params.json_body()
     if body.get("stream") is True:
         raise ApiError(
@@ -59,13 +59,13 @@ def create_job() -> Response:
             param="stream",
         )
     request = chat_request(body, svc.settings)
-    overflow = params.overflow_policy(svc.settings.context_overflow)
+    overflow = params.overflow_policy(svc.settings)
     fitted = fit_context(request, svc.settings.max_context_tokens, overflow)
     request = fitted.request
     request.pop("stream", None)
     if wait_s > 0:
         holds.hold(svc, owner)
-    cache_control = current_request.headers.get("Cache-Control", "")
+    cache_control = params.text(CACHE_CONTROL) or ""
     job_id = job_id_for(svc, owner, request, cache_control)
     with watching(svc, job_id, wait_s) as waiter:
         record = submit(
@@ -87,7 +87,7 @@ def get_job(job_id: str) -> Response:
     """The job; with `wait`, held until it ends or the wait runs out."""
     svc = services()
     owner = authorize(svc)
-    wait_s, echo = _poll_wait(svc, owner, 0.0)
+    wait_s, echo = _poll_wait(svc, owner, WAIT)
     return job_response(_owned(svc, owner, job_id, wait_s), echo)
 
 
@@ -96,7 +96,7 @@ def get_result(job_id: str) -> Response:
     """The bare upstream completion once completed; its error once failed."""
     svc = services()
     owner = authorize(svc)
-    wait_s, echo = _poll_wait(svc, owner, svc.settings.result_wait_s)
+    wait_s, echo = _poll_wait(svc, owner, RESULT_WAIT)
     record = _owned(svc, owner, job_id, wait_s)
     if record["status"] == jobs.COMPLETED:
         headers = {"Preference-Applied": f"wait={echo:g}"} if echo is not None else {}

@@ -3,18 +3,24 @@ objects: chatq/batches/objects.py)."""
 
 from __future__ import annotations
 
-from web.batches import file_routes as files
-from web.batches import routes as batches
+from chatq.batches.file_storage import FILE_ID
+from chatq.batches.record import BATCH_ID
+from web.http.parameters import (
+    BATCHES_AFTER,
+    BATCHES_LIMIT,
+    FILES_AFTER,
+    FILES_LIMIT,
+    FILES_ORDER,
+    FILES_PURPOSE,
+    PREFER,
+    WAIT,
+)
 from web.openapi import parts
-from web.openapi.parts import BAD_WAIT, Op, path_id, query, response_object, wait_param
+from web.openapi.parts import BAD_WAIT, Op, path_id, response_object
 from web.openapi.schemas import Schema, ref
 
-_FILE_ID = path_id(
-    "file_id", "^file-[A-Za-z0-9_-]+$", "The file's id; another key's file is `404`."
-)
-_BATCH_ID = path_id(
-    "batch_id", "^batch_[A-Za-z0-9_-]+$", "The batch's id; another key's batch is `404`."
-)
+_FILE_ID = path_id("file_id", FILE_ID.pattern, "The file's id; another key's file is `404`.")
+_BATCH_ID = path_id("batch_id", BATCH_ID.pattern, "The batch's id; another key's batch is `404`.")
 _FILE_404 = "`file_not_found`: unknown, expired or foreign file id."
 _TEXTS = {404: _FILE_404}
 _BATCH_404 = (404, "`batch_not_found`: unknown, expired or foreign batch id.")
@@ -39,22 +45,6 @@ _UPLOAD = {"required": True, "content": {"multipart/form-data": {"schema": ref("
 _BYTES = {"application/octet-stream": {"type": "string", "format": "binary"}}
 
 
-def _limit(most: int, default: int, what: str) -> Schema:
-    schema = {"type": "integer", "minimum": 1, "maximum": most, "default": default}
-    return query("limit", schema, f"At most this many {what}.")
-
-
-_BY_TIME = "By creation time."
-_FILE_PAGE = (
-    query("after", {"type": "string"}, "A file id: the page starts after it."),
-    _limit(files.MAX_LIST_LIMIT, files.MAX_LIST_LIMIT, "files"),
-    query("order", {"type": "string", "enum": ["asc", "desc"], "default": "desc"}, _BY_TIME),
-    query("purpose", {"type": "string"}, "Only files of this purpose."),
-)
-_BATCH_PAGE = (
-    query("after", {"type": "string"}, "A batch id: the page starts after it."),
-    _limit(batches.MAX_LIST_LIMIT, batches.DEFAULT_LIST_LIMIT, "batches"),
-)
 _FILES, _ONE_FILE = "/v1/files", "/v1/files/{file_id}"
 _BATCHES, _ONE_BATCH = "/v1/batches", "/v1/batches/{batch_id}"
 OPERATIONS = [
@@ -75,7 +65,7 @@ OPERATIONS = [
         "The key's files",
         {200: response_object("A page of files.", "FileList")},
         ((400, "`invalid_request`: a bad `limit` or `order`."),),
-        _FILE_PAGE,
+        (FILES_AFTER, FILES_LIMIT, FILES_ORDER, FILES_PURPOSE),
     ),
     Op("get", _ONE_FILE, "retrieveFile", "A file object", {200: _FILE}, (404,), (_FILE_ID,)),
     Op(
@@ -112,7 +102,7 @@ OPERATIONS = [
         "The key's batches, newest first",
         {200: response_object("A page of batches.", "BatchList")},
         ((400, "`invalid_request`: a bad `limit`."),),
-        _BATCH_PAGE,
+        (BATCHES_AFTER, BATCHES_LIMIT),
     ),
     Op(
         "get",
@@ -127,7 +117,7 @@ OPERATIONS = [
             )
         },
         ((400, BAD_WAIT), _BATCH_404),
-        (_BATCH_ID, wait_param(0), "Prefer"),
+        (_BATCH_ID, WAIT, PREFER),
         description="With `wait`, held until the batch has ended (completed, failed, "
         "cancelled or expired) or the wait runs out.",
     ),

@@ -8,6 +8,20 @@ import json
 from typing import Any
 
 from chatq.config.settings import Settings
+from chatq.jobs.record import JOB_ID_PATTERN
+from web.http.parameters import (
+    ACCEPT,
+    CACHE_CONTROL,
+    CONTEXT_OVERFLOW,
+    CURSOR,
+    IDEMPOTENCY_KEY,
+    LAST_EVENT_ID,
+    PREFER,
+    PRIORITY,
+    RESULT_WAIT,
+    WAIT,
+    WEBHOOK,
+)
 from web.openapi import batches, quotas, service, webhooks
 from web.openapi.parts import (
     BAD_JSON,
@@ -16,14 +30,14 @@ from web.openapi.parts import (
     FAILED_CONTEXT,
     FULL,
     HEADERS,
-    PARAMETERS,
     REUSED_OR_CONTEXT,
     Op,
     job_response,
     json_ref,
+    parameters,
+    path_id,
     paths,
     response_object,
-    wait_param,
 )
 from web.openapi.responses import response_paths
 from web.openapi.schemas import Schema, ref, schemas
@@ -55,6 +69,9 @@ _SSE += "Event object; the last `delta` and the last `status` event have no `id:
 _SSE += "the `end` event's cursor, right after them)."
 _CHUNKS = "`data:` lines of `chat.completion.chunk` objects, ending in `data: [DONE]`."
 _ONE = "/v1/jobs/{id}"
+_JOB_ID = path_id(
+    "id", JOB_ID_PATTERN, "The job's id; another key's job is `404` like an unknown one."
+)
 _SHUTTING_DOWN = (
     " `server_shutting_down`: this web is stopping and the job did not end within "
     "CHATQ_GRACEFUL_TIMEOUT; it goes on (its answer: `/v1/jobs/{id}/result`)."
@@ -70,7 +87,7 @@ OPERATIONS = [
             202: job_response(202, "The job, queued or running."),
         },
         (400, 413, (422, REUSED_OR_CONTEXT), (503, FULL)),
-        (wait_param(0), "Prefer", "Priority", "IdempotencyKey", "CacheControl", "ContextOverflow"),
+        (WAIT, PREFER, PRIORITY, IDEMPOTENCY_KEY, CACHE_CONTROL, CONTEXT_OVERFLOW, WEBHOOK),
         body="JobRequest",
         description="`stream` is not allowed here: the events endpoint is the streaming view.",
     ),
@@ -81,7 +98,7 @@ OPERATIONS = [
         "A job's status, long-polled",
         {200: job_response(200), 202: job_response(202)},
         ((400, BAD_WAIT), 404),
-        ("JobId", wait_param(0), "Prefer"),
+        (_JOB_ID, WAIT, PREFER),
     ),
     Op(
         "post",
@@ -90,7 +107,7 @@ OPERATIONS = [
         "Cancel a queued or running job",
         {200: response_object("The job as it now is; a terminal job is left unchanged.", "Job")},
         (404,),
-        ("JobId",),
+        (_JOB_ID,),
     ),
     Op(
         "get",
@@ -109,7 +126,7 @@ OPERATIONS = [
             502,
             504,
         ),
-        ("JobId", wait_param(25), "Prefer"),
+        (_JOB_ID, RESULT_WAIT, PREFER),
     ),
     Op(
         "get",
@@ -124,7 +141,7 @@ OPERATIONS = [
             )
         },
         ((400, BAD_WAIT + " `invalid_cursor`: not a cursor this API gave out."), 404),
-        ("JobId", "Cursor", wait_param(0), "Prefer", "Accept", "LastEventId"),
+        (_JOB_ID, CURSOR, WAIT, PREFER, ACCEPT, LAST_EVENT_ID),
         description="Concatenating the `delta`s after the last `reset` gives the final "
         "`output_text`.",
     ),
@@ -158,7 +175,7 @@ OPERATIONS = [
             (503, FULL + _SHUTTING_DOWN),
             (504, ERRORS[504] + " `job_timeout`: the job did not end within CHATQ_JOB_TIMEOUT."),
         ),
-        ("Prefer", "IdempotencyKey"),
+        (PREFER, IDEMPOTENCY_KEY, WEBHOOK),
         body="ChatCompletionRequest",
         error_headers=("Chatq-Job-Id", "x-should-retry"),  # names the job, forbids a resend
         description="Decided by `stream` in the body, not by Accept. Runs as an `interactive` "
@@ -182,25 +199,24 @@ def served(settings: Settings) -> bytes:
 
 def document(settings: Settings | None = None) -> dict[str, Any]:
     """The document served at /openapi.json, with the caps of `settings` (default: defaults)."""
+    settings = settings or Settings()
     return {
         "openapi": "3.1.0",
         "info": {"title": "chatq", "version": "0.1.0", "description": _DESCRIPTION},
         "servers": [{"url": "/"}],
         "paths": quotas.add_headers(
-            webhooks.add_header(
-                {
-                    **paths(OPERATIONS),
-                    **response_paths(),
-                    **service.paths(),
-                    **webhooks.paths(),
-                    **batches.paths(),
-                }
-            )
+            {
+                **paths(OPERATIONS),
+                **response_paths(),
+                **service.paths(),
+                **webhooks.paths(),
+                **batches.paths(),
+            }
         ),
         "webhooks": webhooks.events(),
         "components": {
             "schemas": schemas(settings),
-            "parameters": copy.deepcopy(PARAMETERS),
+            "parameters": parameters(settings),
             "headers": {**copy.deepcopy(HEADERS), **quotas.headers()},
             "securitySchemes": {
                 "bearerAuth": _bearer("A key from CHATQ_API_KEYS."),

@@ -1,90 +1,23 @@
-"""The parts the OpenAPI document's paths are built from: the shared parameters and headers,
-what each error status means, and builders of responses and operations."""
+"""The parts the OpenAPI document's paths are built from: the parameters (declared in
+web/http/parameters.py) and headers, what each error status means, and builders of responses
+and operations."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from chatq.chat.tokens import OVERFLOW_POLICIES
-from chatq.jobs.record import JOB_ID_PATTERN, PRIORITIES
+from chatq.config.settings import Settings
+from web.http.parameters import PARAMETERS, TRACEPARENT, TRACESTATE, WAIT, Param
 from web.openapi.schemas import Schema, ref
 
-# The operations that submit a job, by path and method: the keys' limits charge them, and a
-# webhook endpoint may be chosen for their job.
+# The operations that submit a job, by path and method: the keys' limits charge them.
 SUBMITS = (("/v1/jobs", "post"), ("/v1/chat/completions", "post"), ("/v1/responses", "post"))
 _STRING: Schema = {"type": "string"}
-
-
-def _param(name: str, where: str, description: str, schema: Schema = _STRING) -> Schema:
-    return {"name": name, "in": where, "schema": schema, "description": description}
 
 
 def _header(description: str, schema: Schema = _STRING) -> Schema:
     return {"description": description, "schema": schema}
 
-
-PARAMETERS: dict[str, Schema] = {
-    "JobId": {
-        **_param("id", "path", "The job's id; another key's job is `404` like an unknown one."),
-        "required": True,
-        "schema": {"type": "string", "pattern": JOB_ID_PATTERN},
-    },
-    "Prefer": {
-        **_param(
-            "Prefer",
-            "header",
-            "RFC 7240. `wait=N`: as `?wait=N`, which wins if both are given. `respond-async`: "
-            "see /v1/chat/completions.",
-        ),
-        "examples": {"wait": {"value": "wait=30"}},
-    },
-    "Priority": _param(
-        "priority",
-        "query",
-        "Two queues; workers drain `interactive` first.",
-        {"type": "string", "enum": list(PRIORITIES), "default": PRIORITIES[0]},
-    ),
-    "IdempotencyKey": _param(
-        "Idempotency-Key",
-        "header",
-        "The same key from the same owner within CHATQ_JOB_TTL returns the same job instead "
-        "of a new one.",
-        {"type": "string", "minLength": 1, "maxLength": 255},
-    ),
-    "CacheControl": _param(
-        "Cache-Control",
-        "header",
-        "`no-cache` skips the result cache on the way in; `no-store` keeps this result out of "
-        "it; `max-age=N` makes a non-deterministic request cacheable for N s (at most "
-        "CHATQ_CACHE_TTL; no caching at all when that is 0).",
-    ),
-    "ContextOverflow": _param(
-        "Chatq-Context-Overflow",
-        "header",
-        "A prompt over the model's context limit: `422`, or drop the oldest turns after the "
-        "system message until it fits. Default from configuration.",
-        {"type": "string", "enum": list(OVERFLOW_POLICIES)},
-    ),
-    "Cursor": _param(
-        "cursor", "query", "Opaque; pass back what a page gave. Absent: the first event."
-    ),
-    "LastEventId": _param(
-        "Last-Event-ID", "header", "Server-Sent Events: resume after this cursor."
-    ),
-    "Traceparent": _param(
-        "traceparent",
-        "header",
-        "W3C trace context: the request and its job join this trace, and the upstream's calls "
-        "continue it. Absent or invalid: a trace of its own.",
-    ),
-    "Tracestate": _param("tracestate", "header", "W3C trace state, kept with `traceparent`."),
-    "Accept": _param(
-        "Accept",
-        "header",
-        "`text/event-stream` serves the events as Server-Sent Events.",
-        {"type": "string", "enum": ["application/json", "text/event-stream"]},
-    ),
-}
 
 HEADERS: dict[str, Schema] = {
     "Location": _header("`/v1/jobs/{id}`: where to poll the job."),
@@ -107,20 +40,13 @@ HEADERS: dict[str, Schema] = {
     ),
 }
 
-BAD_BODY = (
-    "`invalid_json`, `invalid_request`, `missing_field`, `invalid_wait`: the body is "
-    "not a JSON object in UTF-8, a field or option is missing or invalid (or out of "
-    "its range or over this server's cap), or `wait` is not a finite number >= 0. "
-    "`number_out_of_range`, `invalid_unicode`: a number beyond a 64-bit float, or a "
-    "string holding a lone UTF-16 surrogate (`param` names it)."
-)
 BAD_JSON = (
     "`invalid_json`, `invalid_request`, `missing_field`: the body is not a JSON object "
-    "in UTF-8, or a field is missing, of the wrong type, out of its range or over "
+    "in UTF-8, or a field or option is missing, of the wrong type, out of its range or over "
     "this server's cap. `number_out_of_range`, `invalid_unicode`: a number beyond a "
     "64-bit float, or a string holding a lone UTF-16 surrogate (`param` names it)."
 )
-BAD_WAIT = "`invalid_wait`: `wait` is not a finite number >= 0."
+BAD_WAIT = f"`{WAIT.code}`: `{WAIT.name}` is not {WAIT.taken()}."
 FULL = (
     "`queue_full`: queue depth over CHATQ_MAX_QUEUE_DEPTH; `backend_unavailable`: "
     "Redis cannot be reached."
@@ -128,7 +54,7 @@ FULL = (
 FAILED_CONTEXT = "The job failed with `context_length_exceeded`."
 
 ERRORS: dict[int, str] = {
-    400: BAD_BODY,
+    400: f"{BAD_JSON} {BAD_WAIT}",
     401: "`invalid_api_key`: no key or an unknown key.",
     404: "`job_not_found`: unknown, expired or foreign job id.",
     409: "`job_cancelled`: the job was cancelled.",
@@ -146,14 +72,9 @@ ERRORS: dict[int, str] = {
 REUSED_OR_CONTEXT = ERRORS[422] + " `idempotency_key_reused`: same Idempotency-Key, different body."
 
 
-def param_ref(name: str) -> Schema:
-    return {"$ref": f"#/components/parameters/{name}"}
-
-
-def query(name: str, schema: Schema, description: str = "") -> Schema:
-    """A query parameter."""
-    param: Schema = {"name": name, "in": "query", "schema": schema}
-    return {**param, "description": description} if description else param
+def parameters(settings: Settings) -> dict[str, Schema]:
+    """Every header and query parameter (web/http/parameters.py), by its component's name."""
+    return {param.key: param.component(settings) for param in PARAMETERS}
 
 
 def path_id(name: str, pattern: str = "", description: str = "") -> Schema:
@@ -163,19 +84,12 @@ def path_id(name: str, pattern: str = "", description: str = "") -> Schema:
     return {**param, "description": description} if description else param
 
 
-def wait_param(default_s: float, description: str = "") -> Schema:
-    """The `wait` query parameter, with this endpoint's default."""
-    schema: Schema = {"type": "number", "minimum": 0, "default": default_s}
-    return query(
-        "wait",
-        schema,
-        description
-        or "Seconds to hold the request, fractions allowed, capped at CHATQ_MAX_WAIT (default 55).",
-    )
-
-
 def _header_ref(name: str) -> Schema:
     return {"$ref": f"#/components/headers/{name}"}
+
+
+def _param_ref(param: Param) -> Schema:
+    return {"$ref": f"#/components/parameters/{param.key}"}
 
 
 def response_object(description: str, content: Schema | str | None = None, *headers: str) -> Schema:
@@ -226,7 +140,7 @@ class Op:
     summary: str
     answers: dict[int, Schema]
     errors: tuple[Error, ...] = ()
-    params: tuple[Schema | str, ...] = ()
+    params: tuple[Param | Schema, ...] = ()
     body: Schema | str | None = None
     description: str = ""
     error_headers: tuple[str, ...] = ()
@@ -251,7 +165,7 @@ def _errors(op: Op, texts: dict[int, str]) -> dict[str, Schema]:
 
 
 # Every /v1/* request may carry W3C trace context, and its answer names the trace.
-_TRACE_PARAMS = ("Traceparent", "Tracestate")
+_TRACE_PARAMS = (TRACEPARENT, TRACESTATE)
 
 
 def _traced(answer: Schema) -> Schema:
@@ -267,7 +181,7 @@ def _operation(op: Op, texts: dict[int, str]) -> Schema:
     v1 = op.path.startswith("/v1/")
     params = (*op.params, *_TRACE_PARAMS) if v1 else op.params
     if params:
-        built["parameters"] = [param_ref(p) if isinstance(p, str) else p for p in params]
+        built["parameters"] = [_param_ref(p) if isinstance(p, Param) else p for p in params]
     if isinstance(op.body, str):
         built["requestBody"] = json_body(op.body)
     elif op.body:

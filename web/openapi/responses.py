@@ -3,8 +3,22 @@ merged into the document of web/openapi/document.py (their schemas: chatq/respon
 
 from __future__ import annotations
 
+from chatq.responses.translate import ID_PATTERN
+from web.chat.stored import COMPLETION_ID_PATTERN
+from web.http.parameters import (
+    CACHE_CONTROL,
+    CONTEXT_OVERFLOW,
+    IDEMPOTENCY_KEY,
+    LAST_EVENT_ID,
+    PREFER,
+    PRIORITY,
+    RESPONSE_WAIT,
+    STARTING_AFTER,
+    STREAM,
+    WEBHOOK,
+)
 from web.openapi import parts
-from web.openapi.parts import Op, path_id, query, response_object, wait_param
+from web.openapi.parts import FULL, Op, path_id, response_object
 from web.openapi.schemas import Schema, ref
 
 _ERRORS = {
@@ -12,13 +26,10 @@ _ERRORS = {
     "tools, reasoning, images, files, ...); `param` names it. "
     "`previous_response_not_found`; `invalid_wait`; `invalid_cursor`: a Last-Event-ID "
     "that is no sequence number.",
-    401: "`invalid_api_key`: no key or an unknown key.",
     404: "`response_not_found`: unknown, expired, deleted, `store: false` or another key's.",
-    413: "`request_too_large`: body over CHATQ_MAX_BODY_BYTES.",
     422: "`context_length_exceeded` (the prompt, previous responses included, is over the "
     "model's limit); `idempotency_key_reused`.",
-    429: "`rate_limit_exceeded`: the key's request rate is over its limit.",
-    503: "`queue_full`, `backend_unavailable`.",
+    503: FULL,
 }
 _STREAM = (
     "Server-Sent Events: `event:` the type, `id:` the sequence number, `data:` one "
@@ -27,11 +38,8 @@ _STREAM = (
 
 
 _SSE = {"type": "string", "description": _STREAM}
-_ID = path_id(
-    "id", "^(resp|job)_[A-Za-z0-9_-]+$", "The response's id (`resp_…`), or its job's (`job_…`)."
-)
-_STORED_ID = path_id("id", "^(job_|chatcmpl-)[A-Za-z0-9_-]+$")
-_WAIT = wait_param(0, "Seconds to hold until the response ends (capped at CHATQ_MAX_WAIT).")
+_ID = path_id("id", ID_PATTERN, "The response's id (`resp_…`), or its job's (`job_…`).")
+_STORED_ID = path_id("id", COMPLETION_ID_PATTERN)
 _ONE = "/v1/responses/{id}"
 
 
@@ -54,7 +62,7 @@ OPERATIONS = [
             )
         },
         (400, 413, 422),
-        ("Prefer", "Priority", "IdempotencyKey", "CacheControl", "ContextOverflow"),
+        (PREFER, PRIORITY, IDEMPOTENCY_KEY, CACHE_CONTROL, CONTEXT_OVERFLOW, WEBHOOK),
         body="ResponseRequest",
         description="`background: true` answers at once (`queued`); `stream: true` answers "
         "Server-Sent Events; otherwise the request is held until the response ends (a bounded "
@@ -68,22 +76,7 @@ OPERATIONS = [
         "A response, long-polled or streamed",
         {200: _ok("The Response (any status), or its events.", "Response", "Preference-Applied")},
         (400, 404),
-        (
-            _ID,
-            _WAIT,
-            "Prefer",
-            query(
-                "stream",
-                {"type": "boolean", "default": False},
-                "Answer the response's events as Server-Sent Events.",
-            ),
-            query(
-                "starting_after",
-                {"type": "integer"},
-                "With `stream=true`: only the events numbered above this (ignored without it).",
-            ),
-            "LastEventId",
-        ),
+        (_ID, RESPONSE_WAIT, PREFER, STREAM, STARTING_AFTER, LAST_EVENT_ID),
         description="With `stream=true`, its events from the first (or after `starting_after`, "
         "or an SSE `Last-Event-ID`) until it ends, for as long as it is kept: the same numbers "
         "on every replay.",
@@ -125,7 +118,7 @@ OPERATIONS = [
             ),
         },
         (404,),
-        (_STORED_ID, "Prefer"),
+        (_STORED_ID, PREFER),
         description="By the `Chatq-Job-Id` a POST /v1/chat/completions answered (or the "
         "`chatcmpl-` id of its stream): held like that POST until the job ends; a failed job "
         "answers its OpenAI error; a response is `404`.",

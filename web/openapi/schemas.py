@@ -9,12 +9,13 @@ import msgspec
 from chatq import errors
 from chatq.batches import objects as batch_objects
 from chatq.chat import objects as chat_objects
-from chatq.chat.validate import CAPPED
+from chatq.chat.validate import CAPPED as chat_caps
 from chatq.config.settings import Settings
 from chatq.jobs import events
 from chatq.jobs import record as jobs
 from chatq.metrics import queue_objects
 from chatq.responses import objects as response_objects
+from chatq.responses.translate import CAPPED as response_caps
 from chatq.webhooks import objects as webhook_objects
 
 Schema = dict[str, Any]
@@ -76,17 +77,19 @@ def components(*types: Any) -> tuple[list[Schema], dict[str, Schema]]:
     return _tidy(roots), {name: _tidy(schema) for name, schema in found.items()}
 
 
+# The requests' fields capped by a setting, by the code that checks them.
+_CAPS = (("ChatCompletionRequest", chat_caps), ("ResponseRequest", response_caps))
+
+
 def _capped(found: dict[str, Schema], settings: Settings) -> None:
-    """The requests' schemas with this server's caps (chatq/chat/validate.py checks them too)."""
-    for name, setting in CAPPED.items():
-        cap = getattr(settings, setting)
-        field = found["ChatCompletionRequest"]["properties"][name]
-        if cap > 0:
-            field["maximum"] = min(field.get("maximum", cap), cap)
-            field["description"] = f"At most {cap} here (CHATQ_{setting.upper()})."
-    if settings.max_output_tokens > 0:
-        tokens = found["ResponseRequest"]["properties"]["max_output_tokens"]["anyOf"][0]
-        tokens["maximum"] = settings.max_output_tokens
+    """The requests' schemas with this server's caps."""
+    for struct, caps in _CAPS:
+        for name, setting in caps.items():
+            cap, field = getattr(settings, setting), found[struct]["properties"][name]
+            if cap > 0:
+                number = next(m for m in field.get("anyOf", [field]) if m["type"] == "integer")
+                number["maximum"] = min(number.get("maximum", cap), cap)
+                field["description"] = f"At most {cap} here (CHATQ_{setting.upper()})."
 
 
 # The objects the API takes and answers, by the module that declares each; every object

@@ -1,14 +1,11 @@
-"""The webhook part of the OpenAPI document: /v1/webhooks, the events chatq POSTs to
-endpoints (OpenAPI 3.1's `webhooks`), and the `Chatq-Webhook` header on submits; their
-objects are in chatq/webhooks/objects.py."""
+"""The webhook part of the OpenAPI document: /v1/webhooks, and the events chatq POSTs to
+endpoints (OpenAPI 3.1's `webhooks`); their objects are in chatq/webhooks/objects.py."""
 
 from __future__ import annotations
 
-import copy
-
-from chatq.webhooks.deliveries import MAX_LOG_PAGE
+from web.http.parameters import DELIVERIES_AFTER, DELIVERIES_LIMIT
 from web.openapi import parts
-from web.openapi.parts import SUBMITS, Op, json_body, path_id, query, response_object
+from web.openapi.parts import Op, json_body, path_id, response_object
 from web.openapi.schemas import Schema
 
 _ERRORS = {
@@ -22,24 +19,11 @@ _ERRORS = {
     "endpoints already.",
     429: "`rate_limit_exceeded`: the key's request rate is over its limit (a replay "
     "also counts against the key's requests per minute, CHATQ_KEY_RPM).",
-    503: "`backend_unavailable`: Redis cannot be reached or cannot serve now.",
-}
-HEADER_PARAMETER: Schema = {
-    "name": "Chatq-Webhook",
-    "in": "header",
-    "schema": {"type": "string"},
-    "description": "The id of one of this key's webhook endpoints: only it hears of this job's "
-    "end; `none`: no endpoint does. Without it every endpoint of the key does. "
-    "An id that is not this key's is `400 webhook_not_found`.",
 }
 
 
 _ONE = path_id("webhook_id")
 _ENDPOINT = response_object("The endpoint, without its secret.", "WebhookEndpoint")
-_PAGE = (
-    query("limit", {"type": "integer", "minimum": 1, "maximum": MAX_LOG_PAGE, "default": 20}),
-    query("after", {"type": "string"}, "A delivery id: the page after it."),
-)
 _HOOKS, _HOOK = "/v1/webhooks", "/v1/webhooks/{webhook_id}"
 OPERATIONS = [
     Op(
@@ -99,7 +83,7 @@ OPERATIONS = [
         "The endpoint's delivery log, newest first",
         {200: response_object("Deliveries and their attempts.", "WebhookDeliveryList")},
         (400, 404),
-        (_ONE, *_PAGE),
+        (_ONE, DELIVERIES_LIMIT, DELIVERIES_AFTER),
     ),
     Op(
         "post",
@@ -130,12 +114,3 @@ def events() -> dict[str, Schema]:
         "responses": {"200": {"description": answer}},
     }
     return {"jobOrResponseEnded": {"post": post}}
-
-
-def add_header(all_paths: dict[str, Schema]) -> dict[str, Schema]:
-    """`Chatq-Webhook` on every operation that submits a job."""
-    for path, method in SUBMITS:
-        op = all_paths.get(path, {}).get(method)
-        if op is not None:
-            op.setdefault("parameters", []).append(copy.deepcopy(HEADER_PARAMETER))
-    return all_paths

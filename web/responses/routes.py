@@ -16,15 +16,32 @@ from chatq.chat.validate import chat_request, fit_context
 from chatq.errors import ApiError
 from chatq.jobs import record as jobs
 from chatq.jobs.erase import erase
-from chatq.responses.inputs import invalid, unsupported
+from chatq.responses.inputs import checked_request, invalid, unsupported
 from chatq.responses.objects import ResponseDeleted
-from chatq.responses.translate import conversation, is_stored, job_id_of, response_id, translate
+from chatq.responses.translate import (
+    conversation,
+    given,
+    is_stored,
+    job_id_of,
+    response_id,
+    translate,
+)
 from chatq.responses.view import render
 from web.admission import holds
 from web.context import Services, services
 from web.http import params
 from web.http.answers import json_response, preference_applied
 from web.http.guard import authorize
+from web.http.parameters import (
+    CACHE_CONTROL,
+    IDEMPOTENCY_KEY,
+    INCLUDE_OBFUSCATION,
+    PRIORITY,
+    RESPONSE_WAIT,
+    RESUME_AFTER,
+    STARTING_AFTER,
+    STREAM,
+)
 from web.jobs.events import sse_response
 from web.jobs.submit import enqueue_detached, submit
 from web.jobs.waiting import load_owned, wait_terminal
@@ -51,12 +68,10 @@ def owned_response(svc: Services, owner: str, any_id: str) -> dict[str, str]:
     return record
 
 
-def _history(svc: Services, owner: str, previous: Any) -> list[dict[str, Any]] | None:
+def _history(svc: Services, owner: str, previous: str | None) -> list[dict[str, Any]] | None:
     """The conversation a `previous_response_id` continues: its input and output."""
     if previous is None:
         return None
-    if not isinstance(previous, str):
-        raise invalid("`previous_response_id` must be a string.", "previous_response_id")
     try:
         record = owned_response(svc, owner, previous)
     except ApiError:
@@ -77,7 +92,7 @@ def _history(svc: Services, owner: str, previous: Any) -> list[dict[str, Any]] |
 
 def _overflow(svc: Services, truncate: bool | None) -> Policy:
     if truncate is None:
-        return params.overflow_policy(svc.settings.context_overflow)
+        return params.overflow_policy(svc.settings)
     return "truncate_oldest" if truncate else "reject"
 
 
@@ -86,20 +101,20 @@ def create_response() -> Response:
     """Create a response: background (answered at once), held until it ends, or streamed."""
     svc = services()
     owner = authorize(svc)
-    body = params.json_body()
-    asked = translate(body, svc.settings, _history(svc, owner, body.get("previous_response_id")))
+    req = checked_request(params.json_body())
+    asked = translate(req, svc.settings, _history(svc, owner, given(req.previous_response_id)))
     request = chat_request(asked.request, svc.settings)
     fitted = fit_context(request, svc.settings.max_context_tokens, _overflow(svc, asked.truncate))
     held = asked.stream or not asked.background  # a background response answers at once
     if held and holds.holds_open(asked.stream, svc.settings.max_wait_s):
         holds.hold(svc, owner)
-    cache_control = flask_request.headers.get("Cache-Control", "")
+    cache_control = params.text(CACHE_CONTROL) or ""
     record = submit(
         svc,
         owner,
         fitted.request,
-        params.priority(),
-        params.idempotency_key(),
+        params.choice(PRIORITY, svc.settings),
+        params.text(IDEMPOTENCY_KEY),
         cache_control,
         asked.fields,
         prompt_tokens=fitted.prompt_tokens,
@@ -136,37 +151,19 @@ def _held(svc: Services, record: dict[str, str], headers: dict[str, str], store:
     return json_response(body, 200, headers)
 
 
-def _flag(name: str) -> bool | None:
-    raw = flask_request.args.get(name)
-    if raw is None:
-        return None
-    if raw.lower() not in ("true", "false"):
-        raise invalid(f"`{name}` must be true or false.", name)
-    return raw.lower() == "true"
-
-
 def _starting_after(stream: bool) -> int:
     """`?starting_after=N` (or an SSE `Last-Event-ID`): stream events after number N. Without
     `stream=true` there is no stream to start: both are ignored."""
     if not stream:
         return -1
-    raw, param = flask_request.args.get("starting_after"), "starting_after"
-    if raw is None:
-        raw, param = flask_request.headers.get("Last-Event-ID"), "Last-Event-ID"
-    if raw is None:
-        return -1
-    number = params.ascii_int(raw, signed=True)
-    if number is None:
-        # A Last-Event-ID is a cursor this API gave out, as on /v1/jobs/{id}/events.
-        code = "invalid_request" if param == "starting_after" else "invalid_cursor"
-        raise invalid(f"`{param}` must be an integer (a sequence number).", param, code)
-    return max(number, -1)
+    sent = params.text(STARTING_AFTER) is not None
+    return max(params.whole(STARTING_AFTER if sent else RESUME_AFTER), -1)
 
 
 def _check_retrieve_options() -> None:
     if any(flask_request.args.getlist("include")) or any(flask_request.args.getlist("include[]")):
         raise unsupported("include")
-    if _flag("include_obfuscation"):
+    if params.flag(INCLUDE_OBFUSCATION):
         raise unsupported("include_obfuscation")
 
 
@@ -176,10 +173,10 @@ def get_response(rid: str) -> Response:
     `starting_after`, then follows them until it ends."""
     svc = services()
     owner = authorize(svc)
-    stream = bool(_flag("stream"))
+    stream = params.flag(STREAM)
     starting_after = _starting_after(stream)
     _check_retrieve_options()
-    wait_s, asked = params.requested_wait(0.0, svc.settings.max_wait_s)
+    wait_s, asked = params.requested_wait(RESPONSE_WAIT, svc.settings)
     record = owned_response(svc, owner, rid)
     if stream:
         if not jobs.is_terminal(record["status"]):

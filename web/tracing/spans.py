@@ -10,6 +10,8 @@ from typing import Any
 from flask import Flask, Response, g, has_request_context, request
 
 from chatq.tracing import context as tracing
+from web.http import params
+from web.http.parameters import TRACEPARENT, TRACESTATE
 
 TRACE_ID_HEADER = "Chatq-Trace-Id"
 _API_PREFIX = "/v1/"
@@ -25,8 +27,8 @@ def install(app: Flask) -> None:
 def _begin() -> None:
     if not request.path.startswith(_API_PREFIX):
         return
-    incoming = tracing.parse(request.headers.get("traceparent"))
-    state = tracing.tracestate(request.headers.get("tracestate")) if incoming else ""
+    incoming = tracing.parse(params.text(TRACEPARENT))
+    state = tracing.tracestate(params.text(TRACESTATE)) if incoming else ""
     if not tracing.ON:
         g.chatq_trace = (incoming or tracing.fresh(), state)
         return

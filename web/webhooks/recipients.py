@@ -4,15 +4,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from flask import current_app, has_request_context, request
+from flask import current_app, has_request_context
 
 from chatq.errors import ApiError
 from chatq.webhooks.deliveries import Deliveries
 from chatq.webhooks.owners import TOPIC, KnownOwners
 from chatq.webhooks.store import Endpoints
 from web.context import Services
+from web.http import params
+from web.http.parameters import WEBHOOK
 
-HEADER = "Chatq-Webhook"
 NONE = "none"
 
 
@@ -42,7 +43,7 @@ def webhook_services(svc: Services) -> WebhookServices:
 def record_fields(svc: Services, owner: str) -> dict[str, str]:
     """The fields that route a new job's end to webhooks: `announce`, and `webhook` when the
     request names one endpoint (`Chatq-Webhook: <id>`); `Chatq-Webhook: none` for none."""
-    named = request.headers.get(HEADER, "").strip() if has_request_context() else ""
+    named = (params.text(WEBHOOK) or "").strip() if has_request_context() else ""
     hooks = webhook_services(svc)
     if not named:
         return {"announce": "1"} if hooks.endpoints.has_any(owner) else {}
@@ -53,8 +54,8 @@ def record_fields(svc: Services, owner: str) -> dict[str, str]:
     if hooks.endpoints.owned(owner, named) is None:
         raise ApiError(
             400,
-            "webhook_not_found",
-            f"{HEADER} names no webhook endpoint of this key.",
-            param=HEADER,
+            WEBHOOK.code,
+            f"{WEBHOOK.name} names no webhook endpoint of this key.",
+            param=WEBHOOK.name,
         )
     return {"announce": "1", "webhook": named}

@@ -4,20 +4,20 @@ the delivery log with replay."""
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TypeVar
 from urllib.parse import urlsplit
 
 import msgspec
 from flask import Blueprint, Response, request
-from msgspec import structs
+from msgspec import UNSET, structs
 
+from chatq.chat.typed_input import convert
 from chatq.errors import ApiError
 from chatq.webhooks.addresses import literal_refused
-from chatq.webhooks.deliveries import MAX_LOG_PAGE, new_delivery_id, public_view
+from chatq.webhooks.deliveries import new_delivery_id, public_view
 from chatq.webhooks.endpoint_config import url_problem
 from chatq.webhooks.events import EVENT_TYPES, Event
 from chatq.webhooks.objects import (
-    MAX_NAME_CHARS,
     RotateSecretRequest,
     WebhookDeliveryList,
     WebhookEndpointDeleted,
@@ -29,11 +29,12 @@ from web.context import Services, services
 from web.http import params
 from web.http.answers import json_response
 from web.http.guard import authorize
+from web.http.parameters import DELIVERIES_AFTER, DELIVERIES_LIMIT
 from web.webhooks.recipients import WebhookServices, webhook_services
 
 log = logging.getLogger(__name__)
 bp = Blueprint("webhooks", __name__, url_prefix="/v1/webhooks")
-DEFAULT_PAGE = 20
+T = TypeVar("T")
 
 
 def _not_found() -> ApiError:
@@ -64,18 +65,13 @@ def _made_here(endpoint: Endpoint) -> None:
         )
 
 
-def _body(*allowed: str) -> dict[str, Any]:
-    """The JSON body (empty when none was sent); a field it does not know is a 400."""
-    body = params.json_body() if request.content_length or request.data else {}
-    for name in body:
-        if name not in allowed:
-            raise ApiError(400, "invalid_request", f"Unknown field `{name[:40]}`.", param=name[:40])
-    return body
+def _body(struct: type[T]) -> T:
+    """The JSON body as `struct` (an empty one when none was sent); else a 400 naming the
+    field."""
+    return convert(params.json_body() if request.content_length or request.data else {}, struct)
 
 
-def _url(svc: Services, raw: Any) -> str:
-    if not isinstance(raw, str) or not raw:
-        raise ApiError(400, "missing_field", "`url` is required: where to deliver.", param="url")
+def _url(svc: Services, raw: str) -> str:
     problem = url_problem(raw)
     private = not svc.settings.webhook_allow_private
     if problem is None and private and literal_refused(urlsplit(raw).hostname or ""):
@@ -91,45 +87,14 @@ def _url(svc: Services, raw: Any) -> str:
     return raw
 
 
-def _event_types(raw: Any) -> tuple[str, ...]:
-    if raw is None:
-        return EVENT_TYPES
-    if (
-        not isinstance(raw, list)
-        or not raw
-        or not all(isinstance(t, str) and t in EVENT_TYPES for t in raw)
-    ):
-        raise ApiError(
-            400,
-            "invalid_request",
-            "`event_types` is a non-empty list of: " + ", ".join(EVENT_TYPES) + ".",
-            param="event_types",
-        )
-    return tuple(dict.fromkeys(raw))
-
-
-def _name(raw: Any) -> str:
-    if raw is None:
-        return ""
-    # A lone surrogate never gets here: the body's parse refuses it (chatq/chat/json_input.py).
-    if not isinstance(raw, str) or len(raw) > MAX_NAME_CHARS:
-        raise ApiError(
-            400,
-            "invalid_request",
-            f"`name` is a string of at most {MAX_NAME_CHARS} characters.",
-            param="name",
-        )
-    return raw
-
-
 @bp.post("")
 def create_endpoint() -> Response:
     """A new endpoint of the caller's key; the answer carries its signing secret, once."""
     svc, hooks, owner = _caller()
-    body = _body(*WebhookEndpointRequest.__struct_fields__)
-    url, name = _url(svc, body.get("url")), _name(body.get("name"))
-    event_types = _event_types(body.get("event_types"))
-    endpoint = hooks.endpoints.create(owner, url, name, event_types)
+    asked = _body(WebhookEndpointRequest)
+    url, name = _url(svc, asked.url), "" if asked.name is UNSET else asked.name
+    event_types = EVENT_TYPES if asked.event_types is UNSET else asked.event_types
+    endpoint = hooks.endpoints.create(owner, url, name, tuple(dict.fromkeys(event_types)))
     if endpoint is None:
         raise ApiError(
             409,
@@ -175,16 +140,7 @@ def rotate_secret(endpoint_id: str) -> Response:
     _svc, hooks, owner = _caller()
     endpoint = _owned(hooks, owner, endpoint_id)
     _made_here(endpoint)
-    keep_old = _body(*RotateSecretRequest.__struct_fields__).get(
-        "keep_old_secret_active_for_24_hours", False
-    )
-    if not isinstance(keep_old, bool):
-        raise ApiError(
-            400,
-            "invalid_request",
-            "`keep_old_secret_active_for_24_hours` is a boolean.",
-            param="keep_old_secret_active_for_24_hours",
-        )
+    keep_old = _body(RotateSecretRequest).keep_old_secret_active_for_24_hours
     return json_response(hooks.endpoints.rotate(endpoint, keep_old).public(with_secret=True))
 
 
@@ -203,7 +159,7 @@ def list_deliveries(endpoint_id: str) -> Response:
     _svc, hooks, owner = _caller()
     endpoint = _owned(hooks, owner, endpoint_id)
     records, more = hooks.deliveries.page(
-        endpoint.id, params.limit_arg(DEFAULT_PAGE, MAX_LOG_PAGE), request.args.get("after")
+        endpoint.id, params.whole(DELIVERIES_LIMIT), params.text(DELIVERIES_AFTER)
     )
     deliveries = WebhookDeliveryList("list", [public_view(r) for r in records], more)  # type: ignore[misc]
     return json_response(msgspec.to_builtins(deliveries))
