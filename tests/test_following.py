@@ -19,7 +19,7 @@ from chatq import keys
 from chatq.config.settings import Settings
 from chatq.jobs import record as jobs
 from chatq.jobs.events import Carried, Event, continuing, decode_carried
-from chatq.jobs.notify import Listener
+from chatq.jobs.notify import MAX_CARRIED, Listener, Waiter
 from chatq.jobs.results import Piece
 from chatq.jobs.store import Store
 from scripts.localredis import LocalRedis
@@ -86,6 +86,21 @@ def test_carried_deltas_answer_only_when_they_continue_the_cursor(
 def test_unreadable_carried_deltas_wake_their_waiters_to_read() -> None:
     assert decode_carried('[["job_x", "0", "1-0"]]') == {}
     assert decode_carried("") == {}
+
+
+def test_a_waiter_not_taking_its_deltas_keeps_so_many_then_reads_the_stream() -> None:
+    waiter = Waiter("job_" + "x" * 32, terminal_only=False)
+    deltas = [Carried(f"{k}-0", f"{k + 1}-0", "x") for k in range(MAX_CARRIED + 2)]
+    for delta in deltas[:MAX_CARRIED]:
+        waiter.carry(delta)
+    assert waiter.carried == deltas[:MAX_CARRIED]
+    waiter.carry(deltas[MAX_CARRIED])
+    assert waiter.carried is None
+    waiter.carry(deltas[MAX_CARRIED + 1])  # kept, though it continues no cursor kept
+    assert waiter.carried == deltas[MAX_CARRIED + 1 :]
+    assert continuing(waiter.carried, deltas[0].id) is None
+    waiter.carry(None)
+    assert waiter.carried is None
 
 
 def test_a_flush_notice_carries_each_new_delta_and_the_entry_before_it(

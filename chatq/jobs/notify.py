@@ -24,6 +24,9 @@ RECONNECT_DELAY_S = 0.5
 # While Redis stays away the listener retries every RECONNECT_DELAY_S but says so at most this
 # often: one line per outage, not two a second.
 LOST_REPEAT_S = 30.0
+# Deltas a waiter keeps untaken (a stream writing to a slow client) before it reads the
+# stream instead.
+MAX_CARRIED = 64
 # Every shard's channel, and the `{g}` slot's (batches).
 CHANNELS = [*(keys.notify(shard) for shard in keys.SHARDS), keys.notify_global()]
 
@@ -41,6 +44,16 @@ class Waiter:
         self.terminal_only = terminal_only
         self.snapshot = ""
         self.carried: list[Carried] | None = None
+
+    def carry(self, carried: Carried | None) -> None:
+        """Keep the delta a notification carried; with none, the waiter reads the stream."""
+        kept = self.carried
+        if carried is None or (kept is not None and len(kept) >= MAX_CARRIED):
+            self.carried = None
+        elif kept is None:
+            self.carried = [carried]
+        else:
+            kept.append(carried)
 
     def wait(self, timeout_s: float) -> bool:
         """Block until woken or `timeout_s` passes; True when woken."""
@@ -152,10 +165,7 @@ class Listener:
         for waiter in group:
             if final or not waiter.terminal_only:
                 waiter.snapshot = snapshot or waiter.snapshot
-                if carried is None or waiter.carried is None:
-                    waiter.carried = None if carried is None else [carried]
-                else:
-                    waiter.carried.append(carried)
+                waiter.carry(carried)
                 waiter.event.set()
 
     def wake_all(self) -> None:
