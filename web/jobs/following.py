@@ -24,14 +24,21 @@ def read_events(
     svc: Services, job_id: str, cursor: str, owner: str = ""
 ) -> tuple[list[Event], str, bool]:
     """The events after `cursor` (one page), the job's status and whether the page is full,
-    in one round trip; 404 when there is no such job, or (given an `owner`) not theirs."""
+    in one round trip; 404 when there is no such job, or (given an `owner`) not theirs.
+
+    The status is read first: an end written between the two reads is in the page (the
+    status is then the end's), and a final status never comes without its end, unless the
+    page is full."""
     pipe = svc.redis.pipeline(transaction=False)
-    pipe.xrange(keys.events(job_id), min=f"({cursor}", count=PAGE_EVENTS)
     pipe.hmget(keys.job(job_id), "status", "owner")
-    rows, (status, job_owner) = pipe.execute()
+    pipe.xrange(keys.events(job_id), min=f"({cursor}", count=PAGE_EVENTS)
+    (status, job_owner), rows = pipe.execute()
     if status is None or (owner and job_owner != owner):
         raise job_not_found()
-    return parse_events(rows), status, len(rows) == PAGE_EVENTS
+    events = parse_events(rows)
+    if events and events[-1].type == "end":
+        status = events[-1].value
+    return events, status, len(rows) == PAGE_EVENTS
 
 
 def _has_news(found: tuple[list[Event], str]) -> bool:
