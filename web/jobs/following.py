@@ -2,9 +2,9 @@
 
 A follower stays registered with the listener for as long as it follows, so that it misses
 no notification between pages, and reads the job's event stream only when it may be behind:
-at first, after a full page, and when the deltas the notifications carried (chatq/jobs/
-append.lua) do not continue its cursor. Streaming text, a woken follower answers from the
-notification alone.
+at first, after a full page or a silent one, and when the deltas the notifications carried
+(chatq/jobs/append.lua) do not continue its cursor. Streaming text, a woken follower answers
+from the notification alone.
 """
 
 from __future__ import annotations
@@ -89,6 +89,9 @@ class Follower:
         events = found[0]
         if events:
             self.cursor = events[-1].id
+        else:
+            # Silent for the whole hold: the next page reads, in case a change went unheard.
+            self._behind = True
         return events
 
 
