@@ -99,6 +99,12 @@ def _steady(via: JSON) -> str:
     return f"{steady['p50_ms']} / {steady['p99_ms']}" if steady else "—"
 
 
+def _cpu_per_token(via: JSON) -> str:
+    cpu = via.get("cpu_ms_per_token")
+    roles = ("web", "worker", "redis")
+    return " / ".join(str(cpu.get(role, "—")) for role in roles) if cpu else "—"
+
+
 def tokens_table(s: JSON) -> str:
     """Token latency through the events long-poll and through SSE."""
     tok = dig(s, "tokens") or {}
@@ -113,6 +119,7 @@ def tokens_table(s: JSON) -> str:
             _steady(tok[via]),
             f"{tok[via]['tokens_seen']}/{tok[via]['tokens_expected']}",
             tok[via]["requests"],
+            _cpu_per_token(tok[via]),
         ]
         for via in ("events", "sse")
         if via in tok
@@ -128,6 +135,7 @@ def tokens_table(s: JSON) -> str:
             "after 0.5 s: p50 / p99 ms",
             "tokens seen",
             "requests",
+            "CPU ms/token: web / worker / Redis",
         ],
         rows,
     )

@@ -8,6 +8,7 @@ import signal
 
 from bench.lab import Lab
 from bench.loadrun import run_load
+from bench.procstat import CpuMeter
 from bench.sections.common import JSON, body
 from bench.stack import ChatqStack
 from bench.stats import summary_ms
@@ -41,13 +42,16 @@ def _follow(lab: Lab, stack: ChatqStack, via: str) -> JSON:
         "timeout_s": 60,
         "requests": _requests(s.token_streams, s.token_count, VIAS[via]),
     }
+    meter = CpuMeter(stack.pids()).start()
     with lab.profiled(f"tokens-{via}", stack.python_pids()):
-        return run_load(spec, timeout_s=120)
+        result = run_load(spec, timeout_s=120)
+    return {**result, "cpu": meter.stop()}
 
 
 def _latency(result: JSON, left: dict[str, float], expected: int) -> JSON:
     """Over every token; and over those after each stream's first STEADY_AFTER tokens, once
-    the 100 submits and claims of the start have been served."""
+    the 100 submits and claims of the start have been served. CPU per token seen, by role
+    (the submits' included)."""
     arrived = result["arrivals"]
     lat = [arrived[w] - left[w] for w in arrived if w in left]
     steady = [arrived[w] - left[w] for w in arrived if w in left and _index(w) >= STEADY_AFTER]
@@ -57,6 +61,10 @@ def _latency(result: JSON, left: dict[str, float], expected: int) -> JSON:
         "latency": summary_ms(lat),
         "steady_latency": summary_ms(steady),
         "requests": result["pages"],
+        "cpu_ms_per_token": {
+            role: round(1000 * used["cpu_s"] / max(len(lat), 1), 3)
+            for role, used in result["cpu"].items()
+        },
     }
 
 

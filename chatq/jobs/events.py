@@ -3,13 +3,17 @@ from XRANGE rows."""
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal
+from itertools import pairwise
+from typing import Annotated, Any, Literal, NamedTuple
 
 import msgspec
 from msgspec import Meta, Struct
 
 from chatq.jobs.record import JobStatus, TerminalStatus
+
+log = logging.getLogger(__name__)
 
 
 class StatusEvent(Struct, tag_field="type", tag="status", forbid_unknown_fields=True):
@@ -88,3 +92,42 @@ def parse_events(rows: Any) -> list[Event]:
             events.append(Event("", "status", event.value, ""))
         events.append(event)
     return events
+
+
+class Carried(NamedTuple):
+    """A delta that a notification carried (chatq/jobs/append.lua): its entry id, the id of the
+    entry before it, and its text."""
+
+    previous: str
+    id: str
+    text: str
+
+
+_CARRIED = msgspec.json.Decoder(list[tuple[str, str, str, str]])
+
+
+def decode_carried(raw: str) -> dict[str, Carried]:
+    """The deltas a text notification carries, by job id ({} when it carries none it can read:
+    its waiters then read the stream)."""
+    if not raw:
+        return {}
+    try:
+        return {
+            job_id: Carried(prev, entry, text) for job_id, prev, entry, text in _CARRIED.decode(raw)
+        }
+    except msgspec.DecodeError:
+        log.warning("a text notification carried deltas that are not readable")
+        return {}
+
+
+def continuing(carried: list[Carried], cursor: str) -> list[Event] | None:
+    """The events after `cursor` that `carried` (deltas, in the order announced) holds when
+    it leaves no gap after the cursor: [] when the cursor is its last; None when the stream
+    must be read (a delta after the cursor whose previous entry was not announced here)."""
+    start = next((i for i, c in enumerate(carried) if c.previous == cursor), None)
+    if start is None:
+        return [] if carried and carried[-1].id == cursor else None
+    run = carried[start:]
+    if any(later.previous != earlier.id for earlier, later in pairwise(run)):
+        return None
+    return [Event(c.id, "delta", c.text, "") for c in run]

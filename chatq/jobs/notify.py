@@ -14,6 +14,7 @@ import redis
 
 from chatq import keys
 from chatq.jobs import record as jobs
+from chatq.jobs.events import Carried, decode_carried
 from chatq.jobs.store import PROGRESS
 from chatq.scripting.loader import is_cluster
 
@@ -23,20 +24,36 @@ RECONNECT_DELAY_S = 0.5
 # While Redis stays away the listener retries every RECONNECT_DELAY_S but says so at most this
 # often: one line per outage, not two a second.
 LOST_REPEAT_S = 30.0
+# Deltas a waiter keeps untaken (a stream writing to a slow client) before it reads the
+# stream instead.
+MAX_CARRIED = 64
 # Every shard's channel, and the `{g}` slot's (batches).
 CHANNELS = [*(keys.notify(shard) for shard in keys.SHARDS), keys.notify_global()]
 
 
 class Waiter:
-    """A request parked on one job; `terminal_only` waiters ignore non-final changes."""
+    """A request parked on one job; `terminal_only` waiters ignore non-final changes. The
+    others keep the deltas the notifications carried since they last took them (`carried`),
+    None once a notification carried none: then they read the stream."""
 
-    __slots__ = ("event", "job_id", "snapshot", "terminal_only")
+    __slots__ = ("carried", "event", "job_id", "snapshot", "terminal_only")
 
     def __init__(self, job_id: str, terminal_only: bool) -> None:
         self.event = threading.Event()
         self.job_id = job_id
         self.terminal_only = terminal_only
         self.snapshot = ""
+        self.carried: list[Carried] | None = None
+
+    def carry(self, carried: Carried | None) -> None:
+        """Keep the delta a notification carried; with none, the waiter reads the stream."""
+        kept = self.carried
+        if carried is None or (kept is not None and len(kept) >= MAX_CARRIED):
+            self.carried = None
+        elif kept is None:
+            self.carried = [carried]
+        else:
+            kept.append(carried)
 
     def wait(self, timeout_s: float) -> bool:
         """Block until woken or `timeout_s` passes; True when woken."""
@@ -137,14 +154,18 @@ class Listener:
                     if not group:
                         del self._waiters[job_id]
 
-    def wake(self, job_id: str, status: str, snapshot: str = "") -> None:
-        """Wake the waiters of `job_id` that care about a change to `status`."""
+    def wake(
+        self, job_id: str, status: str, snapshot: str = "", carried: Carried | None = None
+    ) -> None:
+        """Wake the waiters of `job_id` that care about a change to `status`; `carried`: the
+        one new delta, when the notification carries it."""
         final = jobs.is_terminal(status)
         with self._lock:
             group = list(self._waiters.get(job_id, ()))
         for waiter in group:
             if final or not waiter.terminal_only:
                 waiter.snapshot = snapshot or waiter.snapshot
+                waiter.carry(carried)
                 waiter.event.set()
 
     def wake_all(self) -> None:
@@ -153,6 +174,7 @@ class Listener:
             groups = [list(ws) for ws in self._waiters.values()]
         for group in groups:
             for waiter in group:
+                waiter.carried = None
                 waiter.event.set()
 
     def _run(self) -> None:
@@ -248,8 +270,10 @@ class Listener:
             self._topics[head][0](rest)
             return
         if head == PROGRESS:
-            for each in rest.split():
-                self.wake(each, jobs.IN_PROGRESS)
+            ids, _, raw = rest.partition("\n")
+            carried = decode_carried(raw)
+            for each in ids.split():
+                self.wake(each, jobs.IN_PROGRESS, carried=carried.get(each))
             return
         status, _, snapshot = rest.partition(" ")
         self.wake(head, status, snapshot)

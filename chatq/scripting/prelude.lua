@@ -204,10 +204,12 @@ end
 
 -- O(size of the piece): the text lives in a string of its own. `quiet`: the caller
 -- announces the new text itself (a worker's flusher sends one notice for many jobs).
+-- Answers the delta's entry id.
 local function append_text(id, piece, quiet)
   redis.call('APPEND', K('text', id), piece)
-  event(id, 'delta', piece)
+  local entry = event(id, 'delta', piece)
   if not quiet then notify(id, IN_PROGRESS) end
+  return entry
 end
 
 -- `flight`: the job's field of that name, when already read.

@@ -21,7 +21,8 @@ from web.http import params
 from web.http.answers import json_response
 from web.http.guard import authorize
 from web.http.parameters import ACCEPT, CURSOR, LAST_EVENT_ID, WAIT
-from web.jobs.waiting import load_owned, wait_events
+from web.jobs.following import Follower, poll
+from web.jobs.waiting import Hold, load_owned
 
 bp = Blueprint("events", __name__, url_prefix="/v1/jobs")
 # Once headers are sent these can only end a stream: the job expired, or Redis left.
@@ -79,13 +80,12 @@ def job_events(job_id: str) -> Response:
         cursor = valid_cursor(params.text(CURSOR))
     if not params.is_job_id(job_id):
         raise job_not_found()
-    record = load_owned(svc, job_id, owner)
     if sse:
-        if not jobs.is_terminal(record["status"]):
+        if not jobs.is_terminal(load_owned(svc, job_id, owner)["status"]):
             holds.hold(svc, owner)
         return sse_response(sse_events(svc, job_id, cursor))
     poll_s = holds.poll_wait(svc, owner, wait_s)
-    events, status = wait_events(svc, job_id, cursor, params.jittered(poll_s) if poll_s else 0)
+    events, status = poll(svc, job_id, owner, cursor, params.jittered(poll_s) if poll_s else 0)
     headers = {"Preference-Applied": f"wait={wait_s:g}"} if asked else {}
     return json_response(_page(job_id, events, status, cursor), 200, headers)
 
@@ -100,17 +100,14 @@ def follow(
     svc: Services, job_id: str, cursor: str, through_drain: bool = False
 ) -> Iterator[list[Event]]:
     """Pages of new events until the job ends; an empty page after each keepalive interval."""
-    while True:
-        events, status = wait_events(
-            svc, job_id, cursor, svc.settings.sse_keepalive_s, through_drain
-        )
-        yield events
-        if is_done(events, status) or svc.listener.stops(through_drain):
-            return
-        if events:
-            cursor = events[-1].id
-        elif jobs.is_terminal(status):
-            return
+    hold = Hold(svc.settings.sse_keepalive_s, through_drain, terminal_only=False)
+    with svc.listener.waiting(job_id, terminal_only=False) as waiter:
+        follower = Follower(svc, waiter, cursor)
+        while True:
+            events = follower.page(hold)
+            yield events
+            if is_done(events, follower.status) or svc.listener.stops(through_drain):
+                return
 
 
 def sse_events(svc: Services, job_id: str, cursor: str) -> Iterator[str]:

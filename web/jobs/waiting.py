@@ -10,17 +10,14 @@ from dataclasses import dataclass
 from functools import partial
 from typing import TypeVar
 
-from chatq import keys
 from chatq.errors import job_not_found
 from chatq.jobs import record as jobs
-from chatq.jobs.events import Event, parse_events
 from chatq.jobs.notify import Waiter
 from web.context import Services
 from web.http.params import jittered
 from web.metrics import series as metrics
 from web.tracing import spans as tracing
 
-PAGE_EVENTS = 500
 T = TypeVar("T")
 
 
@@ -54,10 +51,10 @@ def _park(
         return value
     with svc.listener.waiting(job_id, hold.terminal_only) as waiter:
         # Re-read after registering: a change in between is seen here or wakes us.
-        return _wait(svc, waiter, read(None), read, ready, hold)
+        return wait_ready(svc, waiter, read(None), read, ready, hold)
 
 
-def _wait(
+def wait_ready(
     svc: Services,
     waiter: Waiter,
     value: T,
@@ -118,7 +115,7 @@ def wait_terminal(
     hold = Hold(jittered(wait_s), through_drain)
     final = partial(_final, svc, job_id=job_id, owner=owner)
     if waiter is not None and waiter.job_id == job_id:
-        return _wait(svc, waiter, record, final, _terminal, hold)
+        return wait_ready(svc, waiter, record, final, _terminal, hold)
     # `record` was just read by the caller: reading it again here would cost a round trip.
     return _park(svc, job_id, record, final, _terminal, hold)
 
@@ -131,36 +128,3 @@ def wait_owned(svc: Services, job_id: str, owner: str, wait_s: float) -> dict[st
     with svc.listener.waiting(job_id, terminal_only=True) as waiter:
         record = load_owned(svc, job_id, owner)
         return wait_terminal(svc, record, wait_s, waiter=waiter)
-
-
-def read_events(svc: Services, job_id: str, cursor: str) -> tuple[list[Event], str]:
-    """The events after `cursor` (one page) and the job's status, in one round trip."""
-    pipe = svc.redis.pipeline(transaction=False)
-    pipe.xrange(keys.events(job_id), min=f"({cursor}", count=PAGE_EVENTS)
-    pipe.hget(keys.job(job_id), "status")
-    rows, status = pipe.execute()
-    if status is None:
-        raise job_not_found()
-    return parse_events(rows), status
-
-
-def wait_events(
-    svc: Services, job_id: str, cursor: str, timeout_s: float, through_drain: bool = False
-) -> tuple[list[Event], str]:
-    """Events after `cursor` as soon as there is one, or the job has ended, or time is up."""
-    found = read_events(svc, job_id, cursor)
-
-    def read(waiter: Waiter | None) -> tuple[list[Event], str]:
-        if waiter is None and found[1] == jobs.QUEUED:
-            # Registered, about to wait for a queued job: its claim must tell us it started.
-            svc.store.watch(job_id=job_id)
-        return read_events(svc, job_id, cursor)
-
-    return _park(
-        svc,
-        job_id,
-        found,
-        read,
-        lambda events: bool(events[0]) or jobs.is_terminal(events[1]),
-        Hold(timeout_s, through_drain, terminal_only=False),
-    )
