@@ -27,7 +27,7 @@ def _begin() -> None:
         return
     incoming = tracing.parse(request.headers.get("traceparent"))
     state = tracing.tracestate(request.headers.get("tracestate")) if incoming else ""
-    if not tracing.ON:
+    if not tracing.exporting():
         g.chatq_trace = (incoming or tracing.fresh(), state)
         return
     from opentelemetry.trace import SpanKind

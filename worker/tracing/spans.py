@@ -32,7 +32,7 @@ def begin(job_id: str, claim: Claim, claim_started_ns: int) -> RunTrace:
     at `claim_started_ns`, Unix ns) and its claim recorded."""
     traceparent = tracing.parse(claim.traceparent) or tracing.fresh()
     state = claim.tracestate if claim.traceparent else ""
-    if not tracing.ON:
+    if not tracing.exporting():
         return RunTrace(traceparent, state)
     from opentelemetry.trace import SpanKind
 
@@ -138,7 +138,7 @@ def ended(run: RunTrace, outcome: str) -> None:
 def webhook_sent(url: str, event: str, sent: Any, started_ns: int) -> None:
     """The client span of one webhook delivery attempt, started at `started_ns` (Unix ns),
     in a trace of its own; `sent` is how it went (worker/webhooks/send.py's Sent)."""
-    if not tracing.ON:
+    if not tracing.exporting():
         return
     from opentelemetry.trace import SpanKind, StatusCode
 
