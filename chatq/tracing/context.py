@@ -96,7 +96,7 @@ def trace_id(traceparent: str) -> str:
     return traceparent[3:35]
 
 
-def context(traceparent: str, state: str = "") -> Any:
+def parent_context(traceparent: str, state: str = "") -> Any:
     """The OpenTelemetry context whose remote parent `traceparent` names (only when
     `exporting()`)."""
     from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator

@@ -35,7 +35,7 @@ def _begin() -> None:
     rule = request.url_rule.rule if request.url_rule else request.path
     span = tracing.tracer().start_span(
         f"{request.method} {rule}",
-        context=tracing.context(incoming, state) if incoming else None,
+        context=tracing.parent_context(incoming, state) if incoming else None,
         kind=SpanKind.SERVER,
         attributes={"http.request.method": request.method, "http.route": rule},
     )

@@ -36,7 +36,7 @@ def begin(job_id: str, claim: Claim, claim_started_ns: int) -> RunTrace:
         return RunTrace(traceparent, state)
     from opentelemetry.trace import SpanKind
 
-    parent, tracer = tracing.context(traceparent, state), tracing.tracer()
+    parent, tracer = tracing.parent_context(traceparent, state), tracing.tracer()
     job = {"chatq.job.id": job_id, "messaging.system": "chatq"}
     queued = tracer.start_span(
         "chatq queued",
@@ -64,7 +64,7 @@ def _links(traceparent: str) -> list[Any]:
         return []
     from opentelemetry.trace import Link, get_current_span
 
-    return [Link(get_current_span(tracing.context(traceparent)).get_span_context())]
+    return [Link(get_current_span(tracing.parent_context(traceparent)).get_span_context())]
 
 
 def attempt_started(
