@@ -1,5 +1,5 @@
 """A Responses request's `input` as chat messages, and the 400s that name what is wrong in
-a Responses request (chatq/responses/translate.py translates the rest of it)."""
+a Responses request (chatq/responses/translation.py translates the rest of it)."""
 
 from __future__ import annotations
 

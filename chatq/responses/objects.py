@@ -1,5 +1,5 @@
 """The objects of OpenAI's Responses API (text subset) as chatq serves them, each declared
-once: the request (chatq/responses/translate.py checks it), the Response and its message
+once: the request (chatq/responses/translation.py checks it), the Response and its message
 (chatq/responses/view.py builds them), every streamed event (chatq/responses/events.py) and a
 deletion. The OpenAPI components are generated from these structs."""
 

@@ -21,7 +21,7 @@ from web.http import params
 from web.http.answers import failed_job_error, job_response, json_response
 from web.http.guard import authorize
 from web.jobs.events import STREAM_ENDING_ERRORS, follow, sse_response
-from web.jobs.submit import job_id_for, submit
+from web.jobs.submission import job_id_for, submit
 from web.jobs.waiting import load_owned, wait_terminal, watching
 
 log = logging.getLogger(__name__)

@@ -10,7 +10,7 @@ from flask import Blueprint, Response, g
 
 from chatq.errors import job_not_found
 from chatq.jobs import record as jobs
-from chatq.responses.translate import is_response
+from chatq.responses.translation import is_response
 from web.admission import holds
 from web.chat.routes import _hold as hold_completion
 from web.context import services

@@ -15,7 +15,7 @@ from web.context import Services, services
 from web.http import params
 from web.http.answers import failed_job_error, job_response, json_response
 from web.http.guard import authorize
-from web.jobs.submit import enqueue_detached, job_id_for, submit
+from web.jobs.submission import enqueue_detached, job_id_for, submit
 from web.jobs.waiting import load_owned, wait_owned, wait_terminal, watching
 
 log = logging.getLogger(__name__)
