@@ -34,7 +34,7 @@ from web.http.guard import authorize
 
 log = logging.getLogger(__name__)
 bp = Blueprint("files", __name__, url_prefix="/v1/files")
-MAX_LIST_LIMIT = 10000
+MAX_FILE_LIST_LIMIT = 10000
 
 
 @dataclass
@@ -174,7 +174,7 @@ def upload() -> Response:
         got.lines,
         extra={"key": owner, "event": "file_uploaded"},
     )
-    return json_response(files_meta.public_view(meta))
+    return json_response(files_meta.public_file_view(meta))
 
 
 @bp.get("")
@@ -189,12 +189,12 @@ def list_files() -> Response:
     page = bsvc.files.page(
         owner,
         after=args.get("after", ""),
-        limit=params.limit_arg(MAX_LIST_LIMIT, MAX_LIST_LIMIT),
+        limit=params.limit_arg(MAX_FILE_LIST_LIMIT, MAX_FILE_LIST_LIMIT),
         newest_first=order == "desc",
         purpose=args.get("purpose", ""),
         now=queue_stats.redis_time(svc.redis),
     )
-    data = [files_meta.public_view(m) for m in page.files]
+    data = [files_meta.public_file_view(m) for m in page.files]
     return json_response(page_view(FileList, data, page.has_more))
 
 
@@ -213,7 +213,7 @@ def owned_file(file_id: str, owner: str, param: str = "id") -> dict[str, str]:
 def get_file(file_id: str) -> Response:
     """The file object."""
     owner = authorize(services())
-    return json_response(files_meta.public_view(owned_file(file_id, owner)))
+    return json_response(files_meta.public_file_view(owned_file(file_id, owner)))
 
 
 @bp.get("/<file_id>/content")

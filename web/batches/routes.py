@@ -31,7 +31,7 @@ from web.tracing import spans as tracing
 log = logging.getLogger(__name__)
 bp = Blueprint("batches", __name__, url_prefix="/v1/batches")
 FIELDS = ("input_file_id", "endpoint", "completion_window", "metadata", "output_expires_after")
-MAX_LIST_LIMIT, DEFAULT_LIST_LIMIT = 100, 20
+MAX_BATCH_LIST_LIMIT, DEFAULT_BATCH_LIST_LIMIT = 100, 20
 
 
 def _invalid(message: str, param: str, code: str = "invalid_request") -> ApiError:
@@ -192,7 +192,7 @@ def list_batches() -> Response:
     """The key's batches, newest first, `after` a batch id, `limit` 1 to 100."""
     svc = services()
     owner = authorize(svc)
-    limit = params.limit_arg(DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT)
+    limit = params.limit_arg(DEFAULT_BATCH_LIST_LIMIT, MAX_BATCH_LIST_LIMIT)
     records, has_more = batch_services().batches.page(
         owner, current_request.args.get("after", ""), limit
     )

@@ -47,13 +47,13 @@ def _limit(most: int, default: int, what: str) -> Schema:
 _BY_TIME = "By creation time."
 _FILE_PAGE = (
     query("after", {"type": "string"}, "A file id: the page starts after it."),
-    _limit(files.MAX_LIST_LIMIT, files.MAX_LIST_LIMIT, "files"),
+    _limit(files.MAX_FILE_LIST_LIMIT, files.MAX_FILE_LIST_LIMIT, "files"),
     query("order", {"type": "string", "enum": ["asc", "desc"], "default": "desc"}, _BY_TIME),
     query("purpose", {"type": "string"}, "Only files of this purpose."),
 )
 _BATCH_PAGE = (
     query("after", {"type": "string"}, "A batch id: the page starts after it."),
-    _limit(batches.MAX_LIST_LIMIT, batches.DEFAULT_LIST_LIMIT, "batches"),
+    _limit(batches.MAX_BATCH_LIST_LIMIT, batches.DEFAULT_BATCH_LIST_LIMIT, "batches"),
 )
 _FILES, _ONE_FILE = "/v1/files", "/v1/files/{file_id}"
 _BATCHES, _ONE_BATCH = "/v1/batches", "/v1/batches/{batch_id}"
