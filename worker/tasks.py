@@ -63,8 +63,8 @@ def _set_up_logging(**_: Any) -> None:
 def _tune_gevent_pool(**_: Any) -> None:
     if detect_environment() == "gevent":  # however the pool was chosen (also `celery -P`)
         if not celery_app.is_amqp(app):  # RabbitMQ pushes messages: no poll to shorten
-            pollfix.install()
-        greenlets.install()
+            pollfix.install_pollfix()
+        greenlets.install_greenlet_fix()
 
 
 @signals.worker_init.connect
