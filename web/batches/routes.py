@@ -6,7 +6,7 @@ import logging
 import time
 from typing import Any
 
-from flask import Blueprint, Response
+from flask import Blueprint, Flask, Response
 from flask import request as current_request
 
 from chatq.batches import file_records as files_meta
@@ -20,6 +20,7 @@ from chatq.responses.objects import (
     MAX_METADATA_VALUE_CHARS,
 )
 from web.admission import holds
+from web.batches import file_routes
 from web.batches.file_routes import batch_services, expires_after_s, file_not_found, owned_file
 from web.context import Services, services
 from web.http import params
@@ -209,3 +210,10 @@ def cancel_batch(batch_id: str) -> Response:
     status = batch_services().batches.cancel(batch_id)
     log.info("batch %s cancel: %s", batch_id, status, extra={"key": owner, "event": "batch_cancel"})
     return json_response(batches.public_view(_owned(svc, batch_id, owner)))
+
+
+def register(app: Flask) -> None:
+    """The Files and Batches endpoints, and their services (after the job services)."""
+    file_routes.install(app)
+    app.register_blueprint(file_routes.bp)
+    app.register_blueprint(bp)

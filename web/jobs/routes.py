@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 
-from flask import Blueprint, Response, g
+from flask import Blueprint, Flask, Response, g
 from flask import request as current_request
 
 from chatq.chat.validate import chat_request, fit_context
@@ -15,6 +15,7 @@ from web.context import Services, services
 from web.http import params
 from web.http.answers import failed_job_error, job_response, json_response
 from web.http.guard import authorize
+from web.jobs import events
 from web.jobs.submission import enqueue_detached, job_id_for, submit
 from web.jobs.waiting import load_owned, wait_owned, wait_terminal, watching
 
@@ -122,3 +123,9 @@ def cancel_job(job_id: str) -> Response:
     enqueue_detached(svc, cancel.detached)
     record = load_owned(svc, job_id, owner)
     return json_response(jobs.public_view(record))
+
+
+def register(app: Flask) -> None:
+    """The job endpoints, and their events'."""
+    app.register_blueprint(bp)
+    app.register_blueprint(events.bp)
