@@ -111,7 +111,7 @@ def test_the_web_answers_healthz_while_it_counts_a_large_prompt(web: Stack) -> N
 # encoding is not built yet (half a second of building) or a large prompt. The counts run on
 # a thread, so the counter greenlet goes on: its last tick comes after the count began.
 _GEVENT_COUNT = """
-from chatq.runtime import gevent_patch
+from chatq import gevent_patch
 gevent_patch.patch_all()
 import gevent
 from chatq.chat import tokens
