@@ -16,7 +16,8 @@ from chatq.batches import file_storage as files
 from chatq.broker import celery_app
 from chatq.broker.celery_app import RUN_JOB_TASK, make_celery
 from chatq.config import settings as config
-from chatq.runtime import gc_pauses, logs
+from chatq.metrics import gc_pauses
+from chatq.runtime import logs
 from chatq.scripting.loader import is_cluster
 from chatq.topology import checks as redis_check
 from chatq.topology import connections as redis_conn

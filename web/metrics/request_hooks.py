@@ -13,9 +13,8 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.registry import Collector
 
-from chatq.metrics import queue_stats
+from chatq.metrics import gc_pauses, queue_stats
 from chatq.metrics.shared import untenanted
-from chatq.runtime import gc_pauses
 from chatq.topology.connections import BACKEND_ERRORS
 from web.admission.usage import UsageCollector
 from web.context import Services
