@@ -16,13 +16,13 @@ import requests
 
 from chatq import keys
 from chatq.admission import quotas
-from chatq.admission.quota_config import KeyLimits
 from chatq.batches import lines as batch_lines
 from chatq.batches import record as batches
 from chatq.batches.file_storage import DirectoryStorage
 from chatq.batches.record import BatchStore
 from chatq.broker.celery_app import make_celery
 from chatq.chat import tokens
+from chatq.config.limit_settings import KeyLimits
 from chatq.config.settings import Settings
 from scripts.localredis import LocalRedis
 from tests.batchkit import CHAT, request_line, stored_batch
