@@ -22,7 +22,7 @@ from chatq.config.request_settings import RequestSettings
 from chatq.config.runtime_settings import RuntimeSettings
 from chatq.config.upstream_settings import UpstreamSettings
 from chatq.config.web_settings import WebSettings
-from chatq.webhooks.endpoint_config import WebhookSettings
+from chatq.config.webhook_settings import WebhookSettings
 
 
 # A dataclass takes its fields from its bases last to first: listed in reverse, the fields are

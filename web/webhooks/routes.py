@@ -11,10 +11,10 @@ import msgspec
 from flask import Blueprint, Response, request
 from msgspec import structs
 
+from chatq.config.webhook_settings import url_problem
 from chatq.errors import ApiError
 from chatq.webhooks.addresses import literal_refused
 from chatq.webhooks.deliveries import MAX_LOG_PAGE, new_delivery_id, public_view
-from chatq.webhooks.endpoint_config import url_problem
 from chatq.webhooks.events import EVENT_TYPES, Event
 from chatq.webhooks.objects import (
     MAX_NAME_CHARS,
