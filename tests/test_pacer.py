@@ -10,7 +10,7 @@ import redis
 
 from chatq import keys
 from chatq.config.settings import Settings
-from worker.run.running import Handle
+from worker.jobs.running import Handle
 from worker.upstream.attempts import Attempt
 from worker.upstream.endpoints import endpoint_id
 from worker.upstream.pacing import Pacer

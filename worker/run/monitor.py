@@ -16,7 +16,7 @@ from chatq.jobs.results import LeaseState, SweepOutcome, Swept
 from chatq.metrics import gc_pauses
 from chatq.topology.connections import BACKEND_ERRORS, is_backend_error
 from worker.context import WorkerContext
-from worker.run import running
+from worker.jobs import running
 
 log = logging.getLogger(__name__)
 
