@@ -28,8 +28,8 @@ from web.http.auth import KeyRing
 from web.jobs import routes as jobs
 from web.metrics import http_requests as http_metrics
 from web.metrics import request_hooks as observability
+from web.pages import ops
 from web.responses import routes as responses_api
-from web.server import demo, ops
 from web.tracing import spans as web_tracing
 from web.webhooks import routes as webhooks
 
@@ -94,9 +94,8 @@ def create_app(settings: Settings | None = None) -> Flask:
     jobs.register(app)
     chat.register(app)
     app.register_blueprint(responses_api.bp)
-    app.register_blueprint(ops.bp)
+    ops.register(app)
     app.register_blueprint(webhooks.bp)
-    app.register_blueprint(demo.bp)
     batches.register(app)
     app.register_blueprint(usage.bp)
     app.after_request(add_rate_headers)

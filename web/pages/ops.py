@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import msgspec
-from flask import Blueprint, Response, current_app, request
+from flask import Blueprint, Flask, Response, current_app, request
 from msgspec import UNSET
 
 from chatq.errors import ApiError, backend_unavailable
@@ -19,6 +19,7 @@ from web.http.guard import authorize
 from web.metrics.http_requests import EXTENSION
 from web.metrics.request_hooks import render_metrics
 from web.openapi.document import served
+from web.pages import demo
 
 bp = Blueprint("ops", __name__)
 
@@ -85,3 +86,9 @@ def metrics() -> Response:
 def openapi() -> Response:
     """The OpenAPI 3.1 document of this API."""
     return Response(served(services().settings), mimetype="application/json")
+
+
+def register(app: Flask) -> None:
+    """The server's own pages: these and the demo's."""
+    app.register_blueprint(bp)
+    app.register_blueprint(demo.bp)
