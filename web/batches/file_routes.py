@@ -27,10 +27,9 @@ from chatq.batches.record import BatchStore
 from chatq.errors import ApiError
 from chatq.metrics import queue_stats
 from web.batches.upload import Received, Receiver
-from web.context import Services, services
+from web.context import Services, authorize, services
 from web.http import params
 from web.http.answers import json_response
-from web.http.guard import authorize
 
 log = logging.getLogger(__name__)
 bp = Blueprint("files", __name__, url_prefix="/v1/files")

@@ -22,10 +22,9 @@ from chatq.responses.objects import (
 from web.admission import holds
 from web.batches import file_routes
 from web.batches.file_routes import batch_services, expires_after_s, file_not_found, owned_file
-from web.context import Services, services
+from web.context import Services, authorize, services
 from web.http import params
 from web.http.answers import json_response, preference_applied
-from web.http.guard import authorize
 from web.metrics import series as metrics
 from web.tracing import spans as tracing
 

@@ -14,8 +14,7 @@ from chatq.responses.translation import is_response
 from web.admission import holds
 from web.chat import routes
 from web.chat.routes import _hold as hold_completion
-from web.context import services
-from web.http.guard import authorize
+from web.context import authorize, services
 from web.jobs.waiting import load_owned
 
 bp = Blueprint("stored_completions", __name__, url_prefix="/v1/chat/completions")

@@ -11,10 +11,9 @@ from chatq.chat.validate import chat_request, fit_context
 from chatq.errors import ApiError, job_not_found
 from chatq.jobs import record as jobs
 from web.admission import holds
-from web.context import Services, services
+from web.context import Services, authorize, services
 from web.http import params
 from web.http.answers import failed_job_error, job_response, json_response
-from web.http.guard import authorize
 from web.jobs import events
 from web.jobs.submission import enqueue_detached, job_id_for, submit
 from web.jobs.waiting import load_owned, wait_owned, wait_terminal, watching

@@ -13,9 +13,8 @@ from chatq.metrics.shared import Scrape, metrics_refusal, scrape_access
 from chatq.topology import checks as redis_check
 from chatq.topology import connections as redis_conn
 from chatq.topology.connections import BACKEND_ERRORS
-from web.context import services
+from web.context import authorize, services
 from web.http.answers import json_response
-from web.http.guard import authorize
 from web.metrics.http_requests import EXTENSION
 from web.metrics.request_hooks import render_metrics
 from web.openapi.document import served

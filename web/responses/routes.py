@@ -21,10 +21,9 @@ from chatq.responses.objects import ResponseDeleted
 from chatq.responses.translation import conversation, is_stored, job_id_of, response_id, translate
 from chatq.responses.view import render
 from web.admission import holds
-from web.context import Services, services
+from web.context import Services, authorize, services
 from web.http import params
 from web.http.answers import json_response, preference_applied
-from web.http.guard import authorize
 from web.jobs.events import sse_response
 from web.jobs.submission import enqueue_detached, submit
 from web.jobs.waiting import load_owned, wait_terminal

@@ -25,10 +25,9 @@ from chatq.webhooks.objects import (
     WebhookEndpointRequest,
 )
 from chatq.webhooks.store import API, MAX_ENDPOINTS_PER_KEY, Endpoint
-from web.context import Services, services
+from web.context import Services, authorize, services
 from web.http import params
 from web.http.answers import json_response
-from web.http.guard import authorize
 from web.webhooks.recipients import WebhookServices, webhook_services
 
 log = logging.getLogger(__name__)
