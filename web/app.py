@@ -90,7 +90,7 @@ def create_app(settings: Settings | None = None) -> Flask:
     http_metrics.install(app, settings.metrics_dir)
     tracing.start("chatq-web")
     web_tracing.install(app)
-    error_handlers.register(app)
+    error_handlers.register(app, settings.backend_retry_after_s)
     jobs.register(app)
     chat.register(app)
     app.register_blueprint(responses_api.bp)
