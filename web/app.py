@@ -17,7 +17,6 @@ from chatq.topology import checks as redis_check
 from chatq.topology import connections as redis_conn
 from chatq.topology.replicas import replication
 from chatq.tracing import context as tracing
-from web.admission import usage
 from web.admission.control import Admission, add_rate_headers
 from web.admission.holds import HeldCounts, mark_unheld
 from web.batches import routes as batches
@@ -97,7 +96,6 @@ def create_app(settings: Settings | None = None) -> Flask:
     ops.register(app)
     app.register_blueprint(webhooks.bp)
     batches.register(app)
-    app.register_blueprint(usage.bp)
     app.after_request(add_rate_headers)
     app.after_request(mark_unheld)
     return app

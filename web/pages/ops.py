@@ -16,9 +16,9 @@ from chatq.topology.connections import BACKEND_ERRORS
 from web.context import authorize, services
 from web.http.answers import json_response
 from web.metrics.http_requests import EXTENSION
-from web.metrics.request_hooks import render_metrics
 from web.openapi.document import served
-from web.pages import demo
+from web.pages import demo, usage
+from web.pages.scrape import render_metrics
 
 bp = Blueprint("ops", __name__)
 
@@ -88,6 +88,7 @@ def openapi() -> Response:
 
 
 def register(app: Flask) -> None:
-    """The server's own pages: these and the demo's."""
+    """The server's own pages: these, GET /v1/usage and the demo's."""
     app.register_blueprint(bp)
+    app.register_blueprint(usage.bp)
     app.register_blueprint(demo.bp)
