@@ -78,7 +78,7 @@ def page(tmp_path: Path) -> Iterator[Page]:
     assert errors == [], f"the page logged errors: {errors}"
 
 
-NOT_SERVED = "GET / answered {}: is web.server.demo.bp registered in web/app.py?"
+NOT_SERVED = "GET / answered {}: is web.pages.demo.bp registered (web/pages/ops.py)?"
 
 
 def _open(page: Page, stack: Stack) -> None:
@@ -168,7 +168,7 @@ def test_earlier_turns_stay_in_the_log_and_the_key_is_remembered(page: Page, sta
 
 
 def test_script_is_plain_es5_with_xhr_only() -> None:
-    source = (ROOT / "web" / "server" / "static" / "demo.js").read_text()
+    source = (ROOT / "web" / "pages" / "static" / "demo.js").read_text()
     banned: dict[str, Any] = {
         "arrow function": r"=>",
         "template literal": r"`",

@@ -1,4 +1,4 @@
-"""The worker's flusher (worker/run/flusher.py), in-process on a real Redis: each flush writes the
+"""The worker's flusher (worker/jobs/flusher.py), in-process on a real Redis: each flush writes the
 text of the jobs that have some, and passes over the others without waiting on them."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from chatq import keys
 from chatq.jobs import record as jobs
 from chatq.jobs.store import Store
 from scripts.localredis import LocalRedis
-from worker.run.flusher import Flusher
-from worker.run.running import Handle
+from worker.jobs.flusher import Flusher
+from worker.jobs.running import Handle
 
 
 def _running(store: Store, run_id: str) -> Handle:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import gc
 
-from chatq.runtime import gc_pauses
+from chatq.metrics import gc_pauses
 
 
 def test_start_up_is_frozen_and_full_collections_made_rarer() -> None:

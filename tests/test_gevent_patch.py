@@ -1,10 +1,10 @@
-"""chatq/runtime/gevent_patch.py: gevent's monkey-patching with one read of the entry points."""
+"""chatq/gevent_patch.py: gevent's monkey-patching with one read of the entry points."""
 
 from __future__ import annotations
 
 from importlib import metadata
 
-from chatq.runtime import gevent_patch
+from chatq import gevent_patch
 from tests.procs import python_output
 
 
@@ -28,7 +28,7 @@ def test_patch_all_patches_as_gevent_does_and_greenlets_keep_no_spawn_tree() -> 
         "import socket, threading\n"
         "from importlib import metadata\n"
         "read = metadata.entry_points\n"
-        "from chatq.runtime import gevent_patch\n"
+        "from chatq import gevent_patch\n"
         "gevent_patch.patch_all()\n"
         "from gevent import monkey\n"
         "assert monkey.is_module_patched('socket') and monkey.is_module_patched('threading')\n"

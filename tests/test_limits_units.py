@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 import redis
 
-from chatq.admission.quota_config import KeyLimits
 from chatq.admission.quotas import SETTLE, Limits, Window, duration_text
 from chatq.config import settings as config
+from chatq.config.limit_settings import KeyLimits
 from chatq.config.settings import ConfigError, Settings
 from web.admission.control import rate_headers, refusal
 from worker.admission.quotas import used_by

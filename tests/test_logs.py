@@ -96,7 +96,7 @@ def test_greenlets_that_log_get_no_thread_object_each() -> None:
     """Under gevent a record's thread name made a dummy Thread per greenlet that logged, kept
     until the greenlet ended: per parked request, objects for every collection to walk."""
     code = (
-        "from chatq.runtime import gevent_patch\n"
+        "from chatq import gevent_patch\n"
         "gevent_patch.patch_all()\n"
         "import io, logging, sys, threading, gevent, gevent.event\n"
         "from chatq.runtime import logs\n"

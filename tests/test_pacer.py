@@ -1,4 +1,4 @@
-"""A worker process's side of pacing (worker/admission/pacing.py) on a real Redis: what it learned
+"""A worker process's side of pacing (worker/upstream/pacing.py) on a real Redis: what it learned
 from an answer reaches the shared buckets whatever order its concurrent calls arrive in."""
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ import redis
 
 from chatq import keys
 from chatq.config.settings import Settings
-from worker.admission.pacing import Pacer
-from worker.run.running import Handle
+from worker.jobs.running import Handle
 from worker.upstream.attempts import Attempt
 from worker.upstream.endpoints import endpoint_id
+from worker.upstream.pacing import Pacer
 
 REQUEST = {"model": "fake", "messages": [{"role": "user", "content": "hi"}]}
 # 10 requests a refill of 6 s, 9 of them left.

@@ -12,7 +12,7 @@ from chatq.jobs import record as jobs
 from chatq.jobs.events import Event
 from chatq.responses.events import EventMaker
 from chatq.responses.inputs import checked_request
-from chatq.responses.translate import translate
+from chatq.responses.translation import translate
 from tests import openai_schemas
 
 JOB_ID = "job_" + "T" * 32

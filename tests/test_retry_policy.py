@@ -22,9 +22,9 @@ from chatq.errors import failed_job_status
 from chatq.jobs.store import Store
 from chatq.runtime.logs import Redactor
 from scripts.localredis import free_port
-from worker.run.flusher import DeltaWriter
+from worker.jobs.flusher import DeltaWriter
+from worker.jobs.running import Handle
 from worker.run.runner import BACKOFF_CAP_S, _backoff_s
-from worker.run.running import Handle
 from worker.upstream.attempts import Attempt, retry_after_s, timed_out
 from worker.upstream.client import Timeouts, attempt
 from worker.upstream.connections import UpstreamSession

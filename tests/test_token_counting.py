@@ -16,13 +16,13 @@ import requests
 
 from chatq import keys
 from chatq.admission import quotas
-from chatq.admission.quota_config import KeyLimits
 from chatq.batches import lines as batch_lines
 from chatq.batches import record as batches
 from chatq.batches.file_storage import DirectoryStorage
 from chatq.batches.record import BatchStore
 from chatq.broker.celery_app import make_celery
 from chatq.chat import tokens
+from chatq.config.limit_settings import KeyLimits
 from chatq.config.settings import Settings
 from scripts.localredis import LocalRedis
 from tests.batchkit import CHAT, request_line, stored_batch
@@ -111,7 +111,7 @@ def test_the_web_answers_healthz_while_it_counts_a_large_prompt(web: Stack) -> N
 # encoding is not built yet (half a second of building) or a large prompt. The counts run on
 # a thread, so the counter greenlet goes on: its last tick comes after the count began.
 _GEVENT_COUNT = """
-from chatq.runtime import gevent_patch
+from chatq import gevent_patch
 gevent_patch.patch_all()
 import gevent
 from chatq.chat import tokens

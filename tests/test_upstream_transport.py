@@ -18,8 +18,8 @@ from chatq.jobs.store import Store
 from chatq.runtime.logs import Redactor
 from scripts.localredis import free_port
 from tests.shapes_upstream import STREAMS
-from worker.run.flusher import DeltaWriter
-from worker.run.running import Handle
+from worker.jobs.flusher import DeltaWriter
+from worker.jobs.running import Handle
 from worker.upstream.attempts import Attempt
 from worker.upstream.client import Timeouts, attempt
 from worker.upstream.connections import UpstreamSession

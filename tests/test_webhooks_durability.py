@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 import requests
 
-from chatq.webhooks.endpoint_config import config_endpoint_id
+from chatq.config.webhook_settings import config_endpoint_id
 from chatq.webhooks.events import new_secret
 from chatq.webhooks.net import guarded_session, refused
 from tests.conftest import start_stack

@@ -14,9 +14,9 @@ from hypothesis import strategies as st
 
 from chatq.config import settings as config
 from chatq.config.settings import ConfigError
+from chatq.config.webhook_settings import url_problem
 from chatq.webhooks import events as webhooks
 from chatq.webhooks.addresses import address_allowed, literal_refused
-from chatq.webhooks.endpoint_config import url_problem
 
 KEYS = "alice:sk-test-a1,bob:sk-test-b2"
 # Where a webhook may connect: globally routable unicast addresses, and IPv6 forms that carry

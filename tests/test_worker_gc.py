@@ -29,5 +29,5 @@ def _finished_task_greenlet_is_freed() -> bool:
 
 
 def test_a_finished_task_greenlet_is_freed_without_the_cycle_collector() -> None:
-    greenlets.install()
+    greenlets.install_greenlet_fix()
     assert _finished_task_greenlet_is_freed()

@@ -24,7 +24,7 @@ ANSWER_MARGIN_S = 2
 
 def _post_worker_init(worker: Any) -> None:
     """Time GC pauses and freeze what start-up built; on SIGTERM, drain, then stop."""
-    from chatq.runtime import gc_pauses
+    from chatq.metrics import gc_pauses
 
     gc_pauses.install()
     gc_pauses.freeze_start_up()

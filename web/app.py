@@ -17,22 +17,18 @@ from chatq.topology import checks as redis_check
 from chatq.topology import connections as redis_conn
 from chatq.topology.replicas import replication
 from chatq.tracing import context as tracing
-from web.admission import usage
 from web.admission.control import Admission, add_rate_headers
 from web.admission.holds import HeldCounts, mark_unheld
-from web.batches import file_routes as files
 from web.batches import routes as batches
-from web.chat import routes as openai_api
-from web.chat import stored as stored_completions
+from web.chat import stored as chat
 from web.context import Services
 from web.http import error_handlers
 from web.http.auth import KeyRing
-from web.jobs import events
 from web.jobs import routes as jobs
 from web.metrics import http_requests as http_metrics
 from web.metrics import request_hooks as observability
+from web.pages import ops
 from web.responses import routes as responses_api
-from web.server import demo, ops
 from web.tracing import spans as web_tracing
 from web.webhooks import routes as webhooks
 
@@ -93,19 +89,13 @@ def create_app(settings: Settings | None = None) -> Flask:
     http_metrics.install(app, settings.metrics_dir)
     tracing.start("chatq-web")
     web_tracing.install(app)
-    error_handlers.register(app)
-    app.register_blueprint(jobs.bp)
-    app.register_blueprint(events.bp)
-    app.register_blueprint(openai_api.bp)
+    error_handlers.register(app, settings.backend_retry_after_s)
+    jobs.register(app)
+    chat.register(app)
     app.register_blueprint(responses_api.bp)
-    app.register_blueprint(stored_completions.bp)
-    app.register_blueprint(ops.bp)
+    ops.register(app)
     app.register_blueprint(webhooks.bp)
-    app.register_blueprint(demo.bp)
-    files.install(app)
-    app.register_blueprint(files.bp)
-    app.register_blueprint(batches.bp)
-    app.register_blueprint(usage.bp)
+    batches.register(app)
     app.after_request(add_rate_headers)
     app.after_request(mark_unheld)
     return app

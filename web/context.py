@@ -1,4 +1,5 @@
-"""The per-process services a request uses, kept in `app.extensions["chatq"]`."""
+"""The per-process services a request uses, kept in `app.extensions["chatq"]`, and the gate
+of every /v1 request, which checks the caller with them."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from dataclasses import dataclass
 
 import redis
 from celery import Celery
-from flask import current_app
+from flask import current_app, g
 
 from chatq.broker.backlog import Broker
 from chatq.config.settings import Settings
@@ -15,7 +16,7 @@ from chatq.jobs.notify import Listener
 from chatq.jobs.store import Store
 from web.admission.control import Admission
 from web.admission.holds import HeldCounts
-from web.http.auth import KeyRing
+from web.http.auth import KeyRing, authenticate
 
 
 @dataclass
@@ -38,3 +39,11 @@ def services() -> Services:
     """The services of the current app."""
     svc: Services = current_app.extensions["chatq"]
     return svc
+
+
+def authorize(svc: Services) -> str:
+    """The caller's key name; 401 for a bad key, 429 when over its rate limit."""
+    owner = authenticate(svc.keys)
+    g.chatq_key = owner
+    svc.admission.check_rate(owner)
+    return owner

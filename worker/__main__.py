@@ -9,7 +9,7 @@ from chatq.config import settings as config
 
 if config.load().worker_pool == "gevent":
     # Before anything else is imported, so that sockets and locks cooperate.
-    from chatq.runtime import gevent_patch
+    from chatq import gevent_patch
 
     gevent_patch.patch_all()
 

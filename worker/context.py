@@ -16,12 +16,12 @@ from chatq.jobs.store import Store
 from chatq.runtime.logs import Redactor
 from chatq.topology import connections as redis_conn
 from chatq.topology.replicas import replication
-from worker.admission.pacing import Pacer
-from worker.run.flusher import Flusher
-from worker.run.running import Registry
+from worker.jobs.flusher import Flusher
+from worker.jobs.running import Registry
 from worker.upstream.client import make_session
 from worker.upstream.connections import UpstreamSession
 from worker.upstream.endpoints import Endpoints
+from worker.upstream.pacing import Pacer
 
 
 @dataclass

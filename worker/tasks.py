@@ -16,7 +16,8 @@ from chatq.batches import file_storage as files
 from chatq.broker import celery_app
 from chatq.broker.celery_app import RUN_JOB_TASK, make_celery
 from chatq.config import settings as config
-from chatq.runtime import gc_pauses, logs
+from chatq.metrics import gc_pauses
+from chatq.runtime import logs
 from chatq.scripting.loader import is_cluster
 from chatq.topology import checks as redis_check
 from chatq.topology import connections as redis_conn
@@ -63,8 +64,8 @@ def _set_up_logging(**_: Any) -> None:
 def _tune_gevent_pool(**_: Any) -> None:
     if detect_environment() == "gevent":  # however the pool was chosen (also `celery -P`)
         if not celery_app.is_amqp(app):  # RabbitMQ pushes messages: no poll to shorten
-            pollfix.install()
-        greenlets.install()
+            pollfix.install_pollfix()
+        greenlets.install_greenlet_fix()
 
 
 @signals.worker_init.connect

@@ -37,9 +37,9 @@ if os.environ.get("ALT_ACK_EMULATION") == "1":  # the ablation counts reserved m
 @signals.worker_init.connect
 def _tune_gevent_pool(**_: Any) -> None:
     if detect_environment() == "gevent":
-        greenlets.install()
+        greenlets.install_greenlet_fix()
         if POLL_CAP:
-            pollfix.install()
+            pollfix.install_pollfix()
 
 
 @app.task(name="alt.write_result", ignore_result=True, acks_late=True)

@@ -14,8 +14,8 @@ import time
 from flask import Flask, Response, g, request
 from prometheus_client import Counter, Histogram
 
+from chatq.metrics import gc_pauses
 from chatq.metrics.shared import LATENCY_BUCKETS_S
-from chatq.runtime import gc_pauses
 from web.metrics import series as metrics
 from web.metrics.http_requests import endpoint
 

@@ -57,7 +57,7 @@ def _instrument_flask() -> None:
 def start(service_name: str) -> None:
     """chatq's own start, then the maintained instrumentors of this process."""
     _chatq_start(service_name)
-    if not tracing.ON:
+    if not tracing.exporting():
         _provider()
     from opentelemetry.instrumentation.redis import RedisInstrumentor
     from opentelemetry.instrumentation.requests import RequestsInstrumentor

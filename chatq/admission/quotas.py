@@ -17,8 +17,8 @@ from typing import Any, NamedTuple
 import redis
 
 from chatq import keys
-from chatq.admission.quota_config import KeyLimits
 from chatq.chat.tokens import charged_tokens
+from chatq.config.limit_settings import KeyLimits
 from chatq.config.settings import Settings
 from chatq.scripting.loader import LuaScript
 

@@ -46,7 +46,7 @@ def new_meta(
     }
 
 
-def public_view(meta: dict[str, str]) -> dict[str, Any]:
+def public_file_view(meta: dict[str, str]) -> dict[str, Any]:
     """OpenAI's file object."""
     file = File(
         id=meta["id"],

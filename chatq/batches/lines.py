@@ -20,7 +20,7 @@ from chatq.chat.validate import chat_request
 from chatq.config.settings import Settings
 from chatq.errors import ApiError, failed_job_status
 from chatq.responses.inputs import checked_request, invalid
-from chatq.responses.translate import given, is_response, translate
+from chatq.responses.translation import given, is_response, translate
 from chatq.responses.view import render
 from chatq.runtime.tally import Tally
 

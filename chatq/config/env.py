@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from chatq.jobs.record import PRIORITIES
+from chatq.words import PRIORITIES
 
 T = TypeVar("T")
 

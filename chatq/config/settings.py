@@ -8,21 +8,21 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 
-from chatq.admission.fairness_config import FairSettings
-from chatq.admission.quota_config import LimitSettings
 from chatq.config.env import ConfigError as ConfigError  # what callers catch
 from chatq.config.env import bare_key_name as bare_key_name
 from chatq.config.env import parse_api_keys as parse_api_keys
 from chatq.config.env import parse_sentinels as parse_sentinels
+from chatq.config.fair_settings import FairSettings
 from chatq.config.fields import read_settings
 from chatq.config.file_settings import FilesSettings
 from chatq.config.job_settings import JobSettings
+from chatq.config.limit_settings import LimitSettings
 from chatq.config.redis_settings import RedisSettings
 from chatq.config.request_settings import RequestSettings
 from chatq.config.runtime_settings import RuntimeSettings
 from chatq.config.upstream_settings import UpstreamSettings
 from chatq.config.web_settings import WebSettings
-from chatq.webhooks.endpoint_config import WebhookSettings
+from chatq.config.webhook_settings import WebhookSettings
 
 
 # A dataclass takes its fields from its bases last to first: listed in reverse, the fields are

@@ -4,24 +4,26 @@ from __future__ import annotations
 
 import json
 import secrets
-from typing import Annotated, Any, Final, Literal, get_args
+from typing import Annotated, Any, Literal
 
 from msgspec import Meta, Struct, structs
 
 from chatq.chat.objects import ChatCompletion
 from chatq.errors import JobError
 
-TerminalStatus = Literal["completed", "failed", "cancelled"]
-JobStatus = Literal["queued", "in_progress", TerminalStatus]
-Priority = Literal["interactive", "batch"]
-QUEUED: Final = "queued"
-IN_PROGRESS: Final = "in_progress"
-COMPLETED: Final = "completed"
-FAILED: Final = "failed"
-CANCELLED: Final = "cancelled"
-STATUSES: tuple[str, ...] = get_args(JobStatus)
-TERMINAL = frozenset(get_args(TerminalStatus))
-PRIORITIES: tuple[str, ...] = get_args(Priority)
+# A job's statuses and priorities, declared where the scripts' loader reads them too.
+from chatq.words import CANCELLED as CANCELLED
+from chatq.words import COMPLETED as COMPLETED
+from chatq.words import FAILED as FAILED
+from chatq.words import IN_PROGRESS as IN_PROGRESS
+from chatq.words import PRIORITIES as PRIORITIES
+from chatq.words import QUEUED as QUEUED
+from chatq.words import STATUSES as STATUSES
+from chatq.words import TERMINAL as TERMINAL
+from chatq.words import JobStatus as JobStatus
+from chatq.words import Priority as Priority
+from chatq.words import TerminalStatus as TerminalStatus
+
 JOB_ID_PATTERN = "^job_[A-Za-z0-9_-]{16,64}$"
 
 JSONDict = dict[str, Any]

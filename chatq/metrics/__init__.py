@@ -1,1 +1,1 @@
-"""What the processes measure and report: shared series, the queue's figures."""
+"""What the processes measure and report: shared series, GC pauses, the queue's figures."""

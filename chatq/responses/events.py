@@ -27,7 +27,7 @@ from chatq.jobs import record as jobs
 from chatq.jobs.events import Event
 from chatq.responses.inputs import JSONDict
 from chatq.responses.objects import STREAM_EVENTS
-from chatq.responses.translate import message_id
+from chatq.responses.translation import message_id
 from chatq.responses.view import (
     INCOMPLETE,
     item_status,

@@ -1,5 +1,5 @@
 """A Responses request checked against ResponseRequest, in the text subset's terms, and its
-`input` as chat messages (chatq/responses/translate.py translates the rest of it)."""
+`input` as chat messages (chatq/responses/translation.py translates the rest of it)."""
 
 from __future__ import annotations
 

@@ -15,7 +15,7 @@ from msgspec import UNSET
 from chatq.jobs import record as jobs
 from chatq.responses.inputs import JSONDict
 from chatq.responses.objects import Response
-from chatq.responses.translate import asked, message_id, response_id
+from chatq.responses.translation import asked, message_id, response_id
 
 INCOMPLETE = "incomplete"
 INCOMPLETE_REASONS = {"length": "max_output_tokens", "content_filter": "content_filter"}

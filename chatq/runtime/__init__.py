@@ -1,1 +1,1 @@
-"""How a process runs: gevent's patch, logs, GC pauses, offloading, heartbeats."""
+"""How a process runs: logs, offloading, tallies, heartbeats."""

@@ -30,8 +30,7 @@ from redis.cluster import RedisCluster
 from redis.commands.core import Script
 
 import chatq
-from chatq import keys
-from chatq.jobs import record as jobs
+from chatq import keys, words
 
 # The whole package, wherever this module sits in it: a script's file lives beside its caller.
 PACKAGE_DIR = Path(chatq.__file__).parent
@@ -65,18 +64,18 @@ def lua_text(file: str) -> str:
 
 
 def _words(sharded: bool) -> str:
-    words = {
+    shared = {
         "P": keys.PREFIX,
         "G": keys.GLOBAL,
         "SHARDS": keys.SHARDS,
-        "QUEUED": jobs.QUEUED,
-        "IN_PROGRESS": jobs.IN_PROGRESS,
-        "COMPLETED": jobs.COMPLETED,
-        "FAILED": jobs.FAILED,
-        "CANCELLED": jobs.CANCELLED,
+        "QUEUED": words.QUEUED,
+        "IN_PROGRESS": words.IN_PROGRESS,
+        "COMPLETED": words.COMPLETED,
+        "FAILED": words.FAILED,
+        "CANCELLED": words.CANCELLED,
         "SHARDED": sharded,
     }
-    header = "".join(f"local {name} = {json.dumps(value)}\n" for name, value in words.items())
+    header = "".join(f"local {name} = {json.dumps(value)}\n" for name, value in shared.items())
     kinds = ", ".join(f"{kind} = true" for kind in keys.JOB_KINDS)
     return header + f"local JOB_KINDS = {{{kinds}}}\n"
 

@@ -1,7 +1,7 @@
 -- Helpers every script shares. Above this file the loader (chatq/scripting/loader.py) puts `P`
 -- and `G` (the key prefixes of chatq/keys.py), `SHARDS` (the 64 shard characters),
 -- `JOB_KINDS` (the kinds of key that are a job's, as a set), `SHARDED` (true on a Redis
--- Cluster: notifications use sharded pub/sub) and the status words of chatq/jobs/record.py.
+-- Cluster: notifications use sharded pub/sub) and the status words of chatq/words.py.
 
 -- Keys (chatq/keys.py): a job's carry its shard's hash tag {j<c>}, c the first character of
 -- its id's token; the indexes of a shard too; every other kind is under the tag {g}.

@@ -5,8 +5,8 @@ The trace context is always carried, whether spans are exported or not: a `/v1/*
 every upstream attempt sends a `traceparent` of its own in that trace. Spans are made and
 exported only when the standard `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` or
 `OTEL_EXPORTER_OTLP_ENDPOINT` is set (and `OTEL_SDK_DISABLED` is not `true`): `start` loads the
-SDK then, and `ON` says so; with it off, chatq imports no OpenTelemetry module (redis-py does,
-when installed, and records nothing unless configured).
+SDK then, and `exporting()` says so; with it off, chatq imports no OpenTelemetry module
+(redis-py does, when installed, and records nothing unless configured).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ _ZERO_TRACE, _ZERO_SPAN = "0" * 32, "0" * 16
 TRACESTATE_MAX_CHARS = 512
 SCOPE = "chatq"
 
-ON = False
+_exporting = False
 
 
 def enabled() -> bool:
@@ -38,8 +38,8 @@ def enabled() -> bool:
 def start(service_name: str) -> None:
     """Export this process's spans in batches over OTLP/HTTP, if `enabled`; `service_name`
     unless OTEL_SERVICE_NAME names the service. Once per process."""
-    global ON
-    if ON or not enabled():
+    global _exporting
+    if _exporting or not enabled():
         return
     from opentelemetry import trace
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
@@ -52,7 +52,12 @@ def start(service_name: str) -> None:
     provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
     trace.set_tracer_provider(provider)
     atexit.register(provider.shutdown)  # what is still batched is sent on a clean stop
-    ON = True
+    _exporting = True
+
+
+def exporting() -> bool:
+    """Whether `start` has set up the export: spans are made only then."""
+    return _exporting
 
 
 def parse(header: str | None) -> str:
@@ -91,8 +96,9 @@ def trace_id(traceparent: str) -> str:
     return traceparent[3:35]
 
 
-def context(traceparent: str, state: str = "") -> Any:
-    """The OpenTelemetry context whose remote parent `traceparent` names (only when ON)."""
+def parent_context(traceparent: str, state: str = "") -> Any:
+    """The OpenTelemetry context whose remote parent `traceparent` names (only when
+    `exporting()`)."""
     from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
     carrier = {"traceparent": traceparent, "tracestate": state} if state else {}
@@ -107,7 +113,7 @@ def traceparent_of(span: Any) -> str:
 
 
 def tracer() -> Any:
-    """chatq's tracer (only when ON)."""
+    """chatq's tracer (only when `exporting`)."""
     from opentelemetry import trace
 
     return trace.get_tracer(SCOPE)

@@ -6,10 +6,9 @@ mapped), that IPv4 address must be one too."""
 from __future__ import annotations
 
 import ipaddress
-import re
-import socket
 
-IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+from chatq.config.webhook_settings import IPAddress, literal_address
+
 LOCAL_NAMES = ("localhost", "localhost.")
 # RFC 4291: global unicast. Everything outside it (::/8 with the IPv4-compatible and SIIT
 # forms, 64:ff9b:1::/48, fc00::/7, fe80::/10, fec0::/10, ff00::/8 ...) is refused.
@@ -17,9 +16,6 @@ GLOBAL_UNICAST = ipaddress.IPv6Network("2000::/3")
 # RFC 6052's well-known NAT64 prefix: the translator connects to the IPv4 address in the
 # last 32 bits, so that address decides (RFC 6052 forbids it for non-global addresses).
 NAT64 = ipaddress.IPv6Network("64:ff9b::/96")
-# How a URL's host that ends in a number is read: as an IPv4 address (the WHATWG URL
-# standard), as the resolver reads it (`127.1`, `0x7f.1`, `2130706433`).
-ENDS_IN_NUMBER = re.compile(r"(?:^|\.)(?:[0-9]+|0[xX][0-9a-fA-F]*)\.?$")
 
 
 def embedded_ipv4(address: ipaddress.IPv6Address) -> tuple[ipaddress.IPv4Address, ...]:
@@ -49,20 +45,6 @@ def address_allowed(address: IPAddress) -> bool:
         and address.is_global
         and all(address_allowed(inner) for inner in carried)
     )
-
-
-def literal_address(host: str) -> IPAddress | None:
-    """The address `host` (a URL's host as urlsplit reads it) writes out, read as the
-    resolver reads it; None for a name. ValueError when it looks like an address but is none
-    (a host ending in a number, or with a colon)."""
-    if ":" in host:
-        return ipaddress.IPv6Address(host.split("%", 1)[0])
-    if not ENDS_IN_NUMBER.search(host):
-        return None
-    try:
-        return ipaddress.IPv4Address(socket.inet_aton(host))
-    except OSError:
-        raise ValueError(f"{host[:80]!r} is not an IPv4 address") from None
 
 
 def literal_refused(host: str) -> bool:

@@ -14,8 +14,8 @@ from typing import Any
 
 import msgspec
 
-from chatq.jobs import record as jobs
-from chatq.webhooks.endpoint_config import SECRET_PREFIX
+from chatq import words
+from chatq.config.webhook_settings import SECRET_PREFIX
 from chatq.webhooks.objects import JOB_EVENTS as JOB_EVENTS
 from chatq.webhooks.objects import RESPONSE_EVENTS as RESPONSE_EVENTS
 from chatq.webhooks.objects import EventData, WebhookEvent
@@ -59,7 +59,7 @@ def event_type(record: dict[str, str], status: str) -> str:
     """The event an ended job makes: a response's (`api` = responses) or a plain job's."""
     if record.get("api") != "responses":
         return f"job.{status}"
-    if status == jobs.COMPLETED and record.get("finish_reason") == "length":
+    if status == words.COMPLETED and record.get("finish_reason") == "length":
         return "response.incomplete"
     return f"response.{status}"
 

@@ -9,6 +9,8 @@ from typing import Annotated, Literal, get_args
 
 from msgspec import UNSET, Meta, Struct, UnsetType
 
+from chatq.config.webhook_settings import MAX_URL_CHARS
+
 JobEventType = Literal["job.completed", "job.failed", "job.cancelled"]
 ResponseEventType = Literal[
     "response.completed", "response.failed", "response.cancelled", "response.incomplete"
@@ -129,10 +131,9 @@ class WebhookDeliveryList(_Closed):
 # only, is a part of what the server accepts (a name of up to five labels of letters and
 # digits, each starting with a letter: nothing IDNA or the 253-character limit refuses; a
 # path of printable ASCII: no control or format character); the description says the whole
-# rule, which chatq/webhooks/endpoint_config.py checks.
+# rule, which chatq/config/webhook_settings.py checks.
 _LABEL = r"[A-Za-z][A-Za-z0-9]{0,48}"
 URL_PATTERN = rf"^https?://({_LABEL}\.){{0,4}}{_LABEL}(:[1-9][0-9]{{0,3}})?(/[!$-~]*)?$"
-MAX_URL_CHARS = 2048
 Url = Annotated[
     str,
     Meta(

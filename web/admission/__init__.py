@@ -1,1 +1,1 @@
-"""Admission control in the web: rate limits, budgets, held requests, usage."""
+"""Admission control in the web: rate limits, budgets, held requests."""

@@ -27,10 +27,9 @@ from chatq.chat.typed_input import Refused, convert
 from chatq.errors import ApiError
 from chatq.metrics import queue_stats
 from web.batches.upload import Received, Receiver
-from web.context import Services, services
+from web.context import Services, authorize, services
 from web.http import params
 from web.http.answers import json_response
-from web.http.guard import authorize
 from web.http.parameters import FILES_AFTER, FILES_LIMIT, FILES_ORDER, FILES_PURPOSE
 
 log = logging.getLogger(__name__)
@@ -144,7 +143,7 @@ def upload() -> Response:
         got.lines,
         extra={"key": owner, "event": "file_uploaded"},
     )
-    return json_response(files_meta.public_view(meta))
+    return json_response(files_meta.public_file_view(meta))
 
 
 @bp.get("")
@@ -160,7 +159,7 @@ def list_files() -> Response:
         purpose=params.text(FILES_PURPOSE) or "",
         now=queue_stats.redis_time(svc.redis),
     )
-    data = [files_meta.public_view(m) for m in page.files]
+    data = [files_meta.public_file_view(m) for m in page.files]
     return json_response(page_view(FileList, data, page.has_more))
 
 
@@ -179,7 +178,7 @@ def owned_file(file_id: str, owner: str, param: str = "id") -> dict[str, str]:
 def get_file(file_id: str) -> Response:
     """The file object."""
     owner = authorize(services())
-    return json_response(files_meta.public_view(owned_file(file_id, owner)))
+    return json_response(files_meta.public_file_view(owned_file(file_id, owner)))
 
 
 @bp.get("/<file_id>/content")

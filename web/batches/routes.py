@@ -6,7 +6,7 @@ import logging
 import time
 from typing import Any
 
-from flask import Blueprint, Response
+from flask import Blueprint, Flask, Response
 from msgspec import UNSET
 
 from chatq.batches import file_records as files_meta
@@ -15,11 +15,11 @@ from chatq.batches.objects import BatchCreateRequest, BatchList, page_view
 from chatq.chat.typed_input import convert
 from chatq.errors import ApiError
 from web.admission import holds
+from web.batches import file_routes
 from web.batches.file_routes import batch_services, file_not_found, owned_file
-from web.context import Services, services
+from web.context import Services, authorize, services
 from web.http import params
 from web.http.answers import json_response, preference_applied
-from web.http.guard import authorize
 from web.http.parameters import BATCHES_AFTER, BATCHES_LIMIT, WAIT
 from web.metrics import series as metrics
 from web.tracing import spans as tracing
@@ -150,3 +150,10 @@ def cancel_batch(batch_id: str) -> Response:
     status = batch_services().batches.cancel(batch_id)
     log.info("batch %s cancel: %s", batch_id, status, extra={"key": owner, "event": "batch_cancel"})
     return json_response(batches.public_view(_owned(svc, batch_id, owner)))
+
+
+def register(app: Flask) -> None:
+    """The Files and Batches endpoints, and their services (after the job services)."""
+    file_routes.install(app)
+    app.register_blueprint(file_routes.bp)
+    app.register_blueprint(bp)

@@ -15,13 +15,12 @@ from chatq.jobs import record as jobs
 from chatq.jobs.notify import Waiter
 from web.admission import holds
 from web.chat.chunks import ChunkMaker, sse, tool_call_deltas
-from web.context import Services, services
+from web.context import Services, authorize, services
 from web.http import params
 from web.http.answers import failed_job_error, job_response, json_response
-from web.http.guard import authorize
 from web.http.parameters import CACHE_CONTROL, IDEMPOTENCY_KEY
 from web.jobs.events import STREAM_ENDING_ERRORS, follow, sse_response
-from web.jobs.submit import job_id_for, submit
+from web.jobs.submission import job_id_for, submit
 from web.jobs.waiting import load_owned, wait_terminal, watching
 
 log = logging.getLogger(__name__)

@@ -6,15 +6,15 @@ from __future__ import annotations
 
 import re
 
-from flask import Blueprint, Response, g
+from flask import Blueprint, Flask, Response, g
 
 from chatq.errors import job_not_found
 from chatq.jobs import record as jobs
-from chatq.responses.translate import is_response
+from chatq.responses.translation import is_response
 from web.admission import holds
+from web.chat import routes
 from web.chat.routes import _hold as hold_completion
-from web.context import services
-from web.http.guard import authorize
+from web.context import authorize, services
 from web.jobs.waiting import load_owned
 
 bp = Blueprint("stored_completions", __name__, url_prefix="/v1/chat/completions")
@@ -39,3 +39,9 @@ def stored_completion(completion_id: str) -> Response:
     if not jobs.is_terminal(record["status"]) and holds.holds_open(False, svc.settings.max_wait_s):
         holds.hold(svc, owner)
     return hold_completion(svc, record)
+
+
+def register(app: Flask) -> None:
+    """The chat endpoints: OpenAI's front door, and its stored completions."""
+    app.register_blueprint(routes.bp)
+    app.register_blueprint(bp)

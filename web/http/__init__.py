@@ -1,1 +1,1 @@
-"""What every request goes through: auth, the gate, parameters, answers, errors."""
+"""What every request goes through: auth, parameters, answers, errors."""

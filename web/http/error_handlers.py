@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from functools import partial
 
 import redis
 from flask import Flask, Response, request
@@ -12,7 +13,6 @@ from werkzeug.exceptions import HTTPException
 
 from chatq.errors import ApiError, backend_unavailable
 from chatq.topology.connections import BACKEND_ERRORS, is_backend_error
-from web.context import services
 from web.http.answers import json_response, options_response
 
 log = logging.getLogger(__name__)
@@ -39,7 +39,7 @@ def _http_error(exc: HTTPException) -> Response:
     code = _HTTP_CODES.get(status, "http_error")
     message = exc.description or exc.name
     if status == 413:
-        limit = services().settings.max_body_bytes
+        limit = request.max_content_length  # the app's, CHATQ_MAX_BODY_BYTES
         message = f"The request body is larger than {limit} bytes."
     response = api_error_response(ApiError(status, code, message))
     if status == 405 and exc.valid_methods:  # type: ignore[attr-defined]
@@ -47,14 +47,14 @@ def _http_error(exc: HTTPException) -> Response:
     return response
 
 
-def _backend_error(exc: Exception) -> Response:
+def _backend_error(retry_after_s: int, exc: Exception) -> Response:
     log.warning("backend unavailable: %s", type(exc).__name__)
-    return api_error_response(backend_unavailable(services().settings.backend_retry_after_s))
+    return api_error_response(backend_unavailable(retry_after_s))
 
 
-def _redis_reply(exc: Exception) -> Response:
+def _redis_reply(retry_after_s: int, exc: Exception) -> Response:
     """An error reply from Redis: 503 when it says Redis cannot serve now, else a 500."""
-    return _backend_error(exc) if is_backend_error(exc) else _unexpected(exc)
+    return _backend_error(retry_after_s, exc) if is_backend_error(exc) else _unexpected(exc)
 
 
 def _unexpected(exc: Exception) -> Response:
@@ -78,12 +78,13 @@ def _options() -> Response | None:
     return options_response(adapter.allowed_methods())
 
 
-def register(app: Flask) -> None:
-    """Install the handlers on `app`, and OPTIONS answered without HTML."""
+def register(app: Flask, backend_retry_after_s: int) -> None:
+    """Install the handlers on `app`, and OPTIONS answered without HTML; a backend that
+    cannot serve is a 503 with `Retry-After: backend_retry_after_s`."""
     app.before_request(_options)
     app.register_error_handler(ApiError, api_error_response)
     app.register_error_handler(HTTPException, _http_error)
     for exc_type in (*BACKEND_ERRORS, OperationalError):
-        app.register_error_handler(exc_type, _backend_error)
-    app.register_error_handler(redis.ResponseError, _redis_reply)
+        app.register_error_handler(exc_type, partial(_backend_error, backend_retry_after_s))
+    app.register_error_handler(redis.ResponseError, partial(_redis_reply, backend_retry_after_s))
     app.register_error_handler(Exception, _unexpected)

@@ -16,10 +16,9 @@ from chatq.jobs import record as jobs
 from chatq.jobs.events import Event, EventsPage
 from chatq.topology.connections import BACKEND_ERRORS
 from web.admission import holds
-from web.context import Services, services
+from web.context import Services, authorize, services
 from web.http import params
 from web.http.answers import json_response
-from web.http.guard import authorize
 from web.http.parameters import ACCEPT, CURSOR, LAST_EVENT_ID, WAIT
 from web.jobs.following import Follower, poll
 from web.jobs.waiting import Hold, load_owned

@@ -4,18 +4,18 @@ from __future__ import annotations
 
 import logging
 
-from flask import Blueprint, Response, g
+from flask import Blueprint, Flask, Response, g
 
 from chatq.chat.validate import chat_request, fit_context
 from chatq.errors import ApiError, job_not_found
 from chatq.jobs import record as jobs
 from web.admission import holds
-from web.context import Services, services
+from web.context import Services, authorize, services
 from web.http import params
 from web.http.answers import failed_job_error, job_response, json_response
-from web.http.guard import authorize
 from web.http.parameters import CACHE_CONTROL, IDEMPOTENCY_KEY, PRIORITY, RESULT_WAIT, WAIT, Param
-from web.jobs.submit import enqueue_detached, job_id_for, submit
+from web.jobs import events
+from web.jobs.submission import enqueue_detached, job_id_for, submit
 from web.jobs.waiting import load_owned, wait_owned, wait_terminal, watching
 
 log = logging.getLogger(__name__)
@@ -122,3 +122,9 @@ def cancel_job(job_id: str) -> Response:
     enqueue_detached(svc, cancel.detached)
     record = load_owned(svc, job_id, owner)
     return json_response(jobs.public_view(record))
+
+
+def register(app: Flask) -> None:
+    """The job endpoints, and their events'."""
+    app.register_blueprint(bp)
+    app.register_blueprint(events.bp)

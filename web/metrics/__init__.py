@@ -1,1 +1,1 @@
-"""The web's /metrics: its series, per-request hooks, figures read at scrape."""
+"""The web's metrics: its series, its per-request hooks, figures read at scrape time."""

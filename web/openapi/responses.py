@@ -3,7 +3,7 @@ merged into the document of web/openapi/document.py (their schemas: chatq/respon
 
 from __future__ import annotations
 
-from chatq.responses.translate import ID_PATTERN
+from chatq.responses.translation import ID_PATTERN
 from web.chat.stored import COMPLETION_ID_PATTERN
 from web.http.parameters import (
     CACHE_CONTROL,

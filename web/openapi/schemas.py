@@ -15,7 +15,7 @@ from chatq.jobs import events
 from chatq.jobs import record as jobs
 from chatq.metrics import queue_objects
 from chatq.responses import objects as response_objects
-from chatq.responses.translate import CAPPED as response_caps
+from chatq.responses.translation import CAPPED as response_caps
 from chatq.webhooks import objects as webhook_objects
 
 Schema = dict[str, Any]
@@ -92,25 +92,38 @@ def _capped(found: dict[str, Schema], settings: Settings) -> None:
                 field["description"] = f"At most {cap} here (CHATQ_{setting.upper()})."
 
 
-# The objects the API takes and answers, by the module that declares each; every object
-# they hold is a component too.
-_ROOTS = (
-    (chat_objects, "ChatCompletionRequest ChatCompletionChunk ModelList"),
-    (jobs, "Job"),
-    (events, "EventsPage"),
-    (errors, "Error"),
-    (queue_objects, "Queue QueueShare Usage Health Readiness"),
-    (response_objects, "ResponseRequest ResponseDeleted"),
-    (batch_objects, "FileUpload FileList FileDeleted BatchList BatchCreateRequest"),
-    (webhook_objects, "WebhookEndpointRequest RotateSecretRequest WebhookEndpointWithSecret"),
-    (webhook_objects, "WebhookEndpointList WebhookEndpointDeleted WebhookDeliveryList"),
+# The objects the API takes and answers; every object they hold is a component too.
+_ROOTS: tuple[type, ...] = (
+    chat_objects.ChatCompletionRequest,
+    chat_objects.ChatCompletionChunk,
+    chat_objects.ModelList,
+    jobs.Job,
+    events.EventsPage,
+    errors.Error,
+    queue_objects.Queue,
+    queue_objects.QueueShare,
+    queue_objects.Usage,
+    queue_objects.Health,
+    queue_objects.Readiness,
+    response_objects.ResponseRequest,
+    response_objects.ResponseDeleted,
+    batch_objects.FileUpload,
+    batch_objects.FileList,
+    batch_objects.FileDeleted,
+    batch_objects.BatchList,
+    batch_objects.BatchCreateRequest,
+    webhook_objects.WebhookEndpointRequest,
+    webhook_objects.RotateSecretRequest,
+    webhook_objects.WebhookEndpointWithSecret,
+    webhook_objects.WebhookEndpointList,
+    webhook_objects.WebhookEndpointDeleted,
+    webhook_objects.WebhookDeliveryList,
 )
 
 
 def schemas(settings: Settings | None = None) -> dict[str, Schema]:
     """Every component schema, by name; the caps are `settings`' (default: the defaults)."""
-    roots = (getattr(module, name) for module, names in _ROOTS for name in names.split())
-    event, found = components(events.JobEvent, *roots, *response_objects.STREAM_EVENTS)
+    event, found = components(events.JobEvent, *_ROOTS, *response_objects.STREAM_EVENTS)
     found["Event"] = event[0]
     _capped(found, settings or Settings())
     found["JobRequest"] = {

@@ -15,10 +15,10 @@ from chatq.chat.tokens import Policy
 from chatq.chat.validate import chat_request, fit_context
 from chatq.errors import ApiError
 from chatq.jobs import record as jobs
-from chatq.jobs.erase import erase
+from chatq.jobs.erasure import erase
 from chatq.responses.inputs import checked_request, invalid, unsupported
 from chatq.responses.objects import ResponseDeleted
-from chatq.responses.translate import (
+from chatq.responses.translation import (
     conversation,
     given,
     is_stored,
@@ -28,10 +28,9 @@ from chatq.responses.translate import (
 )
 from chatq.responses.view import render
 from web.admission import holds
-from web.context import Services, services
+from web.context import Services, authorize, services
 from web.http import params
 from web.http.answers import json_response, preference_applied
-from web.http.guard import authorize
 from web.http.parameters import (
     CACHE_CONTROL,
     IDEMPOTENCY_KEY,
@@ -43,7 +42,7 @@ from web.http.parameters import (
     STREAM,
 )
 from web.jobs.events import sse_response
-from web.jobs.submit import enqueue_detached, submit
+from web.jobs.submission import enqueue_detached, submit
 from web.jobs.waiting import load_owned, wait_terminal
 from web.responses.stream import response_stream
 

@@ -1,1 +1,1 @@
-"""gunicorn and its gevent worker, and the server's own pages (probes, demo)."""
+"""gunicorn and its gevent worker: what `python -m web` starts before it loads the app."""

@@ -1,7 +1,7 @@
 """The web's gunicorn worker: gunicorn's gevent worker, except that a stopping process closes its
 idle keep-alive connections at once instead of holding them for the whole grace period, that a
 request's headers must arrive within CHATQ_HEADER_TIMEOUT, that it starts faster
-(chatq/runtime/gevent_patch.py), that a response's headers and first body bytes leave in one send
+(chatq/gevent_patch.py), that a response's headers and first body bytes leave in one send
 (web/server/onesend.py), and that a body left unread closes its connection
 (web/server/unread.py)."""
 
@@ -14,7 +14,7 @@ import gevent
 from gunicorn.http import parser
 from gunicorn.workers.ggevent import GeventWorker
 
-from chatq.runtime import gevent_patch
+from chatq import gevent_patch
 from web.server import unread
 
 # The connections waiting for their next request's headers, by the greenlet serving each

@@ -29,7 +29,7 @@ def _begin() -> None:
         return
     incoming = tracing.parse(params.text(TRACEPARENT))
     state = tracing.tracestate(params.text(TRACESTATE)) if incoming else ""
-    if not tracing.ON:
+    if not tracing.exporting():
         g.chatq_trace = (incoming or tracing.fresh(), state)
         return
     from opentelemetry.trace import SpanKind
@@ -37,7 +37,7 @@ def _begin() -> None:
     rule = request.url_rule.rule if request.url_rule else request.path
     span = tracing.tracer().start_span(
         f"{request.method} {rule}",
-        context=tracing.context(incoming, state) if incoming else None,
+        context=tracing.parent_context(incoming, state) if incoming else None,
         kind=SpanKind.SERVER,
         attributes={"http.request.method": request.method, "http.route": rule},
     )

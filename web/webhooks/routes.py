@@ -12,10 +12,10 @@ from flask import Blueprint, Response, request
 from msgspec import UNSET, structs
 
 from chatq.chat.typed_input import convert
+from chatq.config.webhook_settings import url_problem
 from chatq.errors import ApiError
 from chatq.webhooks.addresses import literal_refused
 from chatq.webhooks.deliveries import new_delivery_id, public_view
-from chatq.webhooks.endpoint_config import url_problem
 from chatq.webhooks.events import EVENT_TYPES, Event
 from chatq.webhooks.objects import (
     RotateSecretRequest,
@@ -25,10 +25,9 @@ from chatq.webhooks.objects import (
     WebhookEndpointRequest,
 )
 from chatq.webhooks.store import API, MAX_ENDPOINTS_PER_KEY, Endpoint
-from web.context import Services, services
+from web.context import Services, authorize, services
 from web.http import params
 from web.http.answers import json_response
-from web.http.guard import authorize
 from web.http.parameters import DELIVERIES_AFTER, DELIVERIES_LIMIT
 from web.webhooks.recipients import WebhookServices, webhook_services
 

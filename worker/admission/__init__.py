@@ -1,1 +1,1 @@
-"""The worker's side of per-key limits and of pacing."""
+"""The worker's side of per-key limits."""

@@ -1,1 +1,1 @@
-"""Running jobs: the runner, the running set, flushes, the monitor, the relay."""
+"""Running jobs: the runner, the monitor, the relay."""

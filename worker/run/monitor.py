@@ -13,10 +13,10 @@ from chatq import keys
 from chatq.broker import backlog as broker
 from chatq.broker import celery_app
 from chatq.jobs.results import LeaseState, SweepOutcome, Swept
-from chatq.runtime import gc_pauses
+from chatq.metrics import gc_pauses
 from chatq.topology.connections import BACKEND_ERRORS, is_backend_error
 from worker.context import WorkerContext
-from worker.run import running
+from worker.jobs import running
 
 log = logging.getLogger(__name__)
 

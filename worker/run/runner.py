@@ -18,10 +18,10 @@ from chatq.config.settings import Settings
 from chatq.errors import INTERNAL_ERROR, UPSTREAM_TIMEOUT, JobError, failed_job_status
 from chatq.jobs import record as jobs
 from worker.context import WorkerContext
+from worker.jobs import running
+from worker.jobs.persisting import persist
+from worker.jobs.running import Handle
 from worker.metrics import series as metrics
-from worker.run import running
-from worker.run.persist import persist
-from worker.run.running import Handle
 from worker.tracing import spans as tracing
 from worker.upstream.attempts import Attempt
 from worker.upstream.client import Timeouts, attempt

@@ -18,7 +18,7 @@ def _no_terminate(signal: Any = None) -> None:
     """What Celery's own `_terminate` does: nothing (TaskPool.terminate_job kills instead)."""
 
 
-def install() -> None:
+def install_greenlet_fix() -> None:
     """Make the gevent pool's task greenlets free of reference cycles."""
     global _installed
     if _installed:

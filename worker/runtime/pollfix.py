@@ -24,7 +24,7 @@ MAX_POLL_S = 0.1
 _installed = False
 
 
-def install() -> None:
+def install_pollfix() -> None:
     """Cap every `drain_events` wait of this process; a worker with no free slot waits for
     an ack instead of polling."""
     global _installed

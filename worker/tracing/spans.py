@@ -32,11 +32,11 @@ def begin(job_id: str, claim: Claim, claim_started_ns: int) -> RunTrace:
     at `claim_started_ns`, Unix ns) and its claim recorded."""
     traceparent = tracing.parse(claim.traceparent) or tracing.fresh()
     state = claim.tracestate if claim.traceparent else ""
-    if not tracing.ON:
+    if not tracing.exporting():
         return RunTrace(traceparent, state)
     from opentelemetry.trace import SpanKind
 
-    parent, tracer = tracing.context(traceparent, state), tracing.tracer()
+    parent, tracer = tracing.parent_context(traceparent, state), tracing.tracer()
     job = {"chatq.job.id": job_id, "messaging.system": "chatq"}
     queued = tracer.start_span(
         "chatq queued",
@@ -64,7 +64,7 @@ def _links(traceparent: str) -> list[Any]:
         return []
     from opentelemetry.trace import Link, get_current_span
 
-    return [Link(get_current_span(tracing.context(traceparent)).get_span_context())]
+    return [Link(get_current_span(tracing.parent_context(traceparent)).get_span_context())]
 
 
 def attempt_started(
@@ -138,7 +138,7 @@ def ended(run: RunTrace, outcome: str) -> None:
 def webhook_sent(url: str, event: str, sent: Any, started_ns: int) -> None:
     """The client span of one webhook delivery attempt, started at `started_ns` (Unix ns),
     in a trace of its own; `sent` is how it went (worker/webhooks/send.py's Sent)."""
-    if not tracing.ON:
+    if not tracing.exporting():
         return
     from opentelemetry.trace import SpanKind, StatusCode
 

@@ -1,1 +1,1 @@
-"""Calling the upstream chat API: connections, endpoints, attempts, SSE."""
+"""Calling the upstream chat API: connections, endpoints, attempts, SSE, pacing."""

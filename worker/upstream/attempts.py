@@ -16,7 +16,7 @@ from urllib3.util import Retry
 from chatq.admission.pacing import parse_number
 from chatq.errors import UPSTREAM_INVALID_RESPONSE, UPSTREAM_TIMEOUT
 from chatq.runtime.logs import Redactor
-from worker.run.running import Handle
+from worker.jobs.running import Handle
 from worker.upstream.sse import InvalidChunk
 
 log = logging.getLogger(__name__)

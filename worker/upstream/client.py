@@ -16,8 +16,8 @@ from chatq.config.settings import Settings
 from chatq.errors import INTERNAL_ERROR
 from chatq.runtime.logs import Redactor
 from chatq.topology.connections import BACKEND_ERRORS
-from worker.run.flusher import DeltaWriter
-from worker.run.running import Handle
+from worker.jobs.flusher import DeltaWriter
+from worker.jobs.running import Handle
 from worker.upstream.attempts import (
     CONNECTION_ERRORS,
     Attempt,

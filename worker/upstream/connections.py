@@ -12,7 +12,7 @@ Retries that belong to the transport are urllib3's (`TRANSPORT_RETRY`): a connec
 could not be made is tried once more at once, since nothing was sent. Every other retry is the
 job's own (worker/run/runner.py): it must see streamed text, Retry-After and the deadline.
 
-Each connection tells the job calling through it when it is in use (worker/run/running.py's
+Each connection tells the job calling through it when it is in use (worker/jobs/running.py's
 Handle), so that a cancel cuts a call still waiting for its first byte, not only one reading
 its answer. A cut call fails inside urllib3, which closes that connection and puts none back in
 its pool: the next call opens a fresh one. Every other call leaves its connection pooled.
@@ -35,7 +35,7 @@ from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.response import BaseHTTPResponse
 from urllib3.util import Retry
 
-from worker.run.running import calling_handle
+from worker.jobs.running import calling_handle
 
 KEEPALIVE_OPTIONS = [
     (socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1),

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import msgspec
-from flask import Blueprint, Response, current_app, request
+from flask import Blueprint, Flask, Response, current_app, request
 from msgspec import UNSET
 
 from chatq.errors import ApiError, backend_unavailable
@@ -13,12 +13,12 @@ from chatq.metrics.shared import Scrape, metrics_refusal, scrape_access
 from chatq.topology import checks as redis_check
 from chatq.topology import connections as redis_conn
 from chatq.topology.connections import BACKEND_ERRORS
-from web.context import services
+from web.context import authorize, services
 from web.http.answers import json_response
-from web.http.guard import authorize
 from web.metrics.http_requests import EXTENSION
-from web.metrics.request_hooks import render_metrics
 from web.openapi.document import served
+from web.pages import demo, usage
+from web.pages.scrape import render_metrics
 
 bp = Blueprint("ops", __name__)
 
@@ -85,3 +85,10 @@ def metrics() -> Response:
 def openapi() -> Response:
     """The OpenAPI 3.1 document of this API."""
     return Response(served(services().settings), mimetype="application/json")
+
+
+def register(app: Flask) -> None:
+    """The server's own pages: these, GET /v1/usage and the demo's."""
+    app.register_blueprint(bp)
+    app.register_blueprint(usage.bp)
+    app.register_blueprint(demo.bp)

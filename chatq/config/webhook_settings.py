@@ -1,12 +1,15 @@
 """The settings of webhooks (CHATQ_WEBHOOK*): the endpoints given in CHATQ_WEBHOOKS and the
-delivery knobs; and the rules every endpoint's URL and secret follow (shared by the settings,
-the API and the worker)."""
+delivery knobs; and the rules every endpoint's URL and secret follow, with the address a host
+writes out (shared by the settings, the API, the worker and chatq/webhooks/addresses.py)."""
 
 from __future__ import annotations
 
 import base64
 import binascii
 import hashlib
+import ipaddress
+import re
+import socket
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
@@ -14,16 +17,19 @@ import idna
 
 from chatq.config.env import ConfigError, Reading, flag, number, whole
 from chatq.config.fields import setting
-from chatq.webhooks.addresses import literal_address
-from chatq.webhooks.objects import MAX_URL_CHARS
 
 SECRET_PREFIX = "whsec_"
 # Standard Webhooks: secrets of 24 to 64 random bytes.
 MIN_SECRET_BYTES = 24
 MAX_SECRET_BYTES = 64
+MAX_URL_CHARS = 2048
 # A host name's limits in DNS (RFC 1035), which the `idna` package enforces.
 MAX_LABEL_CHARS = 63
 MAX_NAME_CHARS = 253
+IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+# How a URL's host that ends in a number is read: as an IPv4 address (the WHATWG URL
+# standard), as the resolver reads it (`127.1`, `0x7f.1`, `2130706433`).
+ENDS_IN_NUMBER = re.compile(r"(?:^|\.)(?:[0-9]+|0[xX][0-9a-fA-F]*)\.?$")
 
 
 @dataclass(frozen=True)
@@ -43,6 +49,20 @@ class WebhookConfig:
     def __repr__(self) -> str:
         """Without the secrets: safe to log."""
         return f"WebhookConfig(owner={self.owner!r}, url={self.url!r}, secrets=***)"
+
+
+def literal_address(host: str) -> IPAddress | None:
+    """The address `host` (a URL's host as urlsplit reads it) writes out, read as the
+    resolver reads it; None for a name. ValueError when it looks like an address but is none
+    (a host ending in a number, or with a colon)."""
+    if ":" in host:
+        return ipaddress.IPv6Address(host.split("%", 1)[0])
+    if not ENDS_IN_NUMBER.search(host):
+        return None
+    try:
+        return ipaddress.IPv4Address(socket.inet_aton(host))
+    except OSError:
+        raise ValueError(f"{host[:80]!r} is not an IPv4 address") from None
 
 
 def config_endpoint_id(owner: str, url: str) -> str:

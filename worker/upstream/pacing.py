@@ -21,8 +21,8 @@ from chatq.admission.pacing import Pacing, Seen
 from chatq.chat.tokens import charged_tokens, count_prompt_tokens
 from chatq.config.settings import Settings
 from chatq.topology.connections import BACKEND_ERRORS
+from worker.jobs.running import Handle
 from worker.metrics import series as metrics
-from worker.run.running import Handle
 from worker.upstream.attempts import Attempt
 from worker.upstream.endpoints import endpoint_id, endpoint_label
 

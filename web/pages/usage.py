@@ -14,9 +14,8 @@ from prometheus_client.registry import Collector
 from chatq.admission.quotas import Window, duration_text
 from chatq.metrics.queue_objects import Bucket, RateLimits, Usage
 from chatq.topology.connections import BACKEND_ERRORS
-from web.context import Services, services
+from web.context import Services, authorize, services
 from web.http.answers import json_response
-from web.http.guard import authorize
 
 bp = Blueprint("usage", __name__, url_prefix="/v1")
 

@@ -16,8 +16,8 @@ import threading
 from chatq.jobs.results import Piece
 from chatq.jobs.store import Store
 from chatq.topology.connections import is_backend_error
-from worker.run.persist import persist
-from worker.run.running import LOST, Handle
+from worker.jobs.persisting import persist
+from worker.jobs.running import LOST, Handle
 
 log = logging.getLogger(__name__)
 

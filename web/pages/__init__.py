@@ -1,0 +1,1 @@
+"""The server's own pages: probes, /metrics, /v1/queue, /v1/usage, /openapi.json, the demo."""
