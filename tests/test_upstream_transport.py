@@ -1,7 +1,8 @@
 """The worker's session retries only what belongs to the transport: a connection that could
 not be made is tried once more at once, then the attempt ends for the job's own policy; it
-keeps no cookie from one call to the next; and an answer ends at its `[DONE]`, its body's end
-read afterwards (in process: the worker's own session and attempt)."""
+keeps no cookie from one call to the next; a request leaves in one send; and an answer ends at
+its `[DONE]`, its body's end read afterwards (in process: the worker's own session and
+attempt)."""
 
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ from worker.run.flusher import DeltaWriter
 from worker.run.running import Handle
 from worker.upstream.attempts import Attempt
 from worker.upstream.client import Timeouts, attempt
-from worker.upstream.connections import UpstreamSession
+from worker.upstream.connections import ReportingConnection, UpstreamSession
 
 CONNECT_S = 0.3
 
@@ -153,3 +154,31 @@ def test_an_answer_ends_at_its_done_and_its_connection_carries_the_next_call(
     second = _call(session, url, connect_s=5)
     second.read_rest()
     assert second.ok and len(ports) == 2 and ports[0] == ports[1]
+
+
+class _Recording:
+    """A socket that keeps what each sendall sent."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.sent: list[bytes] = []
+
+    def sendall(self, data: bytes) -> None:
+        self.sent.append(bytes(data))
+        self.sock.sendall(data)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.sock, name)
+
+
+def test_a_request_s_header_block_leaves_with_its_body() -> None:
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        connection = ReportingConnection("127.0.0.1", server.getsockname()[1])
+        connection.connect()
+        recording = _Recording(connection.sock)
+        connection.sock = recording
+        body = b'{"model": "x"}'
+        connection.request("POST", "/v1/chat/completions", body=body, headers={"A": "b"})
+        connection.close()
+    [sent] = recording.sent
+    assert sent.startswith(b"POST /v1/chat/completions HTTP/1.1\r\n") and sent.endswith(body)
