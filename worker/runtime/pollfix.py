@@ -7,9 +7,6 @@ workers ran one job every 2.0 s). Two changes to that wait: it is capped at MAX_
 loop re-checks its slots at least that often; and a worker with no free slot waits for an ack
 or a reject instead, so it reads the next message at once (with the cap alone, a one-slot
 worker still lost about MAX_POLL_S between two jobs: tests/test_slot_wake.py).
-And once a wait has handed a message to the pool, the job's greenlet runs before the loop asks
-Redis for the next message: kombu's loop would send its next BRPOP first, on the job's way to
-its claim.
 Not installed on RabbitMQ, which pushes each message as soon as a slot's ack frees room for it
 (measured: no stall with or without it).
 """
@@ -19,7 +16,6 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-import gevent
 from kombu import Connection
 from kombu.transport import redis as redis_transport
 from kombu.transport import virtual
@@ -50,11 +46,7 @@ def install() -> None:
             slot_freed.clear()
             timeout_s = 0.0
         kwargs["timeout"] = timeout_s
-        drained = original(self, **kwargs)
-        # Reached only when the wait delivered (a wait that ends empty raises socket.timeout):
-        # let the new jobs run up to their first wait (the claim's round trip) now.
-        gevent.sleep(0)
-        return drained
+        return original(self, **kwargs)
 
     Connection.drain_events = drain_events  # type: ignore[method-assign]
     _wake_on_ack(slot_freed)
