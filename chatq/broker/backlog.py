@@ -12,6 +12,7 @@ from typing import NamedTuple, Protocol
 import redis
 import requests
 from celery import Celery
+from redis.client import Pipeline
 
 from chatq import keys
 from chatq.admission import fairness as fair
@@ -52,9 +53,18 @@ def parked_depths(state: redis.Redis) -> dict[str, int]:
     """The jobs of each lane parked over their tenant's running cap (chatq/jobs/claim.lua):
     queued, their message taken, to be sent again by the sweeper."""
     pipe = state.pipeline(transaction=False)
+    _count_parked(pipe)
+    return _parked(pipe.execute())
+
+
+def _count_parked(pipe: Pipeline) -> None:
     for lane in QUEUES:
         pipe.zcard(keys.parked(lane))
-    return dict(zip(QUEUES, (int(n) for n in pipe.execute()), strict=True))
+
+
+def _parked(counts: list[int]) -> dict[str, int]:
+    """parked_depths' answer from the counts _count_parked asked for."""
+    return dict(zip(QUEUES, (int(n) for n in counts), strict=True))
 
 
 class MissingArgs(NamedTuple):
@@ -99,13 +109,18 @@ class RedisBroker:
         return self._missing(lists=tuple(lists), expected=tuple(expected))
 
     def depths(self) -> dict[str, int]:
-        """LLEN of every list of each lane and the lane's parked jobs (in the job store)."""
+        """LLEN of every list of each lane and the lane's parked jobs (in the job store): one
+        round trip when the job store is the broker's Redis."""
         pipe = self.redis.pipeline(transaction=False)
         for lane in QUEUES:
             for key in self._lists(lane):
                 pipe.llen(key)
-        lengths = iter(pipe.execute())
-        parked = parked_depths(self.state)
+        together = self.state is self.redis
+        if together:
+            _count_parked(pipe)
+        answers = pipe.execute()
+        lengths = iter(answers)
+        parked = _parked(answers[-len(QUEUES) :]) if together else parked_depths(self.state)
         return {q: sum(next(lengths) for _ in self._lists(q)) + parked[q] for q in QUEUES}
 
     def total_depth(self) -> int:

@@ -5,7 +5,6 @@ on queue depth."""
 
 from __future__ import annotations
 
-import contextlib
 import math
 import time
 from typing import Any
@@ -28,13 +27,13 @@ from chatq.admission.quotas import (
     duration_text,
 )
 from chatq.broker.backlog import Broker, RedisBroker
-from chatq.broker.rabbitmq import BrokerUnavailable
 from chatq.chat.tokens import count_prompt_tokens
 from chatq.config.settings import ConfigError, Settings
 from chatq.errors import ApiError
 from chatq.metrics import queue_stats
 from chatq.scripting.loader import is_cluster
 from chatq.topology.connections import state_url, tls_options
+from web.admission.depth import QueueDepth
 from web.metrics import series as metrics
 
 MAX_RETRY_AFTER_S = 60
@@ -51,8 +50,10 @@ REASONS = {
     "day": "daily_budget",
     "month": "monthly_budget",
 }
-# Queue depth is read at most this often per process: a submit costs no round trip for it.
+# The queue depth a submit sees is read at most this long ago (web/admission/depth.py)...
 DEPTH_MAX_AGE_S = 0.1
+# ... by a reader that goes on reading it until this long after the last submit.
+DEPTH_KEEP_S = 5.0
 
 
 def _parse(limit: str, name: str) -> list[RateLimitItem]:
@@ -99,8 +100,7 @@ class Admission:
             name: _parse(limit, "CHATQ_RATE_LIMIT_OVERRIDES")
             for name, limit in settings.rate_limit_overrides
         }
-        self._depth = 0
-        self._depth_read_at = -math.inf
+        self.depth = QueueDepth(self.broker.total_depth, DEPTH_MAX_AGE_S, DEPTH_KEEP_S)
         self.limiter: SlidingWindowCounterRateLimiter | None = None
         if self.default or self.overrides:
             self.limiter = SlidingWindowCounterRateLimiter(_storage(settings, client))
@@ -126,7 +126,7 @@ class Admission:
         """503 queue_full with a Retry-After from the drain rate when the queue is too deep."""
         if self.max_queue_depth <= 0:
             return
-        depth = self.queue_depth()
+        depth = self.depth.get()
         if depth < self.max_queue_depth:
             return
         drain = queue_stats.window(self.redis).done_rate_per_s
@@ -140,18 +140,6 @@ class Admission:
             type_="server_error",
             retry_after_s=min(MAX_RETRY_AFTER_S, max(1, wait_s)),
         )
-
-    def queue_depth(self) -> int:
-        """Jobs waiting in the broker, as read at most DEPTH_MAX_AGE_S ago."""
-        now = time.monotonic()
-        if now - self._depth_read_at >= DEPTH_MAX_AGE_S:
-            # A broker of its own (RabbitMQ) away while the job store is not: the job is kept
-            # and sent once the broker is back (the sweeper), so admit it on the depth last
-            # read rather than refuse it.
-            with contextlib.suppress(BrokerUnavailable):
-                self._depth = self.broker.total_depth()
-            self._depth_read_at = now
-        return self._depth
 
     def admit(
         self,

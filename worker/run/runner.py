@@ -159,30 +159,39 @@ def _execute(ctx: WorkerContext, run: Run) -> None:
         if handle.abort_reason or not _begin(ctx, handle, attempt_no + 1):
             break
         label, result, tail = _call(ctx, run, attempt_no + 1)
-        if handle.abort_reason:
-            break
-        if result.ok:
-            if _complete(ctx, handle, result, tail):
-                transition(run, jobs.COMPLETED)
-            return
+        try:
+            if handle.abort_reason:
+                break
+            if result.ok:
+                if _complete(ctx, handle, result, tail):
+                    transition(run, jobs.COMPLETED)
+                return
+        finally:
+            # The end is recorded as soon as the answer's last event has come, not its body's
+            # last bytes (worker/upstream/client.py).
+            result.read_rest()
         delay_s = _backoff_s(s, attempt_no, result)
         last = attempt_no + 1 >= s.max_attempts or delay_s >= handle.remaining_s
         if not result.retryable or last:
             if _fail(ctx, handle, result):
                 transition(run, jobs.FAILED, result.code)
             return
-        metrics.UPSTREAM_RETRIES.labels(label, result.label).inc()
-        tracing.retrying(run.trace, result, delay_s)
-        log.info(
-            "job %s attempt %d failed (%s); retrying in %.2fs",
-            handle.job_id,
-            attempt_no + 1,
-            result.message,
-            delay_s,
-        )
+        _retrying(run, attempt_no + 1, label, result, delay_s)
         if not handle.sleep(delay_s):
             break
     _aborted(ctx, run)
+
+
+def _retrying(run: Run, attempt_no: int, label: str, result: Attempt, delay_s: float) -> None:
+    metrics.UPSTREAM_RETRIES.labels(label, result.label).inc()
+    tracing.retrying(run.trace, result, delay_s)
+    log.info(
+        "job %s attempt %d failed (%s); retrying in %.2fs",
+        run.handle.job_id,
+        attempt_no,
+        result.message,
+        delay_s,
+    )
 
 
 def _begin(ctx: WorkerContext, handle: Handle, attempt: int) -> bool:

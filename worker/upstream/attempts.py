@@ -6,6 +6,7 @@ from __future__ import annotations
 import http.client
 import json
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -57,11 +58,21 @@ class Attempt:
     # request was sent (time.monotonic()): what pacing learns from.
     rate_headers: dict[str, str] = field(default_factory=dict)
     sent_at: float = 0.0
+    # What the answer sends after its `[DONE]` (the end of its body), left unread so that the
+    # job's end waits for none of it (worker/upstream/client.py): read by `read_rest`.
+    rest: Callable[[], None] | None = None
 
     @property
     def label(self) -> str:
         """The metrics label of this ending: the upstream's HTTP status, else `outcome`."""
         return self.outcome or str(self.status or "connection_error")
+
+    def read_rest(self) -> None:
+        """Read the rest of the answer (once), so that its connection goes back to the pool,
+        and close it: called once the job's end is recorded."""
+        rest, self.rest = self.rest, None
+        if rest is not None:
+            rest()
 
 
 def timed_out(exc: BaseException) -> bool:

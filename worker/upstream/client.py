@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import json
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
 import redis
@@ -66,13 +68,13 @@ def _read_stream(
     builder = CompletionBuilder()
     first_token_s: float | None = None
     done = False
-    events = 0
-    for data in sse_data(response.iter_content(chunk_size=None)):
-        events += 1
-        if done or data.strip() == "[DONE]":
-            # Read on to the end of the body: a connection left mid-body cannot be reused.
+    seen = 0
+    events = sse_data(response.iter_content(chunk_size=None))
+    for data in events:
+        seen += 1
+        if data.strip() == "[DONE]":
             done = True
-            continue
+            break
         chunk = parse_event(data)
         if "error" in chunk:
             return Attempt(retryable=True, status=502, message="The upstream sent an error event")
@@ -82,7 +84,7 @@ def _read_stream(
             _set_read_timeout(response.raw, read_timeout_s)
         if not writer.add(text):
             return aborted()
-    if not events:
+    if not seen:
         # A 200 whose body is whole but holds no event: HTML, or a JSON answer to our stream.
         raise InvalidChunk("the answer holds no Server-Sent Events")
     if not (done or builder.finished):
@@ -95,7 +97,20 @@ def _read_stream(
         completion=builder.completion(),
         finish_reason=builder.finish_reason,
         first_token_s=first_token_s,
+        rest=functools.partial(_read_rest, response, events, writer.handle) if done else None,
     )
+
+
+def _read_rest(response: requests.Response, events: Iterator[str], handle: Handle) -> None:
+    """The body after `[DONE]`, read to its end (a connection left mid-body cannot carry the
+    next request); then the response is closed and no longer the job's to cut."""
+    try:
+        with contextlib.suppress(*CONNECTION_ERRORS, InvalidChunk):
+            for _ in events:
+                pass  # anything after [DONE] is no part of the answer
+    finally:
+        response.close()
+        handle.attach(None)
 
 
 def _stream_call(
@@ -111,25 +126,27 @@ def _stream_call(
 ) -> Attempt:
     started = time.monotonic()
     first_byte_s = min(timeouts.first_byte_s, max(0.01, handle.remaining_s))
+    # `calling`: the connection reports to the handle, so abort cuts even a call that still
+    # waits for its first byte.
+    with handle.calling():
+        timeout_s = (timeouts.connect_s, first_byte_s)
+        resp = session.post_streamed(url, _encoded(body), headers, timeout_s, trace)
+    result: Attempt | None = None
     try:
-        # `calling`: the connection reports to the handle, so abort cuts even a call that
-        # still waits for its first byte.
-        with handle.calling():
-            timeout_s = (timeouts.connect_s, first_byte_s)
-            resp = session.post_streamed(url, _encoded(body), headers, timeout_s, trace)
-        # On leaving: a body read to its end has put its connection back in the pool already;
-        # one left unread is closed, since it cannot carry the next request.
-        with resp:
-            handle.attach(resp.raw)
-            if resp.status_code != 200:
-                result = error_attempt(resp.raw, redact)
-            else:
-                result = _read_stream(resp, writer, started, timeouts.read_s)
-            result.rate_headers = rate_headers(resp.raw)
-            result.sent_at = started
-            return result
+        handle.attach(resp.raw)
+        if resp.status_code != 200:
+            result = error_attempt(resp.raw, redact)
+        else:
+            result = _read_stream(resp, writer, started, timeouts.read_s)
+        result.rate_headers = rate_headers(resp.raw)
+        result.sent_at = started
+        return result
     finally:
-        handle.attach(None)
+        if result is None or result.rest is None:
+            # A body read to its end has put its connection back in the pool already; one
+            # left unread is closed, since it cannot carry the next request.
+            resp.close()
+            handle.attach(None)
 
 
 def _encoded(body: JSONDict) -> bytes:

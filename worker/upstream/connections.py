@@ -63,7 +63,11 @@ def _answered() -> None:
 
 
 class _Reporting(HTTPConnection):
-    """An HTTPConnection that reports itself to the job calling through it."""
+    """An HTTPConnection that reports itself to the job calling through it, and sends a
+    request's header block together with its body's first bytes."""
+
+    # While a request is being sent: its header block, until the body's first bytes come.
+    _head: bytes | None = None
 
     def connect(self) -> None:
         """Connect, then hand the socket to the job (a new connection connects here)."""
@@ -71,9 +75,29 @@ class _Reporting(HTTPConnection):
         _in_use(self)
 
     def request(self, *args: Any, **kwargs: Any) -> None:
-        """Send the request, once the job knows the connection (a pooled one is reused here)."""
+        """Send the request, once the job knows the connection (a pooled one is reused here):
+        one send, where urllib3 makes one for the header block and another for the body (on
+        loopback each runs the upstream's TCP path too, and wakes it)."""
         _in_use(self)
-        super().request(*args, **kwargs)
+        self._head = b""
+        try:
+            super().request(*args, **kwargs)
+            head = self._head  # a request without a body: its header block alone
+        finally:
+            self._head = None
+        if head:
+            super().send(head)
+
+    def send(self, data: Any) -> None:
+        """Keep the header block (the first bytes a request sends); send it with the next."""
+        head = self._head
+        if head is None or not isinstance(data, bytes):
+            super().send(data)
+        elif not head:
+            self._head = data
+        else:
+            self._head = b""
+            super().send(head + data)
 
     def getresponse(self) -> Any:
         """Wait for the answer's headers; then the connection is the response's."""
