@@ -268,6 +268,30 @@ def leases_count(client: Any) -> int:
     return sum(int(client.zcard(keys.leases(shard))) for shard in keys.SHARDS)
 
 
+def wait_swept(client: Any, job_ids: Sequence[str], looks: int, timeout_s: float = 30) -> None:
+    """Wait until the sweeper has looked `looks` more times at each of the queued `job_ids`:
+    each look pushes the job's lease one resend period ahead (chatq/jobs/sweep.lua), so a
+    change of its score is one look, and no two looks come within one poll."""
+    from chatq import keys
+
+    def scores() -> list[Any]:
+        pipe = client.pipeline(transaction=False)
+        for job_id in job_ids:
+            pipe.zscore(keys.leases_of(job_id), job_id)
+        return list(pipe.execute())
+
+    last, seen = scores(), [0] * len(job_ids)
+
+    def looked() -> bool:
+        for i, score in enumerate(scores()):
+            if score != last[i]:
+                last[i], seen[i] = score, seen[i] + 1
+        return min(seen) >= looks
+
+    what = f"the sweeper's {looks} looks at each of {len(job_ids)} queued jobs"
+    wait_until(looked, timeout_s, what, every_s=0.1)
+
+
 def outbox_length(client: Any) -> int:
     """Entries waiting in the outbox, in every shard and lane."""
     from chatq import keys
