@@ -14,7 +14,7 @@ import pytest
 import redis
 import requests
 
-from tests.conftest import Stack, start_stack
+from tests.conftest import Stack, fresh_each_test, start_stack
 from tests.procs import start_web, start_worker, wait_until
 from web.admission.control import DEPTH_MAX_AGE_S
 
@@ -25,13 +25,19 @@ def _db(redis_url: str, db: int) -> str:
     return redis_url.rsplit("/", 1)[0] + f"/{db}"
 
 
-@pytest.fixture
-def idle(redis_url: str, fakellm: str) -> Iterator[Stack]:
+@pytest.fixture(scope="module")
+def idle_web(redis_url: str, fakellm: str) -> Iterator[Stack]:
     """A web process with no worker, on a database of its own."""
     s = start_stack(_db(redis_url, 8), fakellm, workers=0, CHATQ_MAX_QUEUE_DEPTH="30")
-    s.redis.flushdb()
     yield s
     s.stop()
+
+
+@pytest.fixture
+def idle(idle_web: Stack) -> Iterator[Stack]:
+    """The module's web alone, its database emptied for the test; the workers the test starts
+    are stopped at its end."""
+    yield from fresh_each_test(idle_web)
 
 
 def _promtool(text: str) -> None:
@@ -142,7 +148,7 @@ def test_a_follower_of_a_queued_job_hears_at_once_that_it_started(idle: Stack) -
             assert events == [{"type": "status", "status": "in_progress"}]
             assert time.monotonic() - started < 3
         finally:
-            worker.stop()
+            worker.kill()  # a stop would wait the 5 s of its job's first byte
 
 
 def _waiters(url: str) -> float:
@@ -156,8 +162,8 @@ def _queue(stack: Stack) -> dict[str, Any]:
 
 
 def test_the_rates_count_what_the_workers_ran(redis_url: str, fakellm: str) -> None:
-    # Emptied before the worker starts: the `idle` stack's jobs (its database too) would be run
-    # by it, each counted as a run of a few milliseconds.
+    # Emptied before the worker starts: the jobs the `idle` web's tests left (its database too)
+    # would be run by it, each counted as a run of a few milliseconds.
     redis.Redis.from_url(_db(redis_url, 8)).flushdb()
     stack = start_stack(_db(redis_url, 8), fakellm)
     try:
