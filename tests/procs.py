@@ -261,6 +261,14 @@ def _log_end(proc: Proc) -> str:
     return "its log ends:\n" + proc.log_text()[-2000:]
 
 
+def longpoll_waiters(url: str) -> int:
+    """Requests parked in the web at `url` now (its gauge chatq_longpoll_waiters)."""
+    for line in requests.get(f"{url}/metrics", timeout=10).text.splitlines():
+        if line.startswith("chatq_longpoll_waiters "):
+            return int(float(line.split()[1]))
+    return 0
+
+
 def leases_count(client: Any) -> int:
     """Jobs holding a lease, in every shard (chatq/keys.py)."""
     from chatq import keys

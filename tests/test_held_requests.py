@@ -19,7 +19,7 @@ from chatq import keys
 from scripts.localredis import LocalRedis
 from tests.batchkit import create_batch, jsonl, request_line, upload
 from tests.conftest import Stack, fresh_each_test, start_stack
-from tests.procs import ALICE_KEY, BOB_KEY, wait_until
+from tests.procs import ALICE_KEY, BOB_KEY, longpoll_waiters, wait_until
 from web.admission.holds import HeldCounts
 
 CAP = 2
@@ -61,16 +61,8 @@ class Call:
         return self.answer
 
 
-def _waiters(s: Stack) -> int:
-    """Requests parked in the web now (chatq_longpoll_waiters)."""
-    for line in requests.get(f"{s.url}/metrics", timeout=10).text.splitlines():
-        if line.startswith("chatq_longpoll_waiters "):
-            return int(float(line.split()[1]))
-    return 0
-
-
 def _parked(s: Stack, count: int) -> None:
-    wait_until(lambda: _waiters(s) == count, 30, f"{count} requests parked")
+    wait_until(lambda: longpoll_waiters(s.url) == count, 30, f"{count} requests parked")
 
 
 def _submit(s: Stack, key: str) -> str:
@@ -91,9 +83,11 @@ def _poll(s: Stack, key: str, path: str, **params: Any) -> Call:
 def _at_once(s: Stack, call: Call) -> requests.Response:
     """The answer of `call`, which must come without the request being parked (each
     request of the key at its cap is parked already: one more parked is a failure)."""
-    parked = _waiters(s)
+    parked = longpoll_waiters(s.url)
     wait_until(
-        lambda: not call.thread.is_alive() or _waiters(s) > parked, 60, "an answer or a park"
+        lambda: not call.thread.is_alive() or longpoll_waiters(s.url) > parked,
+        60,
+        "an answer or a park",
     )
     assert not call.thread.is_alive(), "the request was parked"
     return call.result()

@@ -15,7 +15,7 @@ import redis
 import requests
 
 from tests.conftest import Stack, fresh_each_test, start_stack
-from tests.procs import start_web, start_worker, wait_until
+from tests.procs import longpoll_waiters, start_web, start_worker, wait_until
 from web.admission.control import DEPTH_MAX_AGE_S
 
 pytestmark = pytest.mark.long
@@ -140,7 +140,7 @@ def test_a_follower_of_a_queued_job_hears_at_once_that_it_started(idle: Stack) -
     assert first["events"] == [{"type": "status", "status": "queued"}]
     with ThreadPoolExecutor(1) as pool:
         page = pool.submit(idle.get, job_id, suffix="/events", cursor=first["cursor"], wait=30)
-        wait_until(lambda: _waiters(idle.url) >= 1, 10, "the events request parked")
+        wait_until(lambda: longpoll_waiters(idle.url) >= 1, 10, "the events request parked")
         worker = start_worker(idle.env, idle.env["CHATQ_REDIS_URL"])
         try:
             started = time.monotonic()
@@ -149,11 +149,6 @@ def test_a_follower_of_a_queued_job_hears_at_once_that_it_started(idle: Stack) -
             assert time.monotonic() - started < 3
         finally:
             worker.kill()  # a stop would wait the 5 s of its job's first byte
-
-
-def _waiters(url: str) -> float:
-    """The gauge of requests parked on a job, of the web at `url`."""
-    return _sample(requests.get(f"{url}/metrics", timeout=5).text, "chatq_longpoll_waiters")
 
 
 def _queue(stack: Stack) -> dict[str, Any]:
@@ -263,7 +258,7 @@ def test_sigterm_on_web_answers_parked_long_polls_then_exits(stack: Stack) -> No
             pool.submit(session.get, f"{url}/v1/jobs/{job_id}", params={"wait": 50}, timeout=60)
             for _ in range(3)
         ]
-        wait_until(lambda: _waiters(url) >= 3, 10, "three parked long polls")
+        wait_until(lambda: longpoll_waiters(url) >= 3, 10, "three parked long polls")
         t0 = time.monotonic()
         web.signal(signal.SIGTERM)
         answers = [p.result() for p in polls]

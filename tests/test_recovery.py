@@ -17,6 +17,7 @@ from tests.conftest import Stack, fresh_each_test, start_stack
 from tests.procs import (
     base_env,
     leases_count,
+    longpoll_waiters,
     start_web,
     start_worker,
     wait_until,
@@ -69,18 +70,10 @@ def test_waiters_on_a_queued_job_are_woken_by_its_cancel(web_only: Stack) -> Non
     with ThreadPoolExecutor(4) as pool:
         # Waits of 50 s that the client gives up after 20: only the cancel can end them.
         waits = [pool.submit(session.get, url, params={"wait": 50}, timeout=20) for _ in range(4)]
-        wait_until(lambda: _waiters(web_only) >= 4, 10, "four parked waits")
+        wait_until(lambda: longpoll_waiters(web_only.url) >= 4, 10, "four parked waits")
         web_only.session().post(f"{url}/cancel", timeout=10)
         answers = [w.result() for w in waits]
     assert [(a.status_code, a.json()["status"]) for a in answers] == [(200, "cancelled")] * 4
-
-
-def _waiters(s: Stack) -> float:
-    """The web's gauge of parked long-polls."""
-    for line in requests.get(f"{s.url}/metrics", timeout=5).text.splitlines():
-        if line.startswith("chatq_longpoll_waiters"):
-            return float(line.rsplit(" ", 1)[1])
-    return 0.0
 
 
 def test_jobs_of_a_killed_worker_finish_on_another(redis_url: str, fakellm: str) -> None:
