@@ -103,7 +103,7 @@ def test_a_trickling_answer_is_cut_at_the_deadline_and_never_sent_twice_at_once(
         fakellm,
         CHATQ_WORKER_POOL=pool,
         CHATQ_WEBHOOK_TIMEOUT="1",
-        CHATQ_WEBHOOK_RETRY_SCALE="0.01",
+        CHATQ_WEBHOOK_RETRY_SCALE="0.001",
     )
     try:
         hook = _endpoint(stack, receiver.url("/slow"))
