@@ -87,9 +87,10 @@ up: $(DEMO_STAMP)
 
 # Tests run in a random order, a new one each run; the seed is printed first, and
 # `make test SEED=123` replays that order (a failure's, say). Four processes share the
-# files (most tests wait on real processes, not on the CPU: on 2 cores, 4 took 3:43 and 5 took
-# 3:50, each adding its own Redis, fakellm and stack); `make test JOBS=0` runs them in one,
-# `JOBS=auto` in one per core. Files are handed out in the random order, the ones marked
+# files, each with its own Redis, fakellm and stack: 3:27 and 318 CPU-seconds on 2 cores
+# shared with other work (2026-12-05; 4:48 and 380 before the tests shared their stacks; then
+# 5 processes took 3:50 against 4's 3:43); `make test JOBS=0` runs them in one, `JOBS=auto` in
+# one per core. Files are handed out in the random order, the ones marked
 # `long` first (xdist's own reordering, by test count, started the one-test fuzz file last:
 # the run then ended with it alone on one process).
 # PYTHONDONTWRITEBYTECODE (set on some machines) is dropped for the tests: every test process

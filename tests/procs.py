@@ -261,11 +261,43 @@ def _log_end(proc: Proc) -> str:
     return "its log ends:\n" + proc.log_text()[-2000:]
 
 
+def longpoll_waiters(url: str) -> int:
+    """Requests parked in the web at `url` now (its gauge chatq_longpoll_waiters)."""
+    for line in requests.get(f"{url}/metrics", timeout=10).text.splitlines():
+        if line.startswith("chatq_longpoll_waiters "):
+            return int(float(line.split()[1]))
+    return 0
+
+
 def leases_count(client: Any) -> int:
     """Jobs holding a lease, in every shard (chatq/keys.py)."""
     from chatq import keys
 
     return sum(int(client.zcard(keys.leases(shard))) for shard in keys.SHARDS)
+
+
+def wait_swept(client: Any, job_ids: Sequence[str], looks: int, timeout_s: float = 30) -> None:
+    """Wait until the sweeper has looked `looks` more times at each of the queued `job_ids`:
+    each look pushes the job's lease one resend period ahead (chatq/jobs/sweep.lua), so a
+    change of its score is one look, and no two looks come within one poll."""
+    from chatq import keys
+
+    def scores() -> list[Any]:
+        pipe = client.pipeline(transaction=False)
+        for job_id in job_ids:
+            pipe.zscore(keys.leases_of(job_id), job_id)
+        return list(pipe.execute())
+
+    last, seen = scores(), [0] * len(job_ids)
+
+    def looked() -> bool:
+        for i, score in enumerate(scores()):
+            if score != last[i]:
+                last[i], seen[i] = score, seen[i] + 1
+        return min(seen) >= looks
+
+    what = f"the sweeper's {looks} looks at each of {len(job_ids)} queued jobs"
+    wait_until(looked, timeout_s, what, every_s=0.1)
 
 
 def outbox_length(client: Any) -> int:

@@ -16,7 +16,7 @@ from chatq.admission import fairness
 from chatq.broker import backlog as broker
 from scripts.localredis import LocalRedis
 from tests.conftest import Stack, start_stack
-from tests.procs import start_fakellm, wait_until
+from tests.procs import start_fakellm, wait_swept, wait_until
 
 
 @pytest.fixture
@@ -65,18 +65,22 @@ def test_a_broker_on_another_redis_is_read_there_and_the_records_stay_in_the_sta
         blocker = s.submit("blocker", model="fake:tps=1,tokens=600").json()["id"]
         wait_until(lambda: s.get(blocker).json()["output_text"], 20, "the blocker streaming")
         ids = [s.submit(f"waiting {i}").json()["id"] for i in range(3)]
+        submitted = time.monotonic()
         assert _lists(broker_redis) == 3 and _lists(s.redis) == 0
         # In the list named after the queue: chatq sends no priority on Redis.
         assert broker_redis.llen("interactive.alice") == 3
         assert broker_redis.exists(keys.job(ids[0])) == 0 and s.redis.exists(keys.job(ids[0]))
-        time.sleep(1.5)  # the backlog waits longer than a lease
+        # The backlog waits longer than a lease: the sweeper finds each message in the broker.
+        wait_swept(s.redis, ids, 1)
+        waited_s = round(time.monotonic() - submitted, 3)
         figures = s.session().get(f"{s.url}/v1/queue", timeout=10).json()["queues"]
         assert figures["interactive"]["depth"] == 3
-        assert figures["interactive"]["oldest_age_s"] >= 1.5  # its record, from the state
+        # Its record's age, from the state: at least as long as the test has waited since.
+        assert figures["interactive"]["oldest_age_s"] >= max(waited_s, 1.0)
         for key in broker.queue_keys("interactive.alice"):
             broker_redis.delete(key)  # the broker lost them: the sweeper sends them again
         wait_until(lambda: _lists(broker_redis) == 3, 20, "the lost messages sent again")
-        time.sleep(3)  # several resend periods: sent once, not again
+        wait_swept(s.redis, ids, 2)  # two more looks: sent once, not again
         assert _lists(broker_redis) == 3
         cancelled = s.session().post(f"{s.url}/v1/jobs/{blocker}/cancel", timeout=10)
         assert cancelled.status_code == 200

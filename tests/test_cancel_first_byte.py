@@ -6,7 +6,8 @@ connection never serves another call; a first byte that never comes is still
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import contextlib
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -23,16 +24,35 @@ POOLS = ["gevent", "threads"]
 LONG_FIRST_BYTE_S = "600"
 
 
-@pytest.fixture(scope="module", params=POOLS)
-def one_slot(request: pytest.FixtureRequest) -> Iterator[tuple[Stack, str]]:
+@pytest.fixture(scope="module")
+def one_slot_stacks() -> Iterator[Callable[[str], tuple[Stack, str]]]:
+    """A stack per pool, started at its first use and kept to the module's end: a module
+    fixture with the pools as its params would be started again each time the tests'
+    random order went from one pool to the other."""
+    with contextlib.ExitStack() as started:
+        stacks: dict[str, tuple[Stack, str]] = {}
+
+        def of(pool: str) -> tuple[Stack, str]:
+            if pool not in stacks:
+                stacks[pool] = started.enter_context(
+                    own_stack(
+                        CHATQ_WORKER_POOL=pool,
+                        CHATQ_WORKER_CONCURRENCY="1",
+                        CHATQ_UPSTREAM_FIRST_BYTE_TIMEOUT=LONG_FIRST_BYTE_S,
+                        CHATQ_JOB_TIMEOUT="900",
+                    )
+                )
+            return stacks[pool]
+
+        yield of
+
+
+@pytest.fixture(params=POOLS)
+def one_slot(
+    request: pytest.FixtureRequest, one_slot_stacks: Callable[[str], tuple[Stack, str]]
+) -> tuple[Stack, str]:
     """A worker of one slot under each pool, on a Redis and a fakellm of its own."""
-    with own_stack(
-        CHATQ_WORKER_POOL=request.param,
-        CHATQ_WORKER_CONCURRENCY="1",
-        CHATQ_UPSTREAM_FIRST_BYTE_TIMEOUT=LONG_FIRST_BYTE_S,
-        CHATQ_JOB_TIMEOUT="900",
-    ) as found:
-        yield found
+    return one_slot_stacks(request.param)
 
 
 # One connection of the test's own, kept alive: reading /stats opens none of its own.

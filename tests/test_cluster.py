@@ -20,7 +20,7 @@ from chatq import keys
 from scripts.localredis import LocalRedis
 from tests.batchkit import content, request_line, run_batch, wait_ended
 from tests.conftest import Stack, start_stack
-from tests.procs import sse_events, start_fakellm, start_worker, wait_until
+from tests.procs import longpoll_waiters, sse_events, start_fakellm, start_worker, wait_until
 
 pytestmark = pytest.mark.long
 
@@ -45,6 +45,12 @@ def _calls(fakellm: str) -> int:
 
 def _state(stack: Stack) -> Any:
     return RedisCluster.from_url(stack.env["CHATQ_STATE_URL"], decode_responses=True)
+
+
+def _workers_running(stack: Stack) -> int:
+    """Workers whose last heartbeat counted running jobs (their entries: "slots running t")."""
+    entries = _state(stack).hgetall(keys.workers()).values()
+    return sum(1 for entry in entries if int(entry.split()[1]) > 0)
 
 
 def test_jobs_run_with_their_keys_spread_over_the_nodes(on_cluster: tuple[Stack, str]) -> None:
@@ -80,7 +86,11 @@ def test_a_cancel_stops_a_running_job_and_wakes_its_waiters(
     job_id = stack.submit("slow", model="fake:ttft=0.2,tps=2,tokens=100").json()["id"]
     with ThreadPoolExecutor(2) as pool:
         waiting = pool.submit(stack.get, job_id, wait=30)
-        time.sleep(1)
+        wait_until(
+            lambda: stack.get(job_id).json()["output_text"] and longpoll_waiters(stack.url) >= 1,
+            10,
+            "the job streaming and its waiter parked",
+        )
         stack.session().post(f"{stack.url}/v1/jobs/{job_id}/cancel", timeout=10)
         assert waiting.result().json()["status"] == "cancelled"
 
@@ -111,7 +121,7 @@ def test_a_killed_workers_jobs_finish_on_the_other(on_cluster: tuple[Stack, str]
         stack.submit(f"survive {i}", model="fake:ttft=0.3,tps=10,tokens=20").json()["id"]
         for i in range(20)
     ]
-    time.sleep(1)  # both workers are running some of them
+    wait_until(lambda: _workers_running(stack) >= 2, 10, "both workers running some of them")
     victim = next(p for p in stack.procs if p.name == "worker" and p.alive())
     victim.kill()
     stack.procs.append(start_worker(stack.env, ""))  # the module's stack keeps two workers

@@ -3,8 +3,8 @@ process. Over it a long-poll is answered at once with the job as it is, and a re
 holds until its job ends (or streams it) gets `429 too_many_held_requests`; another key's
 requests are held as before.
 
-A real web (gunicorn, gevent) and no worker: jobs stay `queued` until the test cancels them,
-so that each held request's answer says whether it was held until then."""
+A real web (gunicorn, gevent), the module's, and no worker: jobs stay `queued` until the test
+cancels them, so that each held request's answer says whether it was held until then."""
 
 from __future__ import annotations
 
@@ -18,22 +18,29 @@ import requests
 from chatq import keys
 from scripts.localredis import LocalRedis
 from tests.batchkit import create_batch, jsonl, request_line, upload
-from tests.conftest import Stack, start_stack
-from tests.procs import ALICE_KEY, BOB_KEY, wait_until
+from tests.conftest import Stack, fresh_each_test, start_stack
+from tests.procs import ALICE_KEY, BOB_KEY, longpoll_waiters, wait_until
 from web.admission.holds import HeldCounts
 
 CAP = 2
 CHAT = {"model": "fake", "messages": [{"role": "user", "content": "hello"}]}
 
 
-@pytest.fixture
-def capped(fakellm: str) -> Iterator[Stack]:
+@pytest.fixture(scope="module")
+def capped_web(fakellm: str) -> Iterator[Stack]:
     """A web with a cap of CAP held requests per key, no worker, on a Redis of its own."""
     server = LocalRedis().start()
     stack = start_stack(server.url, fakellm, workers=0, CHATQ_MAX_HELD_REQUESTS_PER_KEY=str(CAP))
     yield stack
     stack.stop()
     server.stop()
+
+
+@pytest.fixture
+def capped(capped_web: Stack) -> Iterator[Stack]:
+    """The module's capped web, its Redis emptied for the test (each test ends every request
+    it held, so that the web's counts are back to none)."""
+    yield from fresh_each_test(capped_web)
 
 
 class Call:
@@ -54,16 +61,8 @@ class Call:
         return self.answer
 
 
-def _waiters(s: Stack) -> int:
-    """Requests parked in the web now (chatq_longpoll_waiters)."""
-    for line in requests.get(f"{s.url}/metrics", timeout=10).text.splitlines():
-        if line.startswith("chatq_longpoll_waiters "):
-            return int(float(line.split()[1]))
-    return 0
-
-
 def _parked(s: Stack, count: int) -> None:
-    wait_until(lambda: _waiters(s) == count, 30, f"{count} requests parked")
+    wait_until(lambda: longpoll_waiters(s.url) == count, 30, f"{count} requests parked")
 
 
 def _submit(s: Stack, key: str) -> str:
@@ -84,9 +83,11 @@ def _poll(s: Stack, key: str, path: str, **params: Any) -> Call:
 def _at_once(s: Stack, call: Call) -> requests.Response:
     """The answer of `call`, which must come without the request being parked (each
     request of the key at its cap is parked already: one more parked is a failure)."""
-    parked = _waiters(s)
+    parked = longpoll_waiters(s.url)
     wait_until(
-        lambda: not call.thread.is_alive() or _waiters(s) > parked, 60, "an answer or a park"
+        lambda: not call.thread.is_alive() or longpoll_waiters(s.url) > parked,
+        60,
+        "an answer or a park",
     )
     assert not call.thread.is_alive(), "the request was parked"
     return call.result()

@@ -3,10 +3,10 @@ worker processes of their own, beside those of the interactive lane."""
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
+from chatq.admission import fairness
+from chatq.broker import backlog as broker
 from chatq.broker.celery_app import consumed_queues, make_celery, worker_queues
 from chatq.config import settings as config
 from tests.conftest import start_stack
@@ -55,7 +55,10 @@ def test_each_lane_runs_only_on_the_workers_that_take_it(redis_url: str, fakellm
         batch_job = s.submit("a batch line", priority="batch").json()["id"]
         done = s.submit("interactive", wait=10).json()
         assert done["status"] == "completed"
-        time.sleep(1.0)  # time enough for a worker that took it to have run it
+        # Sent before the interactive job, which has run: a worker that read the batch lane
+        # would have taken it first, idle as it was. Its message still waits in its queue.
+        queue = fairness.plan(config.load(s.env)).queue_for("batch", "alice")
+        assert sum(s.redis.llen(k) for k in broker.queue_keys(queue)) == 1
         assert s.get(batch_job).json()["status"] == "queued"
         s.procs.append(start_worker({**s.env, "CHATQ_WORKER_LANES": "batch"}, ""))
         assert s.get(batch_job, wait=10).json()["status"] == "completed"

@@ -167,10 +167,11 @@ def test_the_openai_sdk_backs_off_as_the_headers_say_and_then_succeeds(lim: Stac
     before = _metrics(lim.url)
     try:
         # One retry only: it succeeds only if the SDK waits as long as retry-after-ms says
-        # (about 10 s here); its own backoff would retry after half a second, and be refused.
+        # (about 3 s here: 300 tokens over the 6,000 a minute); its own backoff would retry
+        # after half a second, and be refused.
         client = openai.OpenAI(base_url=lim.url + "/v1", api_key=KEYS["tpm2"], max_retries=1)
         reply = client.chat.completions.create(
-            model="fake", messages=[{"role": "user", "content": "worth the wait"}], max_tokens=2000
+            model="fake", messages=[{"role": "user", "content": "worth the wait"}], max_tokens=1300
         )
         assert reply.choices[0].message.content == "worth the wait"
     finally:

@@ -14,8 +14,8 @@ import pytest
 import redis
 import requests
 
-from tests.conftest import Stack, start_stack
-from tests.procs import start_web, start_worker, wait_until
+from tests.conftest import Stack, fresh_each_test, start_stack
+from tests.procs import longpoll_waiters, start_web, start_worker, wait_until
 from web.admission.control import DEPTH_MAX_AGE_S
 
 pytestmark = pytest.mark.long
@@ -25,13 +25,19 @@ def _db(redis_url: str, db: int) -> str:
     return redis_url.rsplit("/", 1)[0] + f"/{db}"
 
 
-@pytest.fixture
-def idle(redis_url: str, fakellm: str) -> Iterator[Stack]:
+@pytest.fixture(scope="module")
+def idle_web(redis_url: str, fakellm: str) -> Iterator[Stack]:
     """A web process with no worker, on a database of its own."""
     s = start_stack(_db(redis_url, 8), fakellm, workers=0, CHATQ_MAX_QUEUE_DEPTH="30")
-    s.redis.flushdb()
     yield s
     s.stop()
+
+
+@pytest.fixture
+def idle(idle_web: Stack) -> Iterator[Stack]:
+    """The module's web alone, its database emptied for the test; the workers the test starts
+    are stopped at its end."""
+    yield from fresh_each_test(idle_web)
 
 
 def _promtool(text: str) -> None:
@@ -134,7 +140,7 @@ def test_a_follower_of_a_queued_job_hears_at_once_that_it_started(idle: Stack) -
     assert first["events"] == [{"type": "status", "status": "queued"}]
     with ThreadPoolExecutor(1) as pool:
         page = pool.submit(idle.get, job_id, suffix="/events", cursor=first["cursor"], wait=30)
-        wait_until(lambda: _waiters(idle.url) >= 1, 10, "the events request parked")
+        wait_until(lambda: longpoll_waiters(idle.url) >= 1, 10, "the events request parked")
         worker = start_worker(idle.env, idle.env["CHATQ_REDIS_URL"])
         try:
             started = time.monotonic()
@@ -142,12 +148,7 @@ def test_a_follower_of_a_queued_job_hears_at_once_that_it_started(idle: Stack) -
             assert events == [{"type": "status", "status": "in_progress"}]
             assert time.monotonic() - started < 3
         finally:
-            worker.stop()
-
-
-def _waiters(url: str) -> float:
-    """The gauge of requests parked on a job, of the web at `url`."""
-    return _sample(requests.get(f"{url}/metrics", timeout=5).text, "chatq_longpoll_waiters")
+            worker.kill()  # a stop would wait the 5 s of its job's first byte
 
 
 def _queue(stack: Stack) -> dict[str, Any]:
@@ -156,8 +157,8 @@ def _queue(stack: Stack) -> dict[str, Any]:
 
 
 def test_the_rates_count_what_the_workers_ran(redis_url: str, fakellm: str) -> None:
-    # Emptied before the worker starts: the `idle` stack's jobs (its database too) would be run
-    # by it, each counted as a run of a few milliseconds.
+    # Emptied before the worker starts: the jobs the `idle` web's tests left (its database too)
+    # would be run by it, each counted as a run of a few milliseconds.
     redis.Redis.from_url(_db(redis_url, 8)).flushdb()
     stack = start_stack(_db(redis_url, 8), fakellm)
     try:
@@ -257,7 +258,7 @@ def test_sigterm_on_web_answers_parked_long_polls_then_exits(stack: Stack) -> No
             pool.submit(session.get, f"{url}/v1/jobs/{job_id}", params={"wait": 50}, timeout=60)
             for _ in range(3)
         ]
-        wait_until(lambda: _waiters(url) >= 3, 10, "three parked long polls")
+        wait_until(lambda: longpoll_waiters(url) >= 3, 10, "three parked long polls")
         t0 = time.monotonic()
         web.signal(signal.SIGTERM)
         answers = [p.result() for p in polls]

@@ -17,6 +17,7 @@ from tests.conftest import Stack, fresh_each_test, start_stack
 from tests.procs import (
     base_env,
     leases_count,
+    longpoll_waiters,
     start_web,
     start_worker,
     wait_until,
@@ -32,8 +33,9 @@ def _db(redis_url: str, db: int) -> str:
 
 @pytest.fixture(scope="module")
 def web_alone(redis_url: str, fakellm: str) -> Iterator[Stack]:
-    """A web process with no worker behind it, on a Redis database of its own."""
-    s = start_stack(_db(redis_url, 3), fakellm, workers=0)
+    """A web process with no worker behind it, on a Redis database of its own; its jobs'
+    leases and resend period (and those of the workers the tests start) are a second."""
+    s = start_stack(_db(redis_url, 3), fakellm, workers=0, CHATQ_LEASE="1", CHATQ_QUEUE_RESEND="1")
     yield s
     s.stop()
 
@@ -68,18 +70,10 @@ def test_waiters_on_a_queued_job_are_woken_by_its_cancel(web_only: Stack) -> Non
     with ThreadPoolExecutor(4) as pool:
         # Waits of 50 s that the client gives up after 20: only the cancel can end them.
         waits = [pool.submit(session.get, url, params={"wait": 50}, timeout=20) for _ in range(4)]
-        wait_until(lambda: _waiters(web_only) >= 4, 10, "four parked waits")
+        wait_until(lambda: longpoll_waiters(web_only.url) >= 4, 10, "four parked waits")
         web_only.session().post(f"{url}/cancel", timeout=10)
         answers = [w.result() for w in waits]
     assert [(a.status_code, a.json()["status"]) for a in answers] == [(200, "cancelled")] * 4
-
-
-def _waiters(s: Stack) -> float:
-    """The web's gauge of parked long-polls."""
-    for line in requests.get(f"{s.url}/metrics", timeout=5).text.splitlines():
-        if line.startswith("chatq_longpoll_waiters"):
-            return float(line.rsplit(" ", 1)[1])
-    return 0.0
 
 
 def test_jobs_of_a_killed_worker_finish_on_another(redis_url: str, fakellm: str) -> None:
@@ -118,26 +112,22 @@ with kombu.Connection(sys.argv[1], transport_options=options) as connection:
 
 
 def test_a_job_reserved_by_a_worker_killed_before_its_claim_runs_once_on_another(
-    redis_url: str, fakellm: str
+    web_only: Stack,
 ) -> None:
-    s = start_stack(_db(redis_url, 5), fakellm, workers=0, CHATQ_LEASE="1", CHATQ_QUEUE_RESEND="1")
+    s = web_only
+    job_id = s.submit("reserved, then orphaned").json()["id"]
+    queue = fairness.plan(config.load(s.env)).queue_for("interactive", "alice")
+    args = [sys.executable, "-c", RESERVE_ONE, s.env["CHATQ_REDIS_URL"], queue]
+    reserver = subprocess.Popen(args, stdout=subprocess.PIPE, text=True)
     try:
-        s.redis.flushdb()
-        job_id = s.submit("reserved, then orphaned").json()["id"]
-        queue = fairness.plan(config.load(s.env)).queue_for("interactive", "alice")
-        args = [sys.executable, "-c", RESERVE_ONE, s.env["CHATQ_REDIS_URL"], queue]
-        reserver = subprocess.Popen(args, stdout=subprocess.PIPE, text=True)
-        try:
-            assert reserver.stdout is not None and reserver.stdout.readline() == "reserved\n"
-        finally:
-            reserver.kill()
-            reserver.wait(10)
-        assert s.redis.llen(queue) == 0 and not s.redis.exists("unacked")  # the message is gone
-        s.procs.append(start_worker(s.env, ""))
-        job = s.get(job_id, wait=20).json()
-        assert job["status"] == "completed" and job["attempts"] == 1, job
+        assert reserver.stdout is not None and reserver.stdout.readline() == "reserved\n"
     finally:
-        s.stop()
+        reserver.kill()
+        reserver.wait(10)
+    assert s.redis.llen(queue) == 0 and not s.redis.exists("unacked")  # the message is gone
+    s.procs.append(start_worker(s.env, ""))
+    job = s.get(job_id, wait=20).json()
+    assert job["status"] == "completed" and job["attempts"] == 1, job
 
 
 def test_redis_outage_answers_503_then_recovers_without_restart(fakellm: str) -> None:

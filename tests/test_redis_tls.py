@@ -16,7 +16,16 @@ from chatq.config import settings as config
 from chatq.config.settings import ConfigError, Settings
 from chatq.topology import connections as redis_conn
 from tests.conftest import start_stack
-from tests.procs import ALICE_KEY, Proc, base_env, start_web, start_worker, wait_until
+from tests.procs import (
+    ALICE_KEY,
+    Proc,
+    base_env,
+    launch_web,
+    start_worker,
+    stop_all,
+    wait_until,
+    wait_web_up,
+)
 from tests.tls_redis import TlsRedis, write_ca
 from web.admission.control import Admission
 
@@ -128,11 +137,13 @@ def test_a_wrong_ca_is_refused_by_the_web_and_the_worker(
 ) -> None:
     good_env = base_env(tls_redis.url, fakellm, CHATQ_REDIS_CA_FILE=tls_redis.ca_path)
     bad_env = {**good_env, "CHATQ_REDIS_CA_FILE": wrong_ca}
-    good_web, good_url = start_web(good_env)
-    bad_web, bad_url = start_web(bad_env)
+    # All three start at once: the run waits for the slowest, not for each in turn.
+    (good_web, good_url), (bad_web, bad_url) = launch_web(good_env), launch_web(bad_env)
     bad_worker = Proc("worker", ["worker"], bad_env).start()
     procs = [good_web, bad_web, bad_worker]
     try:
+        wait_web_up(good_web, good_url)
+        wait_web_up(bad_web, bad_url)
         auth = {"Authorization": f"Bearer {ALICE_KEY}"}
         body = {"messages": [{"role": "user", "content": "queued behind a bad CA"}]}
         queued = requests.post(f"{good_url}/v1/jobs", json=body, headers=auth, timeout=10)
@@ -149,15 +160,14 @@ def test_a_wrong_ca_is_refused_by_the_web_and_the_worker(
         assert _depth(good_url, auth) == depth_before
         job = requests.get(f"{good_url}/v1/jobs/{job_id}", headers=auth, timeout=10).json()
         assert job["status"] == "queued"
-        bad_worker.stop()
+        bad_worker.kill()  # retrying its connection, it would take its whole grace to stop
         procs.append(start_worker(good_env, tls_redis.url))
         done = requests.get(
             f"{good_url}/v1/jobs/{job_id}", params={"wait": 30}, headers=auth, timeout=40
         )
         assert done.json()["status"] == "completed"
     finally:
-        for proc in reversed(procs):
-            proc.stop()
+        stop_all(procs)
 
 
 def test_a_ca_file_that_is_not_there_is_a_configuration_error(tmp_path: Path) -> None:

@@ -1,6 +1,6 @@
 """One trace from the client to the upstream: the client's `traceparent` through the web, the
 job's record and run message, the worker and each upstream attempt (fakellm records the
-`traceparent` it received), spans exported over OTLP/HTTP to a receiver of the test's own; a
+`traceparent` it received), spans exported over OTLP/HTTP to a receiver of the module's own; a
 retried attempt and a job taken over after its worker was killed stay in the trace."""
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import pytest
 import requests
 
 from chatq.webhooks.events import new_secret
+from scripts.localredis import LocalRedis
 from tests.batchkit import jsonl, request_line, upload, wait_ended
 from tests.conftest import Stack, start_stack
 from tests.otlp_receiver import OtlpReceiver, Span
@@ -22,28 +23,53 @@ from tests.webhook_receiver import Receiver
 pytestmark = pytest.mark.long
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def otlp() -> Iterator[OtlpReceiver]:
+    """The module's span receiver: each test reads the spans of its own traces."""
     receiver = OtlpReceiver()
     yield receiver
     receiver.stop()
 
 
-@pytest.fixture
-def traced(
-    own_redis_url: str, fakellm: str, otlp: OtlpReceiver, receiver: Receiver
-) -> Iterator[Stack]:
+@pytest.fixture(scope="module")
+def hooks() -> Iterator[Receiver]:
+    """The module's webhook receiver: bob's jobs announce their end to it."""
+    r = Receiver()
+    yield r
+    r.stop()
+
+
+def _start_traced(redis_url: str, fakellm: str, otlp: OtlpReceiver, hooks: Receiver) -> Stack:
     """A stack exporting its spans to `otlp` within a tenth of a second of their end; bob's
-    jobs announce their end to `receiver`."""
-    s = start_stack(
-        own_redis_url,
+    jobs announce their end to `hooks`."""
+    return start_stack(
+        redis_url,
         fakellm,
         OTEL_EXPORTER_OTLP_ENDPOINT=otlp.url,
         OTEL_BSP_SCHEDULE_DELAY="100",
         OTEL_SERVICE_NAME="",
         CHATQ_LEASE="2",
-        CHATQ_WEBHOOKS=f"bob={receiver.url('/hooks')}#{new_secret()}",
+        CHATQ_WEBHOOKS=f"bob={hooks.url('/hooks')}#{new_secret()}",
     )
+
+
+@pytest.fixture(scope="module")
+def traced(fakellm: str, otlp: OtlpReceiver, hooks: Receiver) -> Iterator[Stack]:
+    """The module's traced stack, on a Redis of its own; every test's spans are those of its
+    own trace ids."""
+    server = LocalRedis().start()
+    s = _start_traced(server.url, fakellm, otlp, hooks)
+    yield s
+    s.stop()
+    server.stop()
+
+
+@pytest.fixture
+def traced_alone(
+    own_redis_url: str, fakellm: str, otlp: OtlpReceiver, hooks: Receiver
+) -> Iterator[Stack]:
+    """A traced stack of the test's own, for a test that kills its worker."""
+    s = _start_traced(own_redis_url, fakellm, otlp, hooks)
     yield s
     s.stop()
 
@@ -136,15 +162,15 @@ def test_a_job_retried_after_a_503_has_each_attempt_in_its_trace(
 
 
 def test_a_job_taken_over_after_its_worker_was_killed_stays_in_its_trace(
-    traced: Stack, otlp: OtlpReceiver, fakellm: str
+    traced_alone: Stack, otlp: OtlpReceiver, fakellm: str
 ) -> None:
     traceparent, trace_id, _ = _client_traceparent()
     model = "fake:ttft=0.2,tps=10,tokens=30"
-    job_id = _submit(traced, model, traceparent).json()["id"]
-    wait_until(lambda: traced.get(job_id).json()["output_text"], 20, "the job streaming")
-    traced.procs[0].kill()
-    traced.procs.append(start_worker(traced.env, ""))
-    job = _finished(traced, job_id)
+    job_id = _submit(traced_alone, model, traceparent).json()["id"]
+    wait_until(lambda: traced_alone.get(job_id).json()["output_text"], 20, "the job streaming")
+    traced_alone.procs[0].kill()
+    traced_alone.procs.append(start_worker(traced_alone.env, ""))
+    job = _finished(traced_alone, job_id)
     assert job["trace_id"] == trace_id
     # The killed worker's batch of spans died with it; the new worker's run is in the trace.
     [run] = _spans(otlp, trace_id, "process chatq.run_job", 1)
@@ -179,10 +205,10 @@ def test_a_long_poll_is_a_span_of_its_request_with_its_wakes(
 
 
 def test_a_webhook_delivery_is_a_client_span(
-    traced: Stack, otlp: OtlpReceiver, receiver: Receiver
+    traced: Stack, otlp: OtlpReceiver, hooks: Receiver
 ) -> None:
     _submit(traced, "fake", content="announce me", key=BOB_KEY)
-    receiver.wait_for("/hooks", 1)
+    hooks.wait_for("/hooks", 1)
     wait_until(lambda: any(s.name == "POST webhook" for s in otlp.spans), 15, "the delivery's span")
     span = next(s for s in otlp.spans if s.name == "POST webhook")
     assert (span.kind, span.service) == ("client", "chatq-worker")

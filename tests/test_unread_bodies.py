@@ -6,22 +6,22 @@ from __future__ import annotations
 
 import socket
 import threading
-from collections.abc import Iterator
 
 import pytest
 import requests
 
-from tests.procs import ALICE_KEY, base_env, start_web
+from tests.conftest import Stack
+from tests.procs import ALICE_KEY
 
 BIG_BYTES = 100 * 1024 * 1024
 SOCKET_TIMEOUT_S = 30
 
 
-@pytest.fixture(scope="module")
-def web(redis_url: str, fakellm: str) -> Iterator[str]:
-    proc, url = start_web(base_env(redis_url, fakellm))
-    yield url
-    proc.stop()
+@pytest.fixture
+def web(stack: Stack) -> str:
+    """The session stack's web: these tests need one of the default settings, and leave it
+    as they found it."""
+    return stack.url
 
 
 def _connect(url: str) -> socket.socket:

@@ -9,13 +9,16 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+import redis
 import requests
 
 from chatq import keys
+from chatq.config.settings import load
 from chatq.jobs import cache
 from scripts.localredis import free_port
 from tests.conftest import BOB_KEY, Stack, start_stack
-from tests.procs import start_fakellm
+from tests.inproc import in_process
+from tests.procs import ALICE_KEY, base_env, start_fakellm
 
 pytestmark = pytest.mark.long
 
@@ -111,29 +114,27 @@ def test_a_failing_endpoint_is_skipped_and_cools_down(failover: Stack) -> None:
     assert [failover.submit(f"after {i}", wait=10).json()["attempts"] for i in range(5)] == [1] * 5
 
 
-def test_identical_concurrent_submissions_reach_the_upstream_once(redis_url: str) -> None:
+def test_identical_concurrent_submissions_reach_the_upstream_once(
+    short: Stack, upstreams: tuple[str, str]
+) -> None:
     from concurrent.futures import ThreadPoolExecutor
 
-    # A fakellm and a stack of its own: nothing else can call it while the count is taken.
-    proc, upstream = start_fakellm()
-    stack = _stack(redis_url, 6, upstream)
-    try:
-        body = _body(f"coalesce {time.time()}", "fake:ttft=0.5,tps=50,tokens=30", temperature=0)
-        session = stack.session()
-        url = f"{stack.url}/v1/jobs"
-        with ThreadPoolExecutor(50) as pool:
-            posted = list(pool.map(lambda _: session.post(url, json=body, timeout=30), range(100)))
-            ids = [r.json()["id"] for r in posted]
-            done = list(pool.map(lambda i: stack.get(i, wait=20).json(), ids))
-        assert len(set(ids)) == 100
-        assert {j["status"] for j in done} == {"completed"}
-        assert len({j["output_text"] for j in done}) == 1
-        # One leader with one attempt; every other job followed it or hit the cache.
-        assert sorted(j["attempts"] for j in done) == [0] * 99 + [1]
-        assert _stats(upstream)["requests"] == 1
-    finally:
-        stack.stop()
-        proc.stop()
+    # The module's fakellm, its count zeroed: no other test runs while the count is taken.
+    upstream = upstreams[0]
+    requests.post(upstream.removesuffix("/v1") + "/stats/reset", timeout=5).raise_for_status()
+    body = _body(f"coalesce {time.time()}", "fake:ttft=0.5,tps=50,tokens=30", temperature=0)
+    session = short.session()
+    url = f"{short.url}/v1/jobs"
+    with ThreadPoolExecutor(50) as pool:
+        posted = list(pool.map(lambda _: session.post(url, json=body, timeout=30), range(100)))
+        ids = [r.json()["id"] for r in posted]
+        done = list(pool.map(lambda i: short.get(i, wait=20).json(), ids))
+    assert len(set(ids)) == 100
+    assert {j["status"] for j in done} == {"completed"}
+    assert len({j["output_text"] for j in done}) == 1
+    # One leader with one attempt; every other job followed it or hit the cache.
+    assert sorted(j["attempts"] for j in done) == [0] * 99 + [1]
+    assert _stats(upstream)["requests"] == 1
 
 
 def test_a_repeated_deterministic_request_is_a_cache_hit(short: Stack) -> None:
@@ -221,33 +222,35 @@ def test_truncate_oldest_keeps_the_system_message_and_newest_turns(short: Stack)
 
 
 def test_a_cache_hit_never_reaches_celery(redis_url: str, fakellm: str) -> None:
+    # The web in process, with no worker anywhere: a hit is answered from the cache alone.
     db = redis_url.rsplit("/", 1)[0] + "/6"
-    s = start_stack(db, fakellm, workers=0)
-    try:
-        s.redis.flushdb()
-        body = _body("seeded", temperature=0)
-        request = {**body}
-        result = {
-            "id": "chatcmpl-seed",
-            "object": "chat.completion",
-            "created": 1,
-            "model": "fake",
-            "choices": [
-                {
-                    "index": 0,
-                    "finish_reason": "stop",
-                    "message": {"role": "assistant", "content": "from the cache"},
-                }
-            ],
-        }
-        s.redis.set(keys.cache(cache.cache_key(request, "alice")), json.dumps(result), ex=60)
-        r = s.session().post(f"{s.url}/v1/jobs", json=body, timeout=10)
-        assert r.status_code == 200 and r.json()["output_text"] == "from the cache"
-        assert s.redis.llen("interactive") == 0 and s.redis.llen("batch") == 0
-        events = s.get(r.json()["id"], suffix="/events").json()
-        assert events["done"] is True
-    finally:
-        s.stop()
+    client = redis.Redis.from_url(db, decode_responses=True)
+    client.flushdb()
+    body = _body("seeded", temperature=0)
+    result = {
+        "id": "chatcmpl-seed",
+        "object": "chat.completion",
+        "created": 1,
+        "model": "fake",
+        "choices": [
+            {
+                "index": 0,
+                "finish_reason": "stop",
+                "message": {"role": "assistant", "content": "from the cache"},
+            }
+        ],
+    }
+    client.set(keys.cache(cache.cache_key({**body}, "alice")), json.dumps(result), ex=60)
+    auth = {"Authorization": f"Bearer {ALICE_KEY}"}
+    with in_process(load(base_env(db, fakellm))) as app:
+        web = app.test_client()
+        r = web.post("/v1/jobs", json=body, headers=auth)
+        assert r.status_code == 200 and r.json is not None, r.text
+        assert r.json["output_text"] == "from the cache"
+        assert client.llen("interactive") == 0 and client.llen("batch") == 0
+        events = web.get(f"/v1/jobs/{r.json['id']}/events", headers=auth).json
+        assert events is not None and events["done"] is True
+    client.close()
 
 
 # 600 calls through at most 105 connections already rules out a connection per call; the

@@ -1,9 +1,10 @@
 """Each job costs one upstream call, whatever happens around it; the calls are counted.
 
-A duplicate call is money spent twice. These tests run a stack on a Redis of their own and
-count the requests of the module's fakellm while clocks disagree, Redis goes away for longer
-than a lease, messages are delivered twice or wait in a long backlog, and many identical
-requests arrive at once.
+A duplicate call is money spent twice. These tests run stacks on Redis servers of their own
+(a test whose clock or Redis misbehaves, one of its own; the others share one of the module's
+two stacks) and count the requests of the module's fakellm while clocks disagree, Redis goes
+away for longer than a lease, messages are delivered twice or wait in a long backlog, and many
+identical requests arrive at once.
 """
 
 from __future__ import annotations
@@ -23,8 +24,15 @@ from chatq.broker import backlog as broker
 from chatq.broker import celery_app
 from chatq.config.settings import load
 from scripts.localredis import LocalRedis
-from tests.conftest import Stack, start_stack
-from tests.procs import Proc, start_fakellm, start_worker, wait_until, wait_worker_ready
+from tests.conftest import Stack, fresh_each_test, start_stack
+from tests.procs import (
+    Proc,
+    start_fakellm,
+    start_worker,
+    wait_swept,
+    wait_until,
+    wait_worker_ready,
+)
 
 pytestmark = pytest.mark.long
 
@@ -46,22 +54,69 @@ def own_stack(counting_fakellm: str) -> Iterator[StackFactory]:
     zeroed; stops them all afterwards."""
     started: list[Stack] = []
     servers: list[LocalRedis] = []
-    fakellm = counting_fakellm.removesuffix("/v1")
 
     def build(workers: int = 1, **env: str) -> tuple[Stack, str]:
         server = LocalRedis().start()
         servers.append(server)
-        requests.post(f"{fakellm}/stats/reset", timeout=5).raise_for_status()
         stack = start_stack(server.url, counting_fakellm, workers=workers, **env)
         started.append(stack)
         stack.env["REDIS_PID"] = str(server.process.pid if server.process else "")
-        return stack, fakellm
+        return stack, _reset(counting_fakellm)
 
     yield build
     for stack in started:
         stack.stop()
     for server in servers:
         server.stop()
+
+
+def _reset(counting_fakellm: str) -> str:
+    """The module's fakellm (base URL, no /v1) with its count of calls zeroed."""
+    fakellm = counting_fakellm.removesuffix("/v1")
+    requests.post(f"{fakellm}/stats/reset", timeout=5).raise_for_status()
+    return fakellm
+
+
+def _module_stack(counting_fakellm: str, workers: int, **env: str) -> Iterator[Stack]:
+    server = LocalRedis().start()
+    stack = start_stack(server.url, counting_fakellm, workers=workers, **env)
+    yield stack
+    stack.stop()
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def plain(counting_fakellm: str) -> Iterator[Stack]:
+    """One worker, at most two followers a leader: the tests that need no clock or
+    Redis of their own share it, each waiting for its jobs to end."""
+    yield from _module_stack(counting_fakellm, 1, CHATQ_MAX_FOLLOWERS="2")
+
+
+@pytest.fixture
+def shared(plain: Stack, counting_fakellm: str) -> tuple[Stack, str]:
+    """The module's plain stack, the count of calls zeroed for the test."""
+    return plain, _reset(counting_fakellm)
+
+
+@pytest.fixture(scope="module")
+def resending(counting_fakellm: str) -> Iterator[Stack]:
+    """A web alone whose jobs' leases and resend period are a second: the tests start
+    the workers, one slot each."""
+    yield from _module_stack(
+        counting_fakellm,
+        0,
+        CHATQ_LEASE="1",
+        CHATQ_QUEUE_RESEND="1",
+        CHATQ_WORKER_CONCURRENCY="1",
+    )
+
+
+@pytest.fixture
+def web_alone(resending: Stack, counting_fakellm: str) -> Iterator[tuple[Stack, str]]:
+    """The module's resending web, its database emptied and the count of calls zeroed for
+    the test; the workers it starts are stopped at its end."""
+    for stack in fresh_each_test(resending):
+        yield stack, _reset(counting_fakellm)
 
 
 def _calls(fakellm: str) -> int:
@@ -121,8 +176,8 @@ def test_redis_away_for_longer_than_a_lease_costs_no_second_call(
     assert _calls(fakellm) == 10
 
 
-def test_redis_out_of_memory_mid_job_is_waited_out(own_stack: StackFactory) -> None:
-    s, fakellm = own_stack(workers=1)
+def test_redis_out_of_memory_mid_job_is_waited_out(shared: tuple[Stack, str]) -> None:
+    s, fakellm = shared
     ids = _submit(s, 5, "fake:ttft=0.2,tps=5,tokens=20", "oom")
     wait_until(lambda: all(s.get(j).json()["output_text"] for j in ids), 20, "all streaming")
     s.redis.config_set("maxmemory", 1)  # noeviction: every write is refused with OOM
@@ -135,8 +190,8 @@ def test_redis_out_of_memory_mid_job_is_waited_out(own_stack: StackFactory) -> N
     assert _calls(fakellm) == 5
 
 
-def test_a_message_delivered_twice_runs_its_job_once(own_stack: StackFactory) -> None:
-    s, fakellm = own_stack(workers=1)
+def test_a_message_delivered_twice_runs_its_job_once(shared: tuple[Stack, str]) -> None:
+    s, fakellm = shared
     app = celery_app.make_celery(load(s.env))
     ids = _submit(s, 5, "fake:ttft=0.5,tps=10,tokens=10", "twice")
     for job_id in ids:  # again while queued or running...
@@ -154,24 +209,25 @@ def test_a_message_delivered_twice_runs_its_job_once(own_stack: StackFactory) ->
 
 
 def test_a_backlog_older_than_the_resend_period_is_not_sent_again(
-    own_stack: StackFactory,
+    web_alone: tuple[Stack, str],
 ) -> None:
-    s, fakellm = own_stack(
-        workers=0, CHATQ_LEASE="1", CHATQ_QUEUE_RESEND="1", CHATQ_WORKER_CONCURRENCY="1"
-    )
+    s, fakellm = web_alone
     s.procs.append(start_worker(s.env, ""))
-    blocker = _submit(s, 1, "fake:ttft=6", "blocker")
-    wait_until(lambda: s.get(blocker[0]).json()["status"] == "in_progress", 10, "blocker runs")
+    # Holds the one slot until cancelled: it streams a token a second for ten minutes.
+    [blocker] = _submit(s, 1, "fake:tps=1,tokens=600", "blocker")
+    wait_until(lambda: s.get(blocker).json()["output_text"], 10, "the blocker streaming")
     backlog = _submit(s, 10, "fake", "backlog")
-    time.sleep(4)  # many resend periods and sweeps
+    wait_swept(s.redis, backlog, 2)  # each found still in the broker, twice
     queue = s.session().get(f"{s.url}/v1/queue", timeout=10).json()
     assert queue["queues"]["interactive"]["depth"] == 10, queue
-    _all_completed(s, blocker + backlog)
+    cancelled = s.session().post(f"{s.url}/v1/jobs/{blocker}/cancel", timeout=10)
+    assert cancelled.status_code == 200, cancelled.text
+    _all_completed(s, backlog)
     assert _calls(fakellm) == 11
 
 
-def test_a_message_the_broker_lost_is_sent_again(own_stack: StackFactory) -> None:
-    s, fakellm = own_stack(workers=0, CHATQ_LEASE="1", CHATQ_QUEUE_RESEND="1")
+def test_a_message_the_broker_lost_is_sent_again(web_alone: tuple[Stack, str]) -> None:
+    s, fakellm = web_alone
     ids = _submit(s, 3, "fake", "lost")
     for key in broker.queue_keys("interactive"):
         s.redis.delete(key)  # the broker lost them; the jobs are still queued
@@ -181,9 +237,9 @@ def test_a_message_the_broker_lost_is_sent_again(own_stack: StackFactory) -> Non
 
 
 def test_identical_requests_share_one_call_up_to_the_followers_cap(
-    own_stack: StackFactory,
+    shared: tuple[Stack, str],
 ) -> None:
-    s, fakellm = own_stack(workers=1, CHATQ_MAX_FOLLOWERS="2")
+    s, fakellm = shared
     body = {
         "model": "fake:ttft=2",
         "temperature": 0,

