@@ -14,7 +14,7 @@ from chatq import keys
 from chatq.errors import job_not_found
 from chatq.jobs import record as jobs
 from chatq.jobs.events import Event, parse_events
-from chatq.jobs.notify import Waiter
+from chatq.jobs.waiters import Waiter
 from web.context import Services
 from web.http.params import jittered
 from web.metrics import series as metrics
@@ -32,7 +32,7 @@ def load_owned(svc: Services, job_id: str, owner: str) -> dict[str, str]:
     return record
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Hold:
     """How long a request waits: `timeout_s`, and whether it holds on through a drain."""
 
@@ -54,28 +54,35 @@ def _park(
         return value
     with svc.listener.waiting(job_id, hold.terminal_only) as waiter:
         # Re-read after registering: a change in between is seen here or wakes us.
-        return _wait(svc, waiter, read(None), read, ready, hold)
+        value = read(None)
+        if ready(value):
+            return value
+        woken = _wait(svc, waiter, read, ready, hold)
+        return value if woken is None else woken
 
 
 def _wait(
     svc: Services,
     waiter: Waiter,
-    value: T,
     read: Callable[[Waiter | None], T],
     ready: Callable[[T], bool],
     hold: Hold,
-) -> T:
-    """`value`, read after `waiter` was registered, once ready or when the hold ends."""
+) -> T | None:
+    """Wait on `waiter`, reading after each wake, until what is read is ready or the hold
+    ends: the last read, or None when nothing woke it."""
     listener = svc.listener
     deadline = time.monotonic() + hold.timeout_s
+    value = None
     with metrics.WAITERS.track_inprogress(), tracing.long_poll(waiter.job_id) as poll:
-        while not ready(value) and not listener.stops(hold.through_drain):
+        while not listener.stops(hold.through_drain):
             remaining_s = min(deadline, listener.hold_until) - time.monotonic()
             if remaining_s <= 0:
                 break
             if waiter.wait(remaining_s):
                 poll.woke()
                 value = read(waiter)
+                if ready(value):
+                    break
     return value
 
 
@@ -117,20 +124,23 @@ def wait_terminal(
         return record
     hold = Hold(jittered(wait_s), through_drain)
     final = partial(_final, svc, job_id=job_id, owner=owner)
-    if waiter is not None and waiter.job_id == job_id:
-        return _wait(svc, waiter, record, final, _terminal, hold)
-    # `record` was just read by the caller: reading it again here would cost a round trip.
-    return _park(svc, job_id, record, final, _terminal, hold)
+    if waiter is None or waiter.job_id != job_id:
+        # `record` was just read by the caller: reading it again here would cost a round trip.
+        return _park(svc, job_id, record, final, _terminal, hold)
+    # A parked request does not hold the record (a tenth of its memory): when no wake
+    # brought a newer one, the job is read again as the wait ends.
+    del record
+    woken = _wait(svc, waiter, final, _terminal, hold)
+    return final(waiter) if woken is None else woken
 
 
 def wait_owned(svc: Services, job_id: str, owner: str, wait_s: float) -> dict[str, str]:
     """The owner's job (else 404) once terminal, or when `wait_s` (jittered) runs out: read
-    once, after registering to be woken."""
+    once after registering to be woken, and once more if it times out."""
     if wait_s <= 0 or svc.listener.stops(False):
         return load_owned(svc, job_id, owner)
     with svc.listener.waiting(job_id, terminal_only=True) as waiter:
-        record = load_owned(svc, job_id, owner)
-        return wait_terminal(svc, record, wait_s, waiter=waiter)
+        return wait_terminal(svc, load_owned(svc, job_id, owner), wait_s, waiter=waiter)
 
 
 def read_events(svc: Services, job_id: str, cursor: str) -> tuple[list[Event], str]:
