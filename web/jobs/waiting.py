@@ -73,7 +73,11 @@ def _wait(
     listener = svc.listener
     deadline = time.monotonic() + hold.timeout_s
     value = None
-    with metrics.WAITERS.track_inprogress(), tracing.long_poll(waiter.job_id) as poll:
+    # try/finally rather than context managers: each `with` would keep a bound method, and a
+    # generator's its frame, for as long as the request is parked.
+    poll = tracing.long_poll(waiter.job_id)
+    metrics.WAITERS.inc()
+    try:
         while not listener.stops(hold.through_drain):
             remaining_s = min(deadline, listener.hold_until) - time.monotonic()
             if remaining_s <= 0:
@@ -83,10 +87,13 @@ def _wait(
                 value = read(waiter)
                 if ready(value):
                     break
+    finally:
+        metrics.WAITERS.dec()
+        poll.end()
     return value
 
 
-def _final(svc: Services, waiter: Waiter | None, job_id: str, owner: str) -> dict[str, str]:
+def _final(svc: Services, job_id: str, owner: str, waiter: Waiter | None) -> dict[str, str]:
     """The record the last notification carried, else the one in Redis."""
     if waiter is not None and waiter.snapshot:
         record: dict[str, str] = json.loads(waiter.snapshot)
@@ -123,7 +130,7 @@ def wait_terminal(
     if wait_s <= 0 or _terminal(record):
         return record
     hold = Hold(jittered(wait_s), through_drain)
-    final = partial(_final, svc, job_id=job_id, owner=owner)
+    final = partial(_final, svc, job_id, owner)
     if waiter is None or waiter.job_id != job_id:
         # `record` was just read by the caller: reading it again here would cost a round trip.
         return _park(svc, job_id, record, final, _terminal, hold)
