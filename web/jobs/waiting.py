@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
 from typing import TypeVar
+
+import msgspec
 
 from chatq import keys
 from chatq.errors import job_not_found
@@ -67,9 +68,11 @@ def _wait(
     read: Callable[[Waiter | None], T],
     ready: Callable[[T], bool],
     hold: Hold,
+    keep_reads: bool = True,
 ) -> T | None:
     """Wait on `waiter`, reading after each wake, until what is read is ready or the hold
-    ends: the last read, or None when nothing woke it."""
+    ends: the last read, or None when nothing woke it (or, without `keep_reads`, when it
+    waited again since: what it read is not held while it is parked)."""
     listener = svc.listener
     deadline = time.monotonic() + hold.timeout_s
     value = None
@@ -82,6 +85,8 @@ def _wait(
             remaining_s = min(deadline, listener.hold_until) - time.monotonic()
             if remaining_s <= 0:
                 break
+            if not keep_reads:
+                value = None
             if waiter.wait(remaining_s):
                 poll.woke()
                 value = read(waiter)
@@ -96,7 +101,7 @@ def _wait(
 def _final(svc: Services, job_id: str, owner: str, waiter: Waiter | None) -> dict[str, str]:
     """The record the last notification carried, else the one in Redis."""
     if waiter is not None and waiter.snapshot:
-        record: dict[str, str] = json.loads(waiter.snapshot)
+        record: dict[str, str] = msgspec.json.decode(waiter.snapshot)
         if record.get("owner") == owner:
             return record
     return load_owned(svc, job_id, owner)
@@ -137,7 +142,7 @@ def wait_terminal(
     # A parked request does not hold the record (a tenth of its memory): when no wake
     # brought a newer one, the job is read again as the wait ends.
     del record
-    woken = _wait(svc, waiter, final, _terminal, hold)
+    woken = _wait(svc, waiter, final, _terminal, hold, keep_reads=False)
     return final(waiter) if woken is None else woken
 
 
