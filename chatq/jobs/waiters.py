@@ -15,7 +15,7 @@ from gevent import get_hub
 from gevent.hub import Waiter as HubWaiter
 
 from chatq.jobs import record as jobs
-from chatq.runtime.gevent_patch import threads_are_greenlets
+from chatq.runtime.offload import gevent_process
 
 
 class Waiter:
@@ -96,7 +96,7 @@ class Waiters:
         self._lock = threading.Lock()
         # Whether waiters are greenlets of one thread (a gevent process), woken through the
         # hub, or native threads.
-        self.greenlets = threads_are_greenlets()
+        self.greenlets = gevent_process()
 
     def add(self, waiter: Waiter) -> None:
         """Register `waiter` (entering it)."""

@@ -12,7 +12,6 @@ garbage collection walks once per parked request or running job, and a stack wal
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from importlib import metadata
@@ -49,9 +48,3 @@ def patch_all() -> None:
     without_spawn_tree()
     with entry_points_read_once():
         monkey.patch_all()
-
-
-def threads_are_greenlets() -> bool:
-    """Whether gevent's monkey-patching made threads greenlets in this process."""
-    monkey = sys.modules.get("gevent.monkey")
-    return monkey is not None and bool(monkey.is_module_patched("threading"))

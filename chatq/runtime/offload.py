@@ -17,10 +17,9 @@ thread already and runs the work itself.
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Callable
 from typing import Any, TypeVar
-
-from chatq.runtime.gevent_patch import threads_are_greenlets
 
 T = TypeVar("T")
 # Counting is CPU work: more threads than this machine's two cores would only take turns,
@@ -28,6 +27,12 @@ T = TypeVar("T")
 OFFLOAD_THREADS = 2
 
 _pools: dict[int, Any] = {}
+
+
+def gevent_process() -> bool:
+    """Whether gevent's monkey-patching made threads greenlets in this process."""
+    monkey = sys.modules.get("gevent.monkey")
+    return monkey is not None and bool(monkey.is_module_patched("threading"))
 
 
 def _pool() -> Any:
@@ -43,7 +48,7 @@ def _pool() -> Any:
 def off_loop(work: Callable[..., T], *args: Any) -> T:
     """`work(*args)`, on a native thread of its own in a gevent process (the caller's greenlet
     waits, the others run); its exception is raised here."""
-    if not threads_are_greenlets():
+    if not gevent_process():
         return work(*args)
     result: T = _pool().apply(work, args)
     return result
@@ -52,7 +57,7 @@ def off_loop(work: Callable[..., T], *args: Any) -> T:
 def blocking(call: Callable[..., T], *args: Any) -> T:
     """`call(*args)`, a blocking system call, on one of gevent's threads in a gevent process
     (the loop goes on meanwhile); in place elsewhere."""
-    if not threads_are_greenlets():
+    if not gevent_process():
         return call(*args)
     from gevent import get_hub
 

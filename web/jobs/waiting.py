@@ -55,20 +55,31 @@ def _park(
         return value
     with svc.listener.waiting(job_id, hold.terminal_only) as waiter:
         # Re-read after registering: a change in between is seen here or wakes us.
-        value = read(None)
-        if ready(value):
-            return value
-        woken = _wait(svc, waiter, read, ready, hold)
-        return value if woken is None else woken
+        return _wait(svc, waiter, read(None), read, ready, hold)
 
 
 def _wait(
     svc: Services,
     waiter: Waiter,
+    value: T,
     read: Callable[[Waiter | None], T],
     ready: Callable[[T], bool],
     hold: Hold,
-    keep_reads: bool = True,
+) -> T:
+    """`value`, read after `waiter` was registered, once ready or when the hold ends."""
+    if ready(value):
+        return value
+    woken = _read_on_wakes(svc, waiter, read, ready, hold, keep_reads=True)
+    return value if woken is None else woken
+
+
+def _read_on_wakes(
+    svc: Services,
+    waiter: Waiter,
+    read: Callable[[Waiter | None], T],
+    ready: Callable[[T], bool],
+    hold: Hold,
+    keep_reads: bool,
 ) -> T | None:
     """Wait on `waiter`, reading after each wake, until what is read is ready or the hold
     ends: the last read, or None when nothing woke it (or, without `keep_reads`, when it
@@ -142,7 +153,7 @@ def wait_terminal(
     # A parked request does not hold the record (a tenth of its memory): when no wake
     # brought a newer one, the job is read again as the wait ends.
     del record
-    woken = _wait(svc, waiter, final, _terminal, hold, keep_reads=False)
+    woken = _read_on_wakes(svc, waiter, final, _terminal, hold, keep_reads=False)
     return final(waiter) if woken is None else woken
 
 
