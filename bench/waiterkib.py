@@ -94,7 +94,8 @@ class TracedWeb(WebServer):
         """Build the app inside the (monkey-patched) gunicorn worker, wrapped."""
         from web.app import create_app
 
-        return wrap(create_app())
+        self.flask_app = create_app()
+        return wrap(self.flask_app.wsgi_app)
 
 
 def main() -> None:

@@ -19,9 +19,10 @@ from chatq import keys
 from chatq.config.settings import Settings
 from chatq.jobs import record as jobs
 from chatq.jobs.events import Carried, Event, continuing, decode_carried
-from chatq.jobs.notify import MAX_CARRIED, Listener, Waiter
+from chatq.jobs.notify import Listener
 from chatq.jobs.results import Piece
 from chatq.jobs.store import Store
+from chatq.jobs.waiters import MAX_CARRIED, Waiter, Waiters
 from scripts.localredis import LocalRedis
 from tests.inproc import in_process
 from tests.procs import wait_until
@@ -89,7 +90,7 @@ def test_unreadable_carried_deltas_wake_their_waiters_to_read() -> None:
 
 
 def test_a_waiter_not_taking_its_deltas_keeps_so_many_then_reads_the_stream() -> None:
-    waiter = Waiter("job_" + "x" * 32, terminal_only=False)
+    waiter = Waiter(Waiters(), "job_" + "x" * 32, terminal_only=False)
     deltas = [Carried(f"{k}-0", f"{k + 1}-0", "x") for k in range(MAX_CARRIED + 2)]
     for delta in deltas[:MAX_CARRIED]:
         waiter.carry(delta)

@@ -43,7 +43,7 @@ def _post_worker_init(worker: Any) -> None:
 def _drain(worker: Any, since: float) -> None:
     from web.app import drain
 
-    drain(worker.wsgi, since)
+    drain(worker.app.flask_app, since)
 
 
 def _child_exit(_server: Any, worker: Any) -> None:
@@ -58,6 +58,7 @@ class WebServer(BaseApplication):  # type: ignore[misc]
 
     def __init__(self, settings: config.Settings) -> None:
         self.settings = settings
+        self.flask_app: Any = None
         super().__init__()
 
     def load_config(self) -> None:
@@ -87,7 +88,10 @@ class WebServer(BaseApplication):  # type: ignore[misc]
         """Import and build the app inside the (already monkey-patched) worker."""
         from web.app import create_app
 
-        return create_app()
+        self.flask_app = create_app()
+        # The app's method rather than the app: gunicorn calling the app object goes through
+        # C (Flask.__call__), a frame every parked request keeps in its saved stack (0.75 KB).
+        return self.flask_app.wsgi_app
 
 
 def own_metrics_dir() -> str:

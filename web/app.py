@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from flask import Flask
+from flask import Flask, Request
+from flask.sessions import NullSession, SecureCookieSessionInterface
 
 from chatq.broker import backlog as broker
 from chatq.broker.celery_app import make_celery
@@ -31,6 +32,18 @@ from web.pages import ops
 from web.responses import routes as responses_api
 from web.tracing import spans as web_tracing
 from web.webhooks import routes as webhooks
+
+
+class _NoSessions(SecureCookieSessionInterface):
+    """The API keeps no sessions: every request shares one empty, read-only session rather
+    than making its own (two objects more that each parked request keeps)."""
+
+    def __init__(self) -> None:
+        self.shared = NullSession()
+
+    def open_session(self, app: Flask, request: Request) -> NullSession:
+        """The shared empty session (never saved: Flask saves no null session)."""
+        return self.shared
 
 
 def _services(settings: Settings) -> Services:
@@ -82,6 +95,7 @@ def create_app(settings: Settings | None = None) -> Flask:
     app.url_map.merge_slashes = False
     app.config["MAX_CONTENT_LENGTH"] = settings.max_body_bytes
     app.json.sort_keys = False  # type: ignore[attr-defined]
+    app.session_interface = _NoSessions()
     svc = _services(settings)
     _check_redis(settings, svc)
     app.extensions["chatq"] = svc
@@ -98,4 +112,5 @@ def create_app(settings: Settings | None = None) -> Flask:
     batches.register(app)
     app.after_request(add_rate_headers)
     app.after_request(mark_unheld)
+    app.after_request(svc.held.release_when_closed)
     return app

@@ -6,8 +6,7 @@ import logging
 import math
 import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from typing import Any
 
 import redis
@@ -16,6 +15,7 @@ from chatq import keys
 from chatq.jobs import record as jobs
 from chatq.jobs.events import Carried, decode_carried
 from chatq.jobs.store import PROGRESS
+from chatq.jobs.waiters import Waiter, Waiters
 from chatq.scripting.loader import is_cluster
 
 log = logging.getLogger(__name__)
@@ -24,42 +24,8 @@ RECONNECT_DELAY_S = 0.5
 # While Redis stays away the listener retries every RECONNECT_DELAY_S but says so at most this
 # often: one line per outage, not two a second.
 LOST_REPEAT_S = 30.0
-# Deltas a waiter keeps untaken (a stream writing to a slow client) before it reads the
-# stream instead.
-MAX_CARRIED = 64
 # Every shard's channel, and the `{g}` slot's (batches).
 CHANNELS = [*(keys.notify(shard) for shard in keys.SHARDS), keys.notify_global()]
-
-
-class Waiter:
-    """A request parked on one job; `terminal_only` waiters ignore non-final changes. The
-    others keep the deltas the notifications carried since they last took them (`carried`),
-    None once a notification carried none: then they read the stream."""
-
-    __slots__ = ("carried", "event", "job_id", "snapshot", "terminal_only")
-
-    def __init__(self, job_id: str, terminal_only: bool) -> None:
-        self.event = threading.Event()
-        self.job_id = job_id
-        self.terminal_only = terminal_only
-        self.snapshot = ""
-        self.carried: list[Carried] | None = None
-
-    def carry(self, carried: Carried | None) -> None:
-        """Keep the delta a notification carried; with none, the waiter reads the stream."""
-        kept = self.carried
-        if carried is None or (kept is not None and len(kept) >= MAX_CARRIED):
-            self.carried = None
-        elif kept is None:
-            self.carried = [carried]
-        else:
-            kept.append(carried)
-
-    def wait(self, timeout_s: float) -> bool:
-        """Block until woken or `timeout_s` passes; True when woken."""
-        woken = self.event.wait(timeout_s)
-        self.event.clear()
-        return woken
 
 
 class Listener:
@@ -67,7 +33,7 @@ class Listener:
 
     def __init__(self, client: redis.Redis) -> None:
         self._client = client
-        self._waiters: dict[str, set[Waiter]] = {}
+        self._waiters = Waiters()
         self._lock = threading.Lock()
         self._started = False
         self._stopping = threading.Event()
@@ -127,55 +93,25 @@ class Listener:
             return False
         return not through_drain or time.monotonic() >= self.hold_until
 
-    @property
-    def waiter_count(self) -> int:
-        """How many requests are parked now."""
-        with self._lock:
-            return sum(len(ws) for ws in self._waiters.values())
-
-    @contextmanager
-    def waiting(self, job_id: str, terminal_only: bool) -> Iterator[Waiter]:
-        """Register a waiter for `job_id` for the duration of the block.
+    def waiting(self, job_id: str, terminal_only: bool) -> Waiter:
+        """A waiter for `job_id`, registered for the duration of a `with` block.
 
         Callers read the job after entering (or create it), so that no change between their
         read and the registration is missed.
         """
         self.start()
-        waiter = Waiter(job_id, terminal_only)
-        with self._lock:
-            self._waiters.setdefault(job_id, set()).add(waiter)
-        try:
-            yield waiter
-        finally:
-            with self._lock:
-                group = self._waiters.get(job_id)
-                if group is not None:
-                    group.discard(waiter)
-                    if not group:
-                        del self._waiters[job_id]
+        return Waiter(self._waiters, job_id, terminal_only)
 
     def wake(
         self, job_id: str, status: str, snapshot: str = "", carried: Carried | None = None
     ) -> None:
         """Wake the waiters of `job_id` that care about a change to `status`; `carried`: the
         one new delta, when the notification carries it."""
-        final = jobs.is_terminal(status)
-        with self._lock:
-            group = list(self._waiters.get(job_id, ()))
-        for waiter in group:
-            if final or not waiter.terminal_only:
-                waiter.snapshot = snapshot or waiter.snapshot
-                waiter.carry(carried)
-                waiter.event.set()
+        self._waiters.wake(job_id, status, snapshot, carried)
 
     def wake_all(self) -> None:
         """Wake every waiter so it re-reads: used when notifications may have been missed."""
-        with self._lock:
-            groups = [list(ws) for ws in self._waiters.values()]
-        for group in groups:
-            for waiter in group:
-                waiter.carried = None
-                waiter.event.set()
+        self._waiters.wake_all()
 
     def _run(self) -> None:
         warned_at = -math.inf

@@ -29,7 +29,7 @@ OFFLOAD_THREADS = 2
 _pools: dict[int, Any] = {}
 
 
-def _gevent_process() -> bool:
+def gevent_process() -> bool:
     """Whether gevent's monkey-patching made threads greenlets in this process."""
     monkey = sys.modules.get("gevent.monkey")
     return monkey is not None and bool(monkey.is_module_patched("threading"))
@@ -48,7 +48,7 @@ def _pool() -> Any:
 def off_loop(work: Callable[..., T], *args: Any) -> T:
     """`work(*args)`, on a native thread of its own in a gevent process (the caller's greenlet
     waits, the others run); its exception is raised here."""
-    if not _gevent_process():
+    if not gevent_process():
         return work(*args)
     result: T = _pool().apply(work, args)
     return result
@@ -57,7 +57,7 @@ def off_loop(work: Callable[..., T], *args: Any) -> T:
 def blocking(call: Callable[..., T], *args: Any) -> T:
     """`call(*args)`, a blocking system call, on one of gevent's threads in a gevent process
     (the loop goes on meanwhile); in place elsewhere."""
-    if not _gevent_process():
+    if not gevent_process():
         return call(*args)
     from gevent import get_hub
 

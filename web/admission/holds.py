@@ -10,7 +10,7 @@ import threading
 from functools import partial
 from typing import TYPE_CHECKING
 
-from flask import Response, after_this_request, g
+from flask import Response, g
 
 from chatq.errors import ApiError
 from web.http import params
@@ -50,6 +50,15 @@ class HeldCounts:
             else:
                 self._counts.pop(owner, None)
 
+    def release_when_closed(self, response: Response) -> Response:
+        """After each request (an app's hook): what it counted is given back when its response
+        is closed. One hook for the app rather than one per held request, which would keep a
+        closure, a partial and a cell for as long as the request is parked."""
+        owner = g.get("chatq_held")
+        if owner is not None:
+            response.call_on_close(partial(self.give, owner))
+        return response
+
     def count(self, owner: str) -> int:
         """How many requests `owner` holds open now."""
         with self._lock:
@@ -58,19 +67,12 @@ class HeldCounts:
 
 def _take(svc: Services, owner: str) -> bool:
     """Count the current request against `owner`'s cap until its response is closed (a
-    stream's too); once per request."""
+    stream's too: HeldCounts.release_when_closed); once per request."""
     if g.get("chatq_held"):
         return True
     if not svc.held.take(owner):
         return False
-    g.chatq_held = True
-    release = partial(svc.held.give, owner)
-
-    @after_this_request
-    def _release_when_closed(response: Response) -> Response:
-        response.call_on_close(release)
-        return response
-
+    g.chatq_held = owner
     return True
 
 

@@ -12,7 +12,7 @@ from flask import Blueprint, Response
 from chatq.chat.validate import chat_request, fit_context
 from chatq.errors import ApiError
 from chatq.jobs import record as jobs
-from chatq.jobs.notify import Waiter
+from chatq.jobs.waiters import Waiter
 from web.admission import holds
 from web.chat.chunks import ChunkMaker, sse, tool_call_deltas
 from web.context import Services, authorize, services

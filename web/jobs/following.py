@@ -13,7 +13,7 @@ from chatq import keys
 from chatq.errors import job_not_found
 from chatq.jobs import record as jobs
 from chatq.jobs.events import Event, continuing, parse_events
-from chatq.jobs.notify import Waiter
+from chatq.jobs.waiters import Waiter
 from web.context import Services
 from web.jobs.waiting import Hold, wait_ready
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -10,9 +9,11 @@ from dataclasses import dataclass
 from functools import partial
 from typing import TypeVar
 
+import msgspec
+
 from chatq.errors import job_not_found
 from chatq.jobs import record as jobs
-from chatq.jobs.notify import Waiter
+from chatq.jobs.waiters import Waiter
 from web.context import Services
 from web.http.params import jittered
 from web.metrics import series as metrics
@@ -29,7 +30,7 @@ def load_owned(svc: Services, job_id: str, owner: str) -> dict[str, str]:
     return record
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Hold:
     """How long a request waits: `timeout_s`, and whether it holds on through a drain."""
 
@@ -63,23 +64,52 @@ def wait_ready(
     hold: Hold,
 ) -> T:
     """`value`, read after `waiter` was registered, once ready or when the hold ends."""
+    if ready(value):
+        return value
+    woken = _read_on_wakes(svc, waiter, read, ready, hold, keep_reads=True)
+    return value if woken is None else woken
+
+
+def _read_on_wakes(
+    svc: Services,
+    waiter: Waiter,
+    read: Callable[[Waiter | None], T],
+    ready: Callable[[T], bool],
+    hold: Hold,
+    keep_reads: bool,
+) -> T | None:
+    """Wait on `waiter`, reading after each wake, until what is read is ready or the hold
+    ends: the last read, or None when nothing woke it (or, without `keep_reads`, when it
+    waited again since: what it read is not held while it is parked)."""
     listener = svc.listener
     deadline = time.monotonic() + hold.timeout_s
-    with metrics.WAITERS.track_inprogress(), tracing.long_poll(waiter.job_id) as poll:
-        while not ready(value) and not listener.stops(hold.through_drain):
+    value = None
+    # try/finally rather than context managers: each `with` would keep a bound method, and a
+    # generator's its frame, for as long as the request is parked.
+    poll = tracing.long_poll(waiter.job_id)
+    metrics.WAITERS.inc()
+    try:
+        while not listener.stops(hold.through_drain):
             remaining_s = min(deadline, listener.hold_until) - time.monotonic()
             if remaining_s <= 0:
                 break
+            if not keep_reads:
+                value = None
             if waiter.wait(remaining_s):
                 poll.woke()
                 value = read(waiter)
+                if ready(value):
+                    break
+    finally:
+        metrics.WAITERS.dec()
+        poll.end()
     return value
 
 
-def _final(svc: Services, waiter: Waiter | None, job_id: str, owner: str) -> dict[str, str]:
+def _final(svc: Services, job_id: str, owner: str, waiter: Waiter | None) -> dict[str, str]:
     """The record the last notification carried, else the one in Redis."""
     if waiter is not None and waiter.snapshot:
-        record: dict[str, str] = json.loads(waiter.snapshot)
+        record: dict[str, str] = msgspec.json.decode(waiter.snapshot)
         if record.get("owner") == owner:
             return record
     return load_owned(svc, job_id, owner)
@@ -113,18 +143,21 @@ def wait_terminal(
     if wait_s <= 0 or _terminal(record):
         return record
     hold = Hold(jittered(wait_s), through_drain)
-    final = partial(_final, svc, job_id=job_id, owner=owner)
-    if waiter is not None and waiter.job_id == job_id:
-        return wait_ready(svc, waiter, record, final, _terminal, hold)
-    # `record` was just read by the caller: reading it again here would cost a round trip.
-    return _park(svc, job_id, record, final, _terminal, hold)
+    final = partial(_final, svc, job_id, owner)
+    if waiter is None or waiter.job_id != job_id:
+        # `record` was just read by the caller: reading it again here would cost a round trip.
+        return _park(svc, job_id, record, final, _terminal, hold)
+    # A parked request does not hold the record (a tenth of its memory): when no wake
+    # brought a newer one, the job is read again as the wait ends.
+    del record
+    woken = _read_on_wakes(svc, waiter, final, _terminal, hold, keep_reads=False)
+    return final(waiter) if woken is None else woken
 
 
 def wait_owned(svc: Services, job_id: str, owner: str, wait_s: float) -> dict[str, str]:
     """The owner's job (else 404) once terminal, or when `wait_s` (jittered) runs out: read
-    once, after registering to be woken."""
+    once after registering to be woken, and once more if it times out."""
     if wait_s <= 0 or svc.listener.stops(False):
         return load_owned(svc, job_id, owner)
     with svc.listener.waiting(job_id, terminal_only=True) as waiter:
-        record = load_owned(svc, job_id, owner)
-        return wait_terminal(svc, record, wait_s, waiter=waiter)
+        return wait_terminal(svc, load_owned(svc, job_id, owner), wait_s, waiter=waiter)

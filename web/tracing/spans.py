@@ -3,8 +3,6 @@ spans are exported (chatq/tracing/context.py), and its trace id in the `Chatq-Tr
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 from flask import Flask, Response, g, has_request_context, request
@@ -75,7 +73,10 @@ def current_span() -> Any:
 
 
 class LongPoll:
-    """A parked request's wait: its wakes, noted on its span (None with spans off)."""
+    """A parked request's wait: its wakes, noted on its span, which `end` ends. Spans off,
+    every request shares one that notes nothing (a parked request keeps no object of it)."""
+
+    __slots__ = ("span", "wakes")
 
     def __init__(self, span: Any) -> None:
         self.span = span
@@ -83,26 +84,28 @@ class LongPoll:
 
     def woke(self) -> None:
         """A notification woke the request."""
-        self.wakes += 1
         if self.span is not None:
+            self.wakes += 1
             self.span.add_event("chatq.wake")
 
+    def end(self) -> None:
+        """The wait is over."""
+        if self.span is not None:
+            self.span.set_attribute("chatq.wakes", self.wakes)
+            self.span.end()
 
-@contextmanager
-def long_poll(job_id: str) -> Iterator[LongPoll]:
-    """The span of a request parked on `job_id`, within its request's span."""
+
+_UNTRACED = LongPoll(None)
+
+
+def long_poll(job_id: str) -> LongPoll:
+    """The span of a request parked on `job_id`, within its request's span; end it."""
     parent = current_span()
     if parent is None:
-        yield LongPoll(None)
-        return
+        return _UNTRACED
     from opentelemetry.trace import set_span_in_context
 
     span = tracing.tracer().start_span(
         "chatq long-poll", context=set_span_in_context(parent), attributes={"chatq.job.id": job_id}
     )
-    wait = LongPoll(span)
-    try:
-        yield wait
-    finally:
-        span.set_attribute("chatq.wakes", wait.wakes)
-        span.end()
+    return LongPoll(span)
