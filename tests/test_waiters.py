@@ -28,11 +28,13 @@ def test_a_job_s_waiters_are_woken_and_one_that_left_is_not() -> None:
     for waiter in (first, left, last, other):
         waiter.__enter__()
     left.__exit__()
+    assert waiters.count() == 3
     waiters.wake("job_a", jobs.COMPLETED, "{}")
     assert [w.wait(0) for w in (first, left, last, other)] == [True, False, True, False]
     assert first.snapshot == "{}"
     last.__exit__()
     first.__exit__()
+    assert waiters.count() == 1
     waiters.wake("job_a", jobs.COMPLETED)
     assert not first.wait(0)
 

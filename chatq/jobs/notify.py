@@ -93,6 +93,11 @@ class Listener:
             return False
         return not through_drain or time.monotonic() >= self.hold_until
 
+    @property
+    def waiter_count(self) -> int:
+        """How many requests are parked now."""
+        return self._waiters.count()
+
     def waiting(self, job_id: str, terminal_only: bool) -> Waiter:
         """A waiter for `job_id`, registered for the duration of a `with` block.
 

@@ -55,6 +55,11 @@ class Waiter:
         # leave a stack deeper by 0.7 KB for each parked request to keep.
         self._event = None if registry.greenlets else threading.Event()
 
+    @property
+    def event(self) -> threading.Event | None:
+        """The Event a wait blocks on between native threads; None under gevent."""
+        return self._event
+
     def __enter__(self) -> Waiter:
         self._registry.add(self)
         return self
@@ -138,6 +143,11 @@ class Waiters:
                 if before is not None:
                     before.next = waiter.next
             waiter.next = None
+
+    def count(self) -> int:
+        """How many requests are parked now."""
+        with self._lock:
+            return sum(len(self._of(job_id)) for job_id in self._first)
 
     def _of(self, job_id: str) -> list[Waiter]:
         """The waiters of `job_id` (with the lock held)."""
