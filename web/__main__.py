@@ -13,9 +13,8 @@ from typing import Any
 import gevent
 from gunicorn.app.base import BaseApplication
 
-from chatq.chat import token_encodings
-from chatq.config import settings as config
-from web.server import gunicorn_errors, gunicorn_worker
+from chatq import chat, config
+from web import server
 
 # gunicorn gives a stopping web this much more than CHATQ_GRACEFUL_TIMEOUT: held requests wait
 # the whole grace, then still have time to send their answers from a loaded process.
@@ -24,10 +23,10 @@ ANSWER_MARGIN_S = 2
 
 def _post_worker_init(worker: Any) -> None:
     """Time GC pauses and freeze what start-up built; on SIGTERM, drain, then stop."""
-    from chatq.metrics import gc_pauses
+    from chatq import metrics
 
-    gc_pauses.install()
-    gc_pauses.freeze_start_up()
+    metrics.install()
+    metrics.freeze_start_up()
     stop = signal.getsignal(signal.SIGTERM)
 
     def on_term(sig: int, frame: Any) -> None:
@@ -67,7 +66,7 @@ class WebServer(BaseApplication):  # type: ignore[misc]
         options: dict[str, Any] = {
             "bind": s.bind,
             "workers": s.web_workers,
-            "worker_class": gunicorn_worker.worker_class(s.header_timeout_s),
+            "worker_class": server.worker_class(s.header_timeout_s),
             # Parked long-polls count as connections: this caps them per process.
             "worker_connections": s.web_worker_connections,
             "backlog": 4096,
@@ -115,10 +114,10 @@ def main() -> None:
     # summed at scrape time.
     os.environ["PROMETHEUS_MULTIPROC_DIR"] = metrics_dir
     os.environ["CHATQ_METRICS_DIR"] = metrics_dir
-    gunicorn_errors.install()
+    server.install()
     # Before gunicorn forks: every web process shares these pages (75 MiB for o200k) instead
     # of building its own; another model's encoding is built where it is first needed.
-    token_encodings.preload([settings.default_model])
+    chat.preload([settings.default_model])
     WebServer(config.load()).run()
 
 

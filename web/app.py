@@ -5,33 +5,16 @@ from __future__ import annotations
 from flask import Flask, Request
 from flask.sessions import NullSession, SecureCookieSessionInterface
 
-from chatq.broker import backlog as broker
-from chatq.broker.celery_app import make_celery
-from chatq.config import settings as config
-from chatq.config.settings import Settings
-from chatq.jobs.cache import LocalCache
-from chatq.jobs.notify import Listener
-from chatq.jobs.rates import Rates
-from chatq.jobs.store import Store
-from chatq.runtime import logs
-from chatq.topology import checks as redis_check
-from chatq.topology import connections as redis_conn
-from chatq.topology.replicas import replication
-from chatq.tracing import context as tracing
-from web.admission.control import Admission, add_rate_headers
-from web.admission.holds import HeldCounts, mark_unheld
-from web.batches import routes as batches
-from web.chat import stored as chat
+from chatq import broker, config, runtime, topology, tracing
+from chatq.broker import make_celery
+from chatq.config import Settings
+from chatq.jobs import Listener, LocalCache, Rates, Store
+from chatq.topology import replication
+from web import batches, chat, http, jobs, metrics, pages, responses, webhooks
+from web import tracing as web_tracing
+from web.admission import Admission, HeldCounts, add_rate_headers, mark_unheld
 from web.context import Services
-from web.http import error_handlers
-from web.http.auth import KeyRing
-from web.jobs import routes as jobs
-from web.metrics import http_requests as http_metrics
-from web.metrics import request_hooks as observability
-from web.pages import ops
-from web.responses import routes as responses_api
-from web.tracing import spans as web_tracing
-from web.webhooks import routes as webhooks
+from web.http import KeyRing
 
 
 class _NoSessions(SecureCookieSessionInterface):
@@ -47,7 +30,7 @@ class _NoSessions(SecureCookieSessionInterface):
 
 
 def _services(settings: Settings) -> Services:
-    client = redis_conn.connect_state(settings)
+    client = topology.connect_state(settings)
     celery = make_celery(settings, max_connections=settings.web_worker_connections)
     messages = broker.make(settings, client, celery)
     return Services(
@@ -72,8 +55,8 @@ def _services(settings: Settings) -> Services:
 
 def _check_redis(settings: Settings, svc: Services) -> None:
     try:
-        redis_check.check_at_start(svc.redis, settings.redis_require_safe)
-    except redis_check.UnsafeRedis:
+        topology.check_at_start(svc.redis, settings.redis_require_safe)
+    except topology.UnsafeRedis:
         # gunicorn's "worker failed to boot" status: its master stops instead of respawning.
         raise SystemExit(3) from None
 
@@ -88,7 +71,7 @@ def drain(app: Flask, since: float) -> None:
 def create_app(settings: Settings | None = None) -> Flask:
     """Build the app; `settings` default to the CHATQ_* environment."""
     settings = settings or config.load()
-    logs.setup(settings.log_level, settings.secret_values(), settings.log_format)
+    runtime.setup(settings.log_level, settings.secret_values(), settings.log_format)
     app = Flask(__name__)
     # Werkzeug answers `/v1/jobs//events` (an empty id) with a 308 to `/v1/jobs/events` and an
     # HTML body; every path of the API answers JSON, so such a path is a plain 404.
@@ -99,15 +82,15 @@ def create_app(settings: Settings | None = None) -> Flask:
     svc = _services(settings)
     _check_redis(settings, svc)
     app.extensions["chatq"] = svc
-    observability.install_request_log(app, settings.access_log)
-    http_metrics.install(app, settings.metrics_dir)
+    metrics.install_request_log(app, settings.access_log)
+    metrics.install(app, settings.metrics_dir)
     tracing.start("chatq-web")
     web_tracing.install(app)
-    error_handlers.register(app, settings.backend_retry_after_s)
+    http.register(app, settings.backend_retry_after_s)
     jobs.register(app)
     chat.register(app)
-    app.register_blueprint(responses_api.bp)
-    ops.register(app)
+    app.register_blueprint(responses.bp)
+    pages.register(app)
     app.register_blueprint(webhooks.bp)
     batches.register(app)
     app.after_request(add_rate_headers)

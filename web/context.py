@@ -9,14 +9,11 @@ import redis
 from celery import Celery
 from flask import current_app, g
 
-from chatq.broker.backlog import Broker
-from chatq.config.settings import Settings
-from chatq.jobs.cache import LocalCache
-from chatq.jobs.notify import Listener
-from chatq.jobs.store import Store
-from web.admission.control import Admission
-from web.admission.holds import HeldCounts
-from web.http.auth import KeyRing, authenticate
+from chatq.broker import Broker
+from chatq.config import Settings
+from chatq.jobs import Listener, LocalCache, Store
+from web.admission import Admission, HeldCounts
+from web.http import KeyRing, authenticate
 
 
 @dataclass

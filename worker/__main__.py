@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import sys
 
-from chatq.config import settings as config
+from chatq import config
 
 if config.load().worker_pool == "gevent":
     # Before anything else is imported, so that sockets and locks cooperate.
@@ -20,7 +20,7 @@ def main() -> None:
     from celery.exceptions import SecurityError
     from celery.utils.log import mlevel
 
-    from chatq.broker.celery_app import worker_queues
+    from chatq.broker import worker_queues
     from worker.tasks import app, settings
 
     # What `celery worker` does with these options, without loading Celery's command line: its

@@ -8,20 +8,13 @@ from dataclasses import dataclass
 
 from celery import Celery
 
-from chatq.admission import fairness
-from chatq.broker import celery_app
-from chatq.config.settings import Settings
-from chatq.jobs.rates import Rates
-from chatq.jobs.store import Store
-from chatq.runtime.logs import Redactor
-from chatq.topology import connections as redis_conn
-from chatq.topology.replicas import replication
-from worker.jobs.flusher import Flusher
-from worker.jobs.running import Registry
-from worker.upstream.client import make_session
-from worker.upstream.connections import UpstreamSession
-from worker.upstream.endpoints import Endpoints
-from worker.upstream.pacing import Pacer
+from chatq import admission, broker, topology
+from chatq.config import Settings
+from chatq.jobs import Rates, Store
+from chatq.runtime import Redactor
+from chatq.topology import replication
+from worker.jobs import Flusher, Registry
+from worker.upstream import Endpoints, Pacer, UpstreamSession, make_session
 
 
 @dataclass
@@ -46,7 +39,7 @@ _current: WorkerContext | None = None
 
 def _build(settings: Settings, celery: Celery) -> WorkerContext:
     max_connections = settings.worker_concurrency + settings.webhook_concurrency + 10
-    client = redis_conn.connect_state(settings, max_connections=max_connections)
+    client = topology.connect_state(settings, max_connections=max_connections)
     store = Store(
         client,
         settings.job_ttl_s,
@@ -55,7 +48,7 @@ def _build(settings: Settings, celery: Celery) -> WorkerContext:
         max_running=settings.tenant_max_running,
         max_running_overrides=settings.tenant_max_running_overrides,
         rates=Rates(client),
-        park_s=fairness.park_s(settings, amqp=celery_app.is_amqp(celery)),
+        park_s=admission.park_s(settings, amqp=broker.is_amqp(celery)),
     )
     return WorkerContext(
         settings=settings,

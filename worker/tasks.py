@@ -11,27 +11,23 @@ from typing import Any
 from celery import signals
 from kombu.utils.compat import detect_environment
 
-from chatq.admission import fairness
-from chatq.batches import file_storage as files
-from chatq.broker import celery_app
-from chatq.broker.celery_app import RUN_JOB_TASK, make_celery
-from chatq.config import settings as config
-from chatq.metrics import gc_pauses
-from chatq.runtime import logs
-from chatq.scripting.loader import is_cluster
-from chatq.topology import checks as redis_check
-from chatq.topology import connections as redis_conn
-from chatq.tracing import context as tracing
-from worker.admission import quotas as _limits  # noqa: F401  its relay handler settles ended jobs
-from worker.batches import loop as batches
+from chatq import admission as fairness
+from chatq import batches as files
+from chatq import broker, config, topology, tracing
+from chatq import metrics as gc_pauses
+from chatq import runtime as logs
+from chatq.broker import RUN_JOB_TASK, make_celery
+from chatq.scripting import is_cluster
+from worker import (
+    admission,  # noqa: F401  its relay handler settles ended jobs
+    batches,
+    metrics,
+    runtime,
+)
+from worker import run as relay
 from worker.context import context
-from worker.metrics import series as metrics
-from worker.metrics import server as metrics_http
-from worker.run import relay
-from worker.run.monitor import Monitor
-from worker.run.runner import run_job
-from worker.runtime import greenlets, pollfix
-from worker.webhooks.pool import DeliveryPool
+from worker.run import Monitor, run_job
+from worker.webhooks import DeliveryPool
 
 settings = config.load()
 app = make_celery(settings, max_connections=2 * settings.worker_concurrency + 20)
@@ -63,9 +59,9 @@ def _set_up_logging(**_: Any) -> None:
 @signals.worker_init.connect
 def _tune_gevent_pool(**_: Any) -> None:
     if detect_environment() == "gevent":  # however the pool was chosen (also `celery -P`)
-        if not celery_app.is_amqp(app):  # RabbitMQ pushes messages: no poll to shorten
-            pollfix.install_pollfix()
-        greenlets.install_greenlet_fix()
+        if not broker.is_amqp(app):  # RabbitMQ pushes messages: no poll to shorten
+            runtime.install_pollfix()
+        runtime.install_greenlet_fix()
 
 
 @signals.worker_init.connect
@@ -79,8 +75,8 @@ def _start_tracing(**_: Any) -> None:
 def _reread_capped_tenants(**_: Any) -> None:
     # A read that leaves out a tenant at its cap must end in time to take that tenant's next
     # job once one of its jobs ends: its queues come back only at the next read.
-    if fairness.plan(settings).capped and not celery_app.is_amqp(app):
-        pollfix.end_reads_within(fairness.RUNNING_REFRESH_S)
+    if fairness.plan(settings).capped and not broker.is_amqp(app):
+        runtime.end_reads_within(fairness.RUNNING_REFRESH_S)
 
 
 @signals.worker_init.connect
@@ -91,7 +87,7 @@ def _serve_metrics(**_: Any) -> None:
         return
     host, _sep, port = settings.worker_metrics_bind.rpartition(":")
     try:
-        metrics_http.serve(host or "127.0.0.1", int(port), settings.metrics_token)
+        metrics.serve(host or "127.0.0.1", int(port), settings.metrics_token)
     except (OSError, ValueError, OverflowError) as exc:
         # A SystemExit passes Celery's signal dispatch, which would log any Exception and go on.
         sys.exit(
@@ -109,13 +105,13 @@ def _bind_failure(exc: Exception) -> str:
 
 @signals.celeryd_after_setup.connect
 def _check_redis(**_: Any) -> None:
-    client = redis_conn.connect_state(settings, 2)
+    client = topology.connect_state(settings, 2)
     try:
-        redis_check.check_at_start(client, settings.redis_require_safe)
+        topology.check_at_start(client, settings.redis_require_safe)
         if fairness.plan(settings).capped and is_cluster(client):
             # Its running counts would be in another slot than the claims that keep them.
             sys.exit("worker: CHATQ_TENANT_MAX_RUNNING needs the job store on one Redis")
-    except redis_check.UnsafeRedis:
+    except topology.UnsafeRedis:
         raise SystemExit(1) from None  # before the consumer starts: no job is taken
     finally:
         client.close()

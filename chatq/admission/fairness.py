@@ -16,10 +16,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from chatq import keys
-from chatq.config.env import LANES as LANES
-from chatq.config.settings import Settings
-from chatq.runtime import heartbeats
+from chatq import keys, runtime
+from chatq.config import LANES as LANES
+from chatq.config import Settings
 
 log = logging.getLogger(__name__)
 
@@ -136,7 +135,7 @@ class RunningCounts:
         except Exception as exc:  # the claim still enforces the cap: read all queues meanwhile
             log.warning("cannot read the tenants' running counts: %s", type(exc).__name__)
             return {}
-        workers = max(1, heartbeats.live_count(beats, seconds + micros / 1e6))
+        workers = max(1, runtime.live_count(beats, seconds + micros / 1e6))
         return {
             t: -(-(self.plan.cap(t) - int(n)) // workers)  # rounded up
             for t, n in zip(limited, counts, strict=True)

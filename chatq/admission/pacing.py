@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from chatq import keys
-from chatq.scripting.loader import LuaScript
+from chatq.scripting import LuaScript
 
 RATE_HEADER_PREFIX = "x-ratelimit-"
 # ASCII digits only: `\d` and float() also take other scripts' digits, and float() "inf".

@@ -17,10 +17,9 @@ from typing import Any, NamedTuple
 import redis
 
 from chatq import keys
-from chatq.chat.tokens import charged_tokens
-from chatq.config.limit_settings import KeyLimits
-from chatq.config.settings import Settings
-from chatq.scripting.loader import LuaScript
+from chatq.chat import charged_tokens
+from chatq.config import KeyLimits, Settings
+from chatq.scripting import LuaScript
 
 # A key's state outlives the longest period it counts (a month), whatever its use.
 KEEP_S = 40 * 86400

@@ -23,7 +23,7 @@ import redis
 from chatq import keys
 from chatq.batches import file_scripts as files_scripts
 from chatq.errors import ApiError
-from chatq.topology.connections import BACKEND_ERRORS
+from chatq.topology import BACKEND_ERRORS
 
 # An upload asks for room this far ahead of its bytes (a Redis call per step), and asks
 # again at least once a step, which keeps its hold from lapsing while it streams.

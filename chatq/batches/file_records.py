@@ -19,7 +19,7 @@ from chatq.batches.objects import PURPOSE_INPUT as PURPOSE_INPUT
 from chatq.batches.objects import PURPOSE_OUTPUT as PURPOSE_OUTPUT
 from chatq.batches.objects import File
 from chatq.batches.paging import ids_after
-from chatq.scripting.loader import flat_pairs
+from chatq.scripting import flat_pairs
 
 
 def new_meta(

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import BinaryIO, Protocol
 
-from chatq.runtime import offload
+from chatq import runtime
 
 FILE_ID = re.compile(r"^file-[A-Za-z0-9_-]{16,64}$")
 CHUNK_BYTES = 64 * 1024
@@ -79,7 +79,7 @@ class _DirectoryUpload:
         assert self._file is not None, "committed twice"
         self._file.flush()
         # Durable before Redis says the file exists; seconds for a large file, off the loop.
-        offload.blocking(os.fsync, self._file.fileno())
+        runtime.blocking(os.fsync, self._file.fileno())
         self._file.close()
         self._file = None
         os.replace(self._partial, self._final)
@@ -123,7 +123,7 @@ class DirectoryStorage:
     def delete(self, file_id: str) -> None:
         """See FileStorage."""
         # Freeing a large file's blocks takes the kernel tens of milliseconds: off the loop.
-        offload.blocking(_unlink, self._path(file_id))
+        runtime.blocking(_unlink, self._path(file_id))
 
     def remove_stale_partials(self, older_than_s: float) -> int:
         """Delete uploads left half-written (their writer died) longer ago than that."""

@@ -14,15 +14,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, get_args
 
+from chatq import chat
 from chatq.batches.objects import BatchEndpoint
-from chatq.chat import json_input
-from chatq.chat.validate import chat_request
-from chatq.config.settings import Settings
+from chatq.chat import chat_request
+from chatq.config import Settings
 from chatq.errors import ApiError, failed_job_status
-from chatq.responses.inputs import checked_request, invalid
-from chatq.responses.translation import given, is_response, translate
-from chatq.responses.view import render
-from chatq.runtime.tally import Tally
+from chatq.responses import checked_request, given, invalid, is_response, render, translate
+from chatq.runtime import Tally
 
 JSONDict = dict[str, Any]
 MAX_CUSTOM_ID_CHARS = 512
@@ -145,10 +143,10 @@ def _envelope(number: int, raw: bytes, max_line_bytes: int) -> JSONDict | LineEr
             "largest request body chatq takes).",
         )
     try:
-        value = json_input.parse(raw.decode("utf-8"))
+        value = chat.parse(raw.decode("utf-8"))
     except ApiError as exc:  # JSON, but a number or a string no request can carry
         return LineError(number, exc.code, exc.message, exc.param)
-    except json_input.NestedTooDeeply as exc:
+    except chat.NestedTooDeeply as exc:
         return LineError(number, "invalid_json_line", f"This line {exc}.")
     except (UnicodeDecodeError, ValueError):
         return LineError(number, "invalid_json_line", "This line is not valid JSON in UTF-8.")

@@ -9,7 +9,7 @@ from typing import Annotated, Any, Literal, get_args
 import msgspec
 from msgspec import UNSET, Meta, Struct, UnsetType, field
 
-from chatq.responses.objects import Metadata, ResponseUsage
+from chatq.responses import Metadata, ResponseUsage
 
 BatchStatus = Literal[
     "validating",

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 from chatq import keys
-from chatq.scripting.loader import LuaScript
+from chatq.scripting import LuaScript
 
 
 def _global_slot(args: Any) -> str:

@@ -14,7 +14,7 @@ import redis
 from chatq import keys
 from chatq.batches import scripts
 from chatq.batches.paging import ids_after
-from chatq.scripting.loader import flat_pairs
+from chatq.scripting import flat_pairs
 
 LEASE_CHUNK = 500  # leases taken by one script call: Redis waits on no call for long
 

@@ -14,14 +14,12 @@ import requests
 from celery import Celery
 from redis.client import Pipeline
 
-from chatq import keys
-from chatq.admission import fairness as fair
+from chatq import admission, keys, topology
 from chatq.broker import rabbitmq as rabbit
 from chatq.broker.celery_app import QUEUES, broker_url
-from chatq.config.settings import Settings
-from chatq.jobs.results import Swept
-from chatq.scripting.loader import LuaScript, is_cluster
-from chatq.topology import connections as redis_conn
+from chatq.config import Settings
+from chatq.jobs import Swept
+from chatq.scripting import LuaScript, is_cluster
 
 
 def queue_keys(queue: str) -> list[str]:
@@ -84,11 +82,14 @@ class RedisBroker:
     chatq/admission/fairness.py) that can be read in place."""
 
     def __init__(
-        self, client: redis.Redis, state: redis.Redis | None = None, plan: fair.Plan | None = None
+        self,
+        client: redis.Redis,
+        state: redis.Redis | None = None,
+        plan: admission.Plan | None = None,
     ) -> None:
         self.redis = client
         self.state = state or client
-        self.plan = plan or fair.Plan()
+        self.plan = plan or admission.Plan()
         self.lanes = {lane: self.plan.lane_queues(lane) for lane in QUEUES}
         self._missing = MISSING.on(client)
 
@@ -136,7 +137,7 @@ class RedisBroker:
         shared with other tenants (fair dispatch off, or a name not configured)."""
         if owner not in self.plan.tenants:
             return None
-        return queue_keys(fair.queue_name(lane, owner))
+        return queue_keys(admission.queue_name(lane, owner))
 
     def oldest_age_s(self, lists: list[str], now: float) -> float:
         """Age of the oldest message at the tail of `lists`, from its job's created_at."""
@@ -190,9 +191,9 @@ def make(settings: Settings, state: redis.Redis, celery: Celery) -> Broker:
     url = broker_url(settings)
     if rabbit.is_amqp(url):
         return RabbitBroker(settings, state, celery)
-    plan = fair.plan(settings)
-    if url == redis_conn.state_url(settings) and not is_cluster(state):
+    plan = admission.plan(settings)
+    if url == topology.state_url(settings) and not is_cluster(state):
         return RedisBroker(state, plan=plan)
     if not settings.broker_url:  # the Redis of CHATQ_REDIS_URL, maybe behind Sentinels
-        return RedisBroker(redis_conn.connect_main(settings), state, plan)
-    return RedisBroker(redis_conn.connect(url, ca_file=settings.redis_ca_file), state, plan)
+        return RedisBroker(topology.connect_main(settings), state, plan)
+    return RedisBroker(topology.connect(url, ca_file=settings.redis_ca_file), state, plan)

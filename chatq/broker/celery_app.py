@@ -14,19 +14,18 @@ import redis
 from celery import Celery
 from kombu import Exchange, Queue, serialization
 
-from chatq.admission import fairness as fair
+from chatq import admission, topology
 from chatq.broker import kombu_clients
 from chatq.broker import rabbitmq as rabbit
-from chatq.config.settings import Settings
-from chatq.topology import connections as redis_conn
-from chatq.topology.connections import sentinel_options, tls_options
+from chatq.config import Settings
+from chatq.topology import sentinel_options, tls_options
 
 RUN_JOB_TASK = "chatq.run_job"
 # The job lanes. On Redis each is a queue per tenant (kombu's lists, chatq/admission/fairness.py)
 # and one of its own; on RabbitMQ both are priorities of one queue (chatq/broker/rabbitmq.py).
 # Webhook deliveries are no Celery tasks: each worker's delivery pool takes them from Redis (worker/
 # webhooks_pool.py), so that they never hold a job's slot.
-QUEUES = fair.LANES
+QUEUES = admission.LANES
 
 
 def broker_url(settings: Settings) -> str:
@@ -58,7 +57,7 @@ def _lane_of(queue: str) -> str | None:
 
 def _queue_of(app: Celery, lane: str, owner: str) -> str:
     """The Redis broker's queue for a job of `owner` in `lane` (its tenant's, if declared)."""
-    tenant = fair.queue_name(lane, owner)
+    tenant = admission.queue_name(lane, owner)
     return tenant if owner and tenant in consumed_queues(app) else lane
 
 
@@ -134,15 +133,15 @@ def _queue(name: str) -> Queue:
 def _queue_order(settings: Settings) -> Any:
     """kombu's queue cycle: lanes in order, tenants round-robin within each
     (chatq/admission/fairness.py); with fair dispatch off, the lanes' own queues in fixed order."""
-    plan = fair.plan(settings)
+    plan = admission.plan(settings)
     if not plan.tenants:
         return "priority"
-    running = fair.RunningCounts(plan, lambda: redis_conn.connect_state(settings, 2))
-    return functools.partial(fair.TenantCycle, plan, running)
+    running = admission.RunningCounts(plan, lambda: topology.connect_state(settings, 2))
+    return functools.partial(admission.TenantCycle, plan, running)
 
 
 def _redis_conf(settings: Settings, url: str, max_connections: int) -> dict[str, Any]:
-    plan = fair.plan(settings)
+    plan = admission.plan(settings)
     jobs = [q for lane in QUEUES for q in plan.lane_queues(lane)]
     return {
         "task_queues": [_queue(name) for name in jobs],

@@ -23,8 +23,8 @@ from kombu import Connection, Exchange, Queue
 from kombu.exceptions import LimitExceeded, OperationalError
 
 from chatq import keys
-from chatq.config.env import is_amqp as is_amqp
-from chatq.scripting.loader import BoundScript, LuaScript
+from chatq.config import is_amqp as is_amqp
+from chatq.scripting import BoundScript, LuaScript
 
 log = logging.getLogger(__name__)
 

@@ -9,11 +9,11 @@ from typing import Any, Literal
 
 import tiktoken
 
+from chatq import runtime
 from chatq.chat.models import model_info
 from chatq.chat.token_encodings import encoding_for, is_built
 from chatq.errors import ApiError
-from chatq.runtime import offload
-from chatq.runtime.tally import Tally
+from chatq.runtime import Tally
 
 Policy = Literal["reject", "truncate_oldest"]
 OVERFLOW_POLICIES: tuple[Policy, ...] = ("reject", "truncate_oldest")
@@ -143,7 +143,7 @@ def _costs(request: dict[str, Any]) -> tuple[int, list[int]]:
     _tally.add()
     if is_built(_model(request)) and _shorter_than(request, INLINE_MAX_CHARS):
         return _count_costs(request)
-    return offload.off_loop(_count_costs, request)
+    return runtime.off_loop(_count_costs, request)
 
 
 def _count_text(model: str, text: str) -> int:
@@ -155,7 +155,7 @@ def count_text(model: str, text: str) -> int:
     """Tokens of `text` as `model`'s output, off the event loop unless it is short."""
     if is_built(model) and len(text) < INLINE_MAX_CHARS:
         return _count_text(model, text)
-    return offload.off_loop(_count_text, model, text)
+    return runtime.off_loop(_count_text, model, text)
 
 
 def count_prompt_tokens(request: dict[str, Any]) -> int:

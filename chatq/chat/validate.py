@@ -9,7 +9,7 @@ from chatq.chat import tokens
 from chatq.chat.objects import ChatCompletionRequest
 from chatq.chat.tokens import Policy
 from chatq.chat.typed_input import convert
-from chatq.config.settings import Settings
+from chatq.config import Settings
 from chatq.errors import ApiError
 
 # The fields that multiply the operator's bill, each with the setting that caps it.

@@ -16,7 +16,7 @@ from chatq.jobs import record as jobs
 from chatq.jobs.events import Carried, decode_carried
 from chatq.jobs.store import PROGRESS
 from chatq.jobs.waiters import Waiter, Waiters
-from chatq.scripting.loader import is_cluster
+from chatq.scripting import is_cluster
 
 log = logging.getLogger(__name__)
 

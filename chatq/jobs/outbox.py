@@ -19,7 +19,7 @@ import redis
 
 from chatq import keys
 from chatq.jobs import record as jobs
-from chatq.scripting.loader import is_cluster
+from chatq.scripting import is_cluster
 
 GROUP = "chatq-relay"
 

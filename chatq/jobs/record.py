@@ -8,7 +8,7 @@ from typing import Annotated, Any, Literal
 
 from msgspec import Meta, Struct, structs
 
-from chatq.chat.objects import ChatCompletion
+from chatq.chat import ChatCompletion
 from chatq.errors import JobError
 
 # A job's statuses and priorities, declared where the scripts' loader reads them too.

@@ -19,7 +19,7 @@ from chatq.jobs.results import (
     SweepOutcome,
     Swept,
 )
-from chatq.scripting.loader import LuaScript
+from chatq.scripting import LuaScript
 
 
 def _job_slot(args: Any) -> str:

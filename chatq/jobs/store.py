@@ -30,8 +30,8 @@ from chatq.jobs.results import (
     Piece,
     Swept,
 )
-from chatq.scripting.loader import BoundScript, flat_pairs, is_cluster
-from chatq.topology.replicas import NO_WAIT, ReplicasBehind, Replication, run_and_wait
+from chatq.scripting import BoundScript, flat_pairs, is_cluster
+from chatq.topology import NO_WAIT, ReplicasBehind, Replication, run_and_wait
 
 log = logging.getLogger(__name__)
 A = TypeVar("A", bound=tuple[Any, ...])

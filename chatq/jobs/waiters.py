@@ -16,7 +16,7 @@ from gevent.hub import Waiter as HubWaiter
 
 from chatq.jobs import record as jobs
 from chatq.jobs.events import Carried
-from chatq.runtime.offload import gevent_process
+from chatq.runtime import gevent_process
 
 # Deltas a waiter keeps untaken (a stream writing to a slow client) before it reads the
 # stream instead.

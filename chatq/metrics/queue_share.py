@@ -10,8 +10,7 @@ import msgspec
 import redis
 
 from chatq import keys
-from chatq.broker.backlog import Broker, RedisBroker
-from chatq.broker.celery_app import QUEUES
+from chatq.broker import QUEUES, Broker, RedisBroker
 from chatq.metrics import queue_objects as objects
 from chatq.metrics.queue_stats import (
     BatchLines,

@@ -10,16 +10,11 @@ from typing import cast
 import msgspec
 import redis
 
-from chatq import keys
-from chatq.admission import fairness
-from chatq.batches import record as batches
-from chatq.broker.backlog import Broker, RedisBroker
-from chatq.broker.celery_app import QUEUES
-from chatq.jobs import rates
+from chatq import admission, batches, jobs, keys, runtime
+from chatq.broker import QUEUES, Broker, RedisBroker
 from chatq.metrics import queue_objects as objects
 from chatq.metrics.queue_objects import WebhookWork as WebhookWork
 from chatq.metrics.queue_objects import Workers as Workers
-from chatq.runtime import heartbeats
 
 SAFETY_FACTOR = 1.2
 
@@ -43,13 +38,13 @@ def window(client: redis.Redis, now: float | None = None, owner: str = "") -> Wi
     one (counted per minute, chatq/jobs/rates.py): of every job, or of key name `owner`'s."""
     now_s = now or time.time()
     minute = int(now_s // 60)
-    fields = [rates.owner_field(name, owner) if owner else name for name in rates.COUNTS]
+    fields = [jobs.owner_field(name, owner) if owner else name for name in jobs.COUNTS]
     pipe = client.pipeline(transaction=False)
     for m in (minute - 1, minute):
         pipe.hmget(keys.stats(m), fields)
-    totals = dict.fromkeys(rates.COUNTS, 0.0)
+    totals = dict.fromkeys(jobs.COUNTS, 0.0)
     for bucket in pipe.execute():
-        for name, value in zip(rates.COUNTS, bucket, strict=True):
+        for name, value in zip(jobs.COUNTS, bucket, strict=True):
             totals[name] += float(value or 0)
     span_s = 60 + (now_s - minute * 60)
     done = totals["done"]
@@ -60,7 +55,7 @@ def window(client: redis.Redis, now: float | None = None, owner: str = "") -> Wi
     )
 
 
-def depths(client: redis.Redis, plan: fairness.Plan | None = None) -> dict[str, int]:
+def depths(client: redis.Redis, plan: admission.Plan | None = None) -> dict[str, int]:
     """Messages waiting in the Redis broker `client`, per lane (not those a worker reserved),
     in every tenant queue of `plan`."""
     return RedisBroker(client, plan=plan).depths()
@@ -71,7 +66,7 @@ def workers(client: redis.Redis, now: float) -> Workers:
     count = slots = busy = 0
     stale = []
     for name, value in client.hgetall(keys.workers()).items():
-        beat = heartbeats.parse(value)
+        beat = runtime.parse(value)
         if not beat.live(now):
             stale.append(name)
             continue

@@ -23,8 +23,8 @@ from typing import Any, get_args, get_type_hints
 
 import msgspec
 
-from chatq.jobs import record as jobs
-from chatq.jobs.events import Event
+from chatq import jobs
+from chatq.jobs import Event
 from chatq.responses.inputs import JSONDict
 from chatq.responses.objects import STREAM_EVENTS
 from chatq.responses.translation import message_id

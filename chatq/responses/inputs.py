@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from chatq.chat.typed_input import Refused, convert
+from chatq.chat import Refused, convert
 from chatq.errors import ApiError
 from chatq.responses.objects import NOT_TEXT, InputMessage, InputPart, ResponseRequest
 

@@ -9,7 +9,7 @@ from typing import Annotated, Any, Literal, get_args
 
 from msgspec import UNSET, Meta, Struct, UnsetType
 
-from chatq.chat.objects import MAX_TOKENS_LIMIT
+from chatq.chat import MAX_TOKENS_LIMIT
 
 JSONObject = dict[str, Any]
 Empty = Annotated[list[Any], Meta(max_length=0)]

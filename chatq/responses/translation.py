@@ -17,8 +17,8 @@ from typing import TypeVar
 import msgspec
 from msgspec import UNSET, UnsetType
 
-from chatq.chat.validate import check_caps
-from chatq.config.settings import Settings
+from chatq.chat import check_caps
+from chatq.config import Settings
 from chatq.responses.inputs import JSONDict, input_messages, invalid
 from chatq.responses.objects import FormatJSONObject, FormatJSONSchema, ResponseRequest
 

@@ -12,7 +12,7 @@ from typing import Any
 import msgspec
 from msgspec import UNSET
 
-from chatq.jobs import record as jobs
+from chatq import jobs
 from chatq.responses.inputs import JSONDict
 from chatq.responses.objects import Response
 from chatq.responses.translation import asked, message_id, response_id

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import ipaddress
 
-from chatq.config.webhook_settings import IPAddress, literal_address
+from chatq.config import IPAddress, literal_address
 
 LOCAL_NAMES = ("localhost", "localhost.")
 # RFC 4291: global unicast. Everything outside it (::/8 with the IPv4-compatible and SIIT

@@ -15,7 +15,7 @@ import msgspec
 import redis
 
 from chatq import keys
-from chatq.scripting.loader import flat_pairs
+from chatq.scripting import flat_pairs
 from chatq.webhooks import scripts
 from chatq.webhooks.events import MAX_ATTEMPTS, Event
 from chatq.webhooks.objects import WebhookDelivery

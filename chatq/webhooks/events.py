@@ -15,7 +15,7 @@ from typing import Any
 import msgspec
 
 from chatq import words
-from chatq.config.webhook_settings import SECRET_PREFIX
+from chatq.config import SECRET_PREFIX
 from chatq.webhooks.objects import JOB_EVENTS as JOB_EVENTS
 from chatq.webhooks.objects import RESPONSE_EVENTS as RESPONSE_EVENTS
 from chatq.webhooks.objects import EventData, WebhookEvent

@@ -9,7 +9,7 @@ from typing import Annotated, Literal, get_args
 
 from msgspec import UNSET, Meta, Struct, UnsetType
 
-from chatq.config.webhook_settings import MAX_URL_CHARS
+from chatq.config import MAX_URL_CHARS
 
 JobEventType = Literal["job.completed", "job.failed", "job.cancelled"]
 ResponseEventType = Literal[

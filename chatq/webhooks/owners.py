@@ -13,7 +13,7 @@ import threading
 from typing import Any
 
 from chatq import keys
-from chatq.scripting.loader import is_cluster
+from chatq.scripting import is_cluster
 
 TOPIC = "~webhooks"
 

@@ -13,7 +13,7 @@ import redis
 from msgspec import structs
 
 from chatq import keys
-from chatq.config.webhook_settings import WebhookConfig
+from chatq.config import WebhookConfig
 from chatq.webhooks import scripts
 from chatq.webhooks.events import EVENT_TYPES, new_secret, secret_hint
 from chatq.webhooks.objects import WebhookEndpoint, WebhookEndpointWithSecret

@@ -16,7 +16,8 @@ from limits.storage import RedisClusterStorage, RedisStorage, Storage
 from limits.strategies import SlidingWindowCounterRateLimiter
 from prometheus_client import Counter
 
-from chatq.admission.quotas import (
+from chatq import metrics as queue_stats
+from chatq.admission import (
     ADMITTED,
     HELD,
     QUOTA_REFUSALS,
@@ -26,15 +27,14 @@ from chatq.admission.quotas import (
     Window,
     duration_text,
 )
-from chatq.broker.backlog import Broker, RedisBroker
-from chatq.chat.tokens import count_prompt_tokens
-from chatq.config.settings import ConfigError, Settings
+from chatq.broker import Broker, RedisBroker
+from chatq.chat import count_prompt_tokens
+from chatq.config import ConfigError, Settings
 from chatq.errors import ApiError
-from chatq.metrics import queue_stats
-from chatq.scripting.loader import is_cluster
-from chatq.topology.connections import state_url, tls_options
+from chatq.scripting import is_cluster
+from chatq.topology import state_url, tls_options
+from web import metrics
 from web.admission.depth import QueueDepth
-from web.metrics import series as metrics
 
 MAX_RETRY_AFTER_S = 60
 # Requests refused by a key's limits, by key name (never the key) and why.

@@ -17,8 +17,8 @@ import threading
 import time
 from collections.abc import Callable
 
-from chatq.broker.rabbitmq import BrokerUnavailable
-from chatq.topology.connections import is_backend_error
+from chatq.broker import BrokerUnavailable
+from chatq.topology import is_backend_error
 
 log = logging.getLogger(__name__)
 

@@ -13,8 +13,7 @@ from typing import TYPE_CHECKING
 from flask import Response, g
 
 from chatq.errors import ApiError
-from web.http import params
-from web.metrics import series as metrics
+from web import http, metrics
 
 if TYPE_CHECKING:
     from web.context import Services
@@ -107,7 +106,7 @@ def holds_open(stream: bool, max_wait_s: float) -> bool:
     does a held one, unless `Prefer` asks it to answer at once (`respond-async`, `wait=0`)."""
     if stream:
         return True
-    asked_s, respond_async = params.prefer_wait(), params.prefers_async()
+    asked_s, respond_async = http.prefer_wait(), http.prefers_async()
     if asked_s is None and not respond_async:
         return True
     return min(asked_s or 0.0, max_wait_s) > 0

@@ -10,27 +10,30 @@ from flask import request as current_request
 from msgspec import UNSET, structs
 from werkzeug.wsgi import wrap_file
 
-from chatq.batches import file_records as files_meta
-from chatq.batches.file_quota import FileQuota, Hold
-from chatq.batches.file_records import FileIndex
-from chatq.batches.file_storage import (
+from chatq import batches as files_meta
+from chatq import metrics
+from chatq.batches import (
     CHUNK_BYTES,
+    BatchStore,
     DirectoryStorage,
+    FileDeleted,
+    FileIndex,
+    FileList,
+    FileQuota,
     FilesDirRefused,
+    FileUpload,
+    Hold,
     is_file_id,
     new_file_id,
+    page_view,
     storage_for,
 )
-from chatq.batches.objects import FileDeleted, FileList, FileUpload, page_view
-from chatq.batches.record import BatchStore
-from chatq.chat.typed_input import Refused, convert
+from chatq.chat import Refused, convert
 from chatq.errors import ApiError
-from chatq.metrics import queue_stats
+from web import http
 from web.batches.upload import Received, Receiver
 from web.context import Services, authorize, services
-from web.http import params
-from web.http.answers import json_response
-from web.http.parameters import FILES_AFTER, FILES_LIMIT, FILES_ORDER, FILES_PURPOSE
+from web.http import FILES_AFTER, FILES_LIMIT, FILES_ORDER, FILES_PURPOSE, json_response
 
 log = logging.getLogger(__name__)
 bp = Blueprint("files", __name__, url_prefix="/v1/files")
@@ -124,7 +127,7 @@ def upload() -> Response:
     except BaseException:
         hold.release()  # the room it held is the key's again
         raise
-    now = queue_stats.redis_time(svc.redis)
+    now = metrics.redis_time(svc.redis)
     meta = files_meta.new_meta(
         file_id=file_id,
         owner=owner,
@@ -153,11 +156,11 @@ def list_files() -> Response:
     owner = authorize(svc)
     page = bsvc.files.page(
         owner,
-        after=params.text(FILES_AFTER) or "",
-        limit=params.whole(FILES_LIMIT),
-        newest_first=params.choice(FILES_ORDER, svc.settings) == "desc",
-        purpose=params.text(FILES_PURPOSE) or "",
-        now=queue_stats.redis_time(svc.redis),
+        after=http.text(FILES_AFTER) or "",
+        limit=http.whole(FILES_LIMIT),
+        newest_first=http.choice(FILES_ORDER, svc.settings) == "desc",
+        purpose=http.text(FILES_PURPOSE) or "",
+        now=metrics.redis_time(svc.redis),
     )
     data = [files_meta.public_file_view(m) for m in page.files]
     return json_response(page_view(FileList, data, page.has_more))
@@ -168,7 +171,7 @@ def owned_file(file_id: str, owner: str, param: str = "id") -> dict[str, str]:
     if not is_file_id(file_id):
         raise file_not_found(param)
     svc = services()
-    meta = batch_services().files.get(file_id, owner, queue_stats.redis_time(svc.redis))
+    meta = batch_services().files.get(file_id, owner, metrics.redis_time(svc.redis))
     if meta is None:
         raise file_not_found(param)
     return meta

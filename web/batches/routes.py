@@ -9,20 +9,15 @@ from typing import Any
 from flask import Blueprint, Flask, Response
 from msgspec import UNSET
 
-from chatq.batches import file_records as files_meta
-from chatq.batches import record as batches
-from chatq.batches.objects import BatchCreateRequest, BatchList, page_view
-from chatq.chat.typed_input import convert
+from chatq import batches
+from chatq.batches import BatchCreateRequest, BatchList, page_view
+from chatq.chat import convert
 from chatq.errors import ApiError
-from web.admission import holds
+from web import admission, http, metrics, tracing
 from web.batches import file_routes
 from web.batches.file_routes import batch_services, file_not_found, owned_file
 from web.context import Services, authorize, services
-from web.http import params
-from web.http.answers import json_response, preference_applied
-from web.http.parameters import BATCHES_AFTER, BATCHES_LIMIT, WAIT
-from web.metrics import series as metrics
-from web.tracing import spans as tracing
+from web.http import BATCHES_AFTER, BATCHES_LIMIT, WAIT, json_response, preference_applied
 
 log = logging.getLogger(__name__)
 bp = Blueprint("batches", __name__, url_prefix="/v1/batches")
@@ -47,10 +42,10 @@ def create_batch() -> Response:
     """Create a batch on an uploaded file; it is validated and run by the workers."""
     svc, bsvc = services(), batch_services()
     owner = authorize(svc)
-    record = _new_record(params.json_body(), owner, svc.settings.files_ttl_s)
+    record = _new_record(http.json_body(), owner, svc.settings.files_ttl_s)
     record |= tracing.job_fields()  # its lines' traces link to it
     meta = owned_file(record["input_file_id"], owner, "input_file_id")
-    if meta.get("purpose") != files_meta.PURPOSE_INPUT:
+    if meta.get("purpose") != batches.PURPOSE_INPUT:
         raise ApiError(
             400,
             "invalid_request",
@@ -119,10 +114,10 @@ def get_batch(batch_id: str) -> Response:
     """The batch; with `wait`, held until it has ended or the wait runs out."""
     svc = services()
     owner = authorize(svc)
-    wait_s, asked = params.requested_wait(WAIT, svc.settings)
+    wait_s, asked = http.requested_wait(WAIT, svc.settings)
     record = _owned(svc, batch_id, owner)
     if record["status"] not in batches.ENDED:
-        record = _wait_ended(svc, record, params.jittered(holds.poll_wait(svc, owner, wait_s)))
+        record = _wait_ended(svc, record, http.jittered(admission.poll_wait(svc, owner, wait_s)))
     applied = preference_applied(wait_s if asked else None)
     return json_response(
         batches.public_view(record), 200, {"Preference-Applied": applied} if applied else None
@@ -135,7 +130,7 @@ def list_batches() -> Response:
     svc = services()
     owner = authorize(svc)
     records, has_more = batch_services().batches.page(
-        owner, params.text(BATCHES_AFTER) or "", params.whole(BATCHES_LIMIT)
+        owner, http.text(BATCHES_AFTER) or "", http.whole(BATCHES_LIMIT)
     )
     data = [batches.public_view(r) for r in records]
     return json_response(page_view(BatchList, data, has_more))

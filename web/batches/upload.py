@@ -16,9 +16,7 @@ from msgspec import structs
 from werkzeug.exceptions import RequestEntityTooLarge
 from werkzeug.sansio.multipart import Data, Epilogue, Field, File, MultipartDecoder, NeedData
 
-from chatq.batches.file_quota import Hold
-from chatq.batches.file_storage import CHUNK_BYTES, FileStorage, Upload
-from chatq.batches.objects import FileUpload
+from chatq.batches import CHUNK_BYTES, FileStorage, FileUpload, Hold, Upload
 from chatq.errors import ApiError
 
 # The form around the file: part headers, boundaries and the small fields.

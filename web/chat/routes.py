@@ -9,19 +9,24 @@ from typing import Any
 import requests
 from flask import Blueprint, Response
 
-from chatq.chat.validate import chat_request, fit_context
+from chatq import jobs
+from chatq.chat import chat_request, fit_context
 from chatq.errors import ApiError
-from chatq.jobs import record as jobs
-from chatq.jobs.waiters import Waiter
-from web.admission import holds
+from chatq.jobs import Waiter
+from web import admission, http
 from web.chat.chunks import ChunkMaker, sse, tool_call_deltas
 from web.context import Services, authorize, services
-from web.http import params
-from web.http.answers import failed_job_error, job_response, json_response
-from web.http.parameters import CACHE_CONTROL, IDEMPOTENCY_KEY
-from web.jobs.events import STREAM_ENDING_ERRORS, follow, sse_response
-from web.jobs.submission import job_id_for, submit
-from web.jobs.waiting import load_owned, wait_terminal, watching
+from web.http import CACHE_CONTROL, IDEMPOTENCY_KEY, failed_job_error, job_response, json_response
+from web.jobs import (
+    STREAM_ENDING_ERRORS,
+    follow,
+    job_id_for,
+    load_owned,
+    sse_response,
+    submit,
+    wait_terminal,
+    watching,
+)
 
 log = logging.getLogger(__name__)
 bp = Blueprint("openai", __name__, url_prefix="/v1")
@@ -33,16 +38,16 @@ def chat_completions() -> Response:
     """Run a chat completion as an interactive job and answer as the upstream would."""
     svc = services()
     owner = authorize(svc)
-    body = params.json_body()
+    body = http.json_body()
     request = chat_request(body, svc.settings)
-    overflow = params.overflow_policy(svc.settings)
+    overflow = http.overflow_policy(svc.settings)
     fitted = fit_context(request, svc.settings.max_context_tokens, overflow)
     request = fitted.request
     stream = request.pop("stream", None) is True
     options = request.pop("stream_options", None) or {}
-    if holds.holds_open(stream, svc.settings.max_wait_s):
-        holds.hold(svc, owner)
-    cache_control = params.text(CACHE_CONTROL) or ""
+    if admission.holds_open(stream, svc.settings.max_wait_s):
+        admission.hold(svc, owner)
+    cache_control = http.text(CACHE_CONTROL) or ""
     job_id = job_id_for(svc, owner, request, cache_control)
     with watching(svc, job_id, 0.0 if stream else 1.0) as waiter:
         record = submit(
@@ -50,7 +55,7 @@ def chat_completions() -> Response:
             owner,
             request,
             "interactive",
-            params.text(IDEMPOTENCY_KEY),
+            http.text(IDEMPOTENCY_KEY),
             cache_control,
             job_id=job_id,
             prompt_tokens=fitted.prompt_tokens,
@@ -65,7 +70,7 @@ def chat_completions() -> Response:
 
 def _hold(svc: Services, record: dict[str, str], waiter: Waiter | None = None) -> Response:
     """Answer once the job ends; 202 only to a client that asked with Prefer."""
-    asked, respond_async = params.prefer_wait(), params.prefers_async()
+    asked, respond_async = http.prefer_wait(), http.prefers_async()
     if asked is not None or respond_async:
         wait_s = min(asked or 0.0, svc.settings.max_wait_s)
         record = wait_terminal(svc, record, wait_s, waiter=waiter)

@@ -8,14 +8,14 @@ import re
 
 from flask import Blueprint, Flask, Response, g
 
+from chatq import jobs
 from chatq.errors import job_not_found
-from chatq.jobs import record as jobs
-from chatq.responses.translation import is_response
-from web.admission import holds
+from chatq.responses import is_response
+from web import admission
 from web.chat import routes
 from web.chat.routes import _hold as hold_completion
 from web.context import authorize, services
-from web.jobs.waiting import load_owned
+from web.jobs import load_owned
 
 bp = Blueprint("stored_completions", __name__, url_prefix="/v1/chat/completions")
 # A job id, or the id chatq gives a streamed completion (`chatcmpl-` and the job's token).
@@ -36,8 +36,10 @@ def stored_completion(completion_id: str) -> Response:
     record = load_owned(svc, job_id, owner)
     if is_response(record):
         raise job_not_found()
-    if not jobs.is_terminal(record["status"]) and holds.holds_open(False, svc.settings.max_wait_s):
-        holds.hold(svc, owner)
+    if not jobs.is_terminal(record["status"]) and admission.holds_open(
+        False, svc.settings.max_wait_s
+    ):
+        admission.hold(svc, owner)
     return hold_completion(svc, record)
 
 

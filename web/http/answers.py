@@ -8,8 +8,8 @@ from typing import Any
 import msgspec
 from flask import Response
 
+from chatq import jobs
 from chatq.errors import ApiError, failed_job_status
-from chatq.jobs import record as jobs
 
 
 def json_response(body: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:

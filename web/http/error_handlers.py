@@ -12,7 +12,7 @@ from kombu.exceptions import OperationalError
 from werkzeug.exceptions import HTTPException
 
 from chatq.errors import ApiError, backend_unavailable
-from chatq.topology.connections import BACKEND_ERRORS, is_backend_error
+from chatq.topology import BACKEND_ERRORS, is_backend_error
 from web.http.answers import json_response, options_response
 
 log = logging.getLogger(__name__)

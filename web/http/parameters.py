@@ -8,10 +8,10 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
-from chatq.chat.tokens import OVERFLOW_POLICIES
-from chatq.config.settings import Settings
-from chatq.jobs.record import PRIORITIES
-from chatq.webhooks.deliveries import MAX_LOG_PAGE
+from chatq.chat import OVERFLOW_POLICIES
+from chatq.config import Settings
+from chatq.jobs import PRIORITIES
+from chatq.webhooks import MAX_LOG_PAGE
 
 
 @dataclass(frozen=True)

@@ -11,11 +11,11 @@ from typing import Any, cast
 from flask import current_app, request
 from werkzeug.exceptions import RequestEntityTooLarge
 
-from chatq.chat import json_input
-from chatq.chat.tokens import Policy
-from chatq.config.settings import Settings
+from chatq import chat
+from chatq.chat import Policy
+from chatq.config import Settings
 from chatq.errors import ApiError
-from chatq.jobs.record import JOB_ID_PATTERN
+from chatq.jobs import JOB_ID_PATTERN
 from web.http.parameters import CONTEXT_OVERFLOW, PREFER, Param
 
 _NUMBER = re.compile(r"([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]{1,3})?\Z")
@@ -44,8 +44,8 @@ def json_body() -> dict[str, Any]:
     out of a float's range or a lone surrogate is a 400 naming the field (chatq/json_input)."""
     raw = _read_body()
     try:
-        body = json_input.parse(raw.decode("utf-8"))
-    except json_input.NestedTooDeeply as exc:
+        body = chat.parse(raw.decode("utf-8"))
+    except chat.NestedTooDeeply as exc:
         raise ApiError(400, "invalid_json", f"The body {exc}.") from None
     except (UnicodeDecodeError, ValueError) as exc:
         raise ApiError(400, "invalid_json", "The body is not valid JSON in UTF-8.") from exc

@@ -11,15 +11,13 @@ import msgspec
 import redis
 from flask import Blueprint, Response
 
+from chatq import jobs
 from chatq.errors import ApiError, job_not_found
-from chatq.jobs import record as jobs
-from chatq.jobs.events import Event, EventsPage
-from chatq.topology.connections import BACKEND_ERRORS
-from web.admission import holds
+from chatq.jobs import Event, EventsPage
+from chatq.topology import BACKEND_ERRORS
+from web import admission, http
 from web.context import Services, authorize, services
-from web.http import params
-from web.http.answers import json_response
-from web.http.parameters import ACCEPT, CURSOR, LAST_EVENT_ID, WAIT
+from web.http import ACCEPT, CURSOR, LAST_EVENT_ID, WAIT, json_response
 from web.jobs.following import Follower, poll
 from web.jobs.waiting import Hold, load_owned
 
@@ -64,7 +62,7 @@ def _page(job_id: str, events: list[Event], status: str, cursor: str) -> dict[st
 
 def wants_sse() -> bool:
     """Whether the client asked for Server-Sent Events."""
-    return "text/event-stream" in (params.text(ACCEPT) or "")
+    return "text/event-stream" in (http.text(ACCEPT) or "")
 
 
 @bp.get("/<job_id>/events")
@@ -73,18 +71,18 @@ def job_events(job_id: str) -> Response:
     svc = services()
     owner = authorize(svc)
     sse = wants_sse()
-    wait_s, asked = params.requested_wait(WAIT, svc.settings)
-    cursor = valid_cursor(params.text(LAST_EVENT_ID) if sse else None)
+    wait_s, asked = http.requested_wait(WAIT, svc.settings)
+    cursor = valid_cursor(http.text(LAST_EVENT_ID) if sse else None)
     if cursor == "0":
-        cursor = valid_cursor(params.text(CURSOR))
-    if not params.is_job_id(job_id):
+        cursor = valid_cursor(http.text(CURSOR))
+    if not http.is_job_id(job_id):
         raise job_not_found()
     if sse:
         if not jobs.is_terminal(load_owned(svc, job_id, owner)["status"]):
-            holds.hold(svc, owner)
+            admission.hold(svc, owner)
         return sse_response(sse_events(svc, job_id, cursor))
-    poll_s = holds.poll_wait(svc, owner, wait_s)
-    events, status = poll(svc, job_id, owner, cursor, params.jittered(poll_s) if poll_s else 0)
+    poll_s = admission.poll_wait(svc, owner, wait_s)
+    events, status = poll(svc, job_id, owner, cursor, http.jittered(poll_s) if poll_s else 0)
     headers = {"Preference-Applied": f"wait={wait_s:g}"} if asked else {}
     return json_response(_page(job_id, events, status, cursor), 200, headers)
 

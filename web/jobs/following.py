@@ -9,11 +9,9 @@ from the notification alone.
 
 from __future__ import annotations
 
-from chatq import keys
+from chatq import jobs, keys
 from chatq.errors import job_not_found
-from chatq.jobs import record as jobs
-from chatq.jobs.events import Event, continuing, parse_events
-from chatq.jobs.waiters import Waiter
+from chatq.jobs import Event, Waiter, continuing, parse_events
 from web.context import Services
 from web.jobs.waiting import Hold, wait_ready
 

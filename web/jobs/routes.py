@@ -6,14 +6,22 @@ import logging
 
 from flask import Blueprint, Flask, Response, g
 
-from chatq.chat.validate import chat_request, fit_context
+from chatq import jobs
+from chatq.chat import chat_request, fit_context
 from chatq.errors import ApiError, job_not_found
-from chatq.jobs import record as jobs
-from web.admission import holds
+from web import admission, http
 from web.context import Services, authorize, services
-from web.http import params
-from web.http.answers import failed_job_error, job_response, json_response
-from web.http.parameters import CACHE_CONTROL, IDEMPOTENCY_KEY, PRIORITY, RESULT_WAIT, WAIT, Param
+from web.http import (
+    CACHE_CONTROL,
+    IDEMPOTENCY_KEY,
+    PRIORITY,
+    RESULT_WAIT,
+    WAIT,
+    Param,
+    failed_job_error,
+    job_response,
+    json_response,
+)
 from web.jobs import events
 from web.jobs.submission import enqueue_detached, job_id_for, submit
 from web.jobs.waiting import load_owned, wait_owned, wait_terminal, watching
@@ -24,14 +32,14 @@ bp = Blueprint("jobs", __name__, url_prefix="/v1/jobs")
 
 def _owned(svc: Services, owner: str, job_id: str, wait_s: float = 0.0) -> dict[str, str]:
     """The owner's job (else 404), once it ends if `wait_s` is given."""
-    if not params.is_job_id(job_id):
+    if not http.is_job_id(job_id):
         raise job_not_found()
     g.chatq_job_id = job_id
     return wait_owned(svc, job_id, owner, wait_s)
 
 
 def _wait(svc: Services, param: Param) -> tuple[float, float | None]:
-    wait_s, asked = params.requested_wait(param, svc.settings)
+    wait_s, asked = http.requested_wait(param, svc.settings)
     return wait_s, (wait_s if asked else None)
 
 
@@ -39,7 +47,7 @@ def _poll_wait(svc: Services, owner: str, param: Param) -> tuple[float, float | 
     """A long-poll's wait: 0 when the key holds its cap of requests open
     (web/admission/holds.py)."""
     wait_s, echo = _wait(svc, param)
-    return holds.poll_wait(svc, owner, wait_s), echo
+    return admission.poll_wait(svc, owner, wait_s), echo
 
 
 @bp.post("")
@@ -48,9 +56,9 @@ def create_job() -> Response:
     svc = services()
     owner = authorize(svc)
     wait_s, echo = _wait(svc, WAIT)
-    priority = params.choice(PRIORITY, svc.settings)
-    idem_key = params.text(IDEMPOTENCY_KEY)
-    body = params.json_body()
+    priority = http.choice(PRIORITY, svc.settings)
+    idem_key = http.text(IDEMPOTENCY_KEY)
+    body = http.json_body()
     if body.get("stream") is True:
         raise ApiError(
             400,
@@ -59,13 +67,13 @@ def create_job() -> Response:
             param="stream",
         )
     request = chat_request(body, svc.settings)
-    overflow = params.overflow_policy(svc.settings)
+    overflow = http.overflow_policy(svc.settings)
     fitted = fit_context(request, svc.settings.max_context_tokens, overflow)
     request = fitted.request
     request.pop("stream", None)
     if wait_s > 0:
-        holds.hold(svc, owner)
-    cache_control = params.text(CACHE_CONTROL) or ""
+        admission.hold(svc, owner)
+    cache_control = http.text(CACHE_CONTROL) or ""
     job_id = job_id_for(svc, owner, request, cache_control)
     with watching(svc, job_id, wait_s) as waiter:
         record = submit(

@@ -9,16 +9,12 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from chatq import keys
-from chatq.broker import celery_app
+from chatq import broker, jobs, keys
 from chatq.errors import ApiError
-from chatq.jobs import cache
-from chatq.jobs import record as jobs
-from chatq.jobs.results import Created, CreateKind
+from chatq.jobs import Created, CreateKind
+from web import metrics, tracing
 from web.context import Services
-from web.metrics import series as metrics
-from web.tracing import spans as tracing
-from web.webhooks.recipients import record_fields
+from web.webhooks import record_fields
 
 log = logging.getLogger(__name__)
 
@@ -80,7 +76,7 @@ def _idem(
     if idem_key is None:
         return None
     asked: dict[str, Any] = {"priority": priority, "request": request}
-    digest = cache.digest({**asked, "fields": fields} if fields else asked)
+    digest = jobs.digest({**asked, "fields": fields} if fields else asked)
     return keys.idempotency(owner, idem_key), f"{job_id} {digest}"
 
 
@@ -104,8 +100,8 @@ def _draft(
 ) -> Draft:
     """The new job's record, answered from the cache when it can be."""
     s = svc.settings
-    rule = cache.policy(request, cache_control, s.cache_ttl_s)
-    key = cache.cache_key(request, "*" if s.cache_shared else owner) if rule.cacheable else ""
+    rule = jobs.policy(request, cache_control, s.cache_ttl_s)
+    key = jobs.cache_key(request, "*" if s.cache_shared else owner) if rule.cacheable else ""
     record = (
         jobs.new_record(job_id, owner, request["model"], priority, request, time.time()) | fields
     )
@@ -125,10 +121,10 @@ def _draft(
 def job_id_for(svc: Services, owner: str, request: dict[str, Any], cache_control: str) -> str:
     """A new job id; a cacheable request's is in its cache key's shard, where identical
     requests meet (to follow one another, and to find the result cached)."""
-    rule = cache.policy(request, cache_control, svc.settings.cache_ttl_s)
+    rule = jobs.policy(request, cache_control, svc.settings.cache_ttl_s)
     if not rule.cacheable:
         return jobs.new_job_id()
-    key = cache.cache_key(request, "*" if svc.settings.cache_shared else owner)
+    key = jobs.cache_key(request, "*" if svc.settings.cache_shared else owner)
     return jobs.new_job_id(keys.shard_of_digest(key))
 
 
@@ -214,9 +210,7 @@ def _make(
 def _message(
     svc: Services, job_id: str, priority: str, owner: str, traceparent: str
 ) -> tuple[str, str]:
-    return celery_app.message_for_create(
-        svc.celery, svc.settings, job_id, priority, owner, traceparent
-    )
+    return broker.message_for_create(svc.celery, svc.settings, job_id, priority, owner, traceparent)
 
 
 def _create(svc: Services, draft: Draft, queue: str = "", message: str = "") -> Created:
@@ -236,7 +230,7 @@ def enqueue(svc: Services, job_id: str, priority: str, owner: str, traceparent: 
     """Send a queued job's message to its owner's queue; if that fails the sweeper sends it
     once its lease runs out."""
     try:
-        celery_app.enqueue(
+        broker.enqueue(
             svc.celery, job_id, priority, state=svc.redis, owner=owner, traceparent=traceparent
         )
     except Exception:

@@ -11,13 +11,12 @@ from typing import TypeVar
 
 import msgspec
 
+from chatq import jobs
 from chatq.errors import job_not_found
-from chatq.jobs import record as jobs
-from chatq.jobs.waiters import Waiter
+from chatq.jobs import Waiter
+from web import metrics, tracing
 from web.context import Services
-from web.http.params import jittered
-from web.metrics import series as metrics
-from web.tracing import spans as tracing
+from web.http import jittered
 
 T = TypeVar("T")
 

@@ -14,7 +14,7 @@ from prometheus_client import CollectorRegistry
 from prometheus_flask_exporter import PrometheusMetrics
 from prometheus_flask_exporter.multiprocess import GunicornPrometheusMetrics
 
-from chatq.metrics.shared import LATENCY_BUCKETS_S
+from chatq.metrics import LATENCY_BUCKETS_S
 
 # Where create_app keeps the metrics of an app outside gunicorn, for its /metrics.
 EXTENSION = "chatq_http_metrics"

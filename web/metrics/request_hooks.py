@@ -8,7 +8,7 @@ import time
 
 from flask import Flask, Response, g, request
 
-from chatq.metrics import gc_pauses
+from chatq import metrics as gc_pauses
 from web.metrics import series as metrics
 from web.metrics.http_requests import endpoint
 

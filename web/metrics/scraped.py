@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from msgspec import structs
 from prometheus_client.core import GaugeMetricFamily
 
-from chatq.metrics.queue_stats import BatchLines, WebhookWork
+from chatq.metrics import BatchLines, WebhookWork
 
 
 def gauges(lines: BatchLines) -> Iterator[GaugeMetricFamily]:

@@ -3,9 +3,8 @@ objects: chatq/batches/objects.py)."""
 
 from __future__ import annotations
 
-from chatq.batches.file_storage import FILE_ID
-from chatq.batches.record import BATCH_ID
-from web.http.parameters import (
+from chatq.batches import BATCH_ID, FILE_ID
+from web.http import (
     BATCHES_AFTER,
     BATCHES_LIMIT,
     FILES_AFTER,

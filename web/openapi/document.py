@@ -7,9 +7,9 @@ import copy
 import json
 from typing import Any
 
-from chatq.config.settings import Settings
-from chatq.jobs.record import JOB_ID_PATTERN
-from web.http.parameters import (
+from chatq.config import Settings
+from chatq.jobs import JOB_ID_PATTERN
+from web.http import (
     ACCEPT,
     CACHE_CONTROL,
     CONTEXT_OVERFLOW,

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from chatq.config.settings import Settings
-from web.http.parameters import PARAMETERS, TRACEPARENT, TRACESTATE, WAIT, Param
+from chatq.config import Settings
+from web.http import PARAMETERS, TRACEPARENT, TRACESTATE, WAIT, Param
 from web.openapi.schemas import Schema, ref
 
 # The operations that submit a job, by path and method: the keys' limits charge them.

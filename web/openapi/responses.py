@@ -3,9 +3,9 @@ merged into the document of web/openapi/document.py (their schemas: chatq/respon
 
 from __future__ import annotations
 
-from chatq.responses.translation import ID_PATTERN
-from web.chat.stored import COMPLETION_ID_PATTERN
-from web.http.parameters import (
+from chatq.responses import ID_PATTERN
+from web.chat import COMPLETION_ID_PATTERN
+from web.http import (
     CACHE_CONTROL,
     CONTEXT_OVERFLOW,
     IDEMPOTENCY_KEY,

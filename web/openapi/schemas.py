@@ -6,17 +6,10 @@ from typing import Any, get_args
 
 import msgspec
 
-from chatq import errors
-from chatq.batches import objects as batch_objects
-from chatq.chat import objects as chat_objects
-from chatq.chat.validate import CAPPED as chat_caps
-from chatq.config.settings import Settings
-from chatq.jobs import events
-from chatq.jobs import record as jobs
-from chatq.metrics import queue_objects
-from chatq.responses import objects as response_objects
-from chatq.responses.translation import CAPPED as response_caps
-from chatq.webhooks import objects as webhook_objects
+from chatq import batches, chat, errors, jobs, metrics, responses, webhooks
+from chatq.chat import CAPPED as chat_caps
+from chatq.config import Settings
+from chatq.responses import CAPPED as response_caps
 
 Schema = dict[str, Any]
 REF = "#/components/schemas/{name}"
@@ -31,11 +24,11 @@ def ref(name: str) -> Schema:
 _ORDERED = [
     jobs.STATUSES,
     jobs.PRIORITIES,
-    get_args(chat_objects.Role),
-    batch_objects.STATUSES,
-    response_objects.STATUSES,
-    webhook_objects.ATTEMPT_OUTCOMES,
-    get_args(webhook_objects.EventType),
+    get_args(chat.Role),
+    batches.STATUSES,
+    responses.STATUSES,
+    webhooks.ATTEMPT_OUTCOMES,
+    get_args(webhooks.EventType),
     get_args(jobs.TerminalStatus),
 ]
 
@@ -94,36 +87,36 @@ def _capped(found: dict[str, Schema], settings: Settings) -> None:
 
 # The objects the API takes and answers; every object they hold is a component too.
 _ROOTS: tuple[type, ...] = (
-    chat_objects.ChatCompletionRequest,
-    chat_objects.ChatCompletionChunk,
-    chat_objects.ModelList,
+    chat.ChatCompletionRequest,
+    chat.ChatCompletionChunk,
+    chat.ModelList,
     jobs.Job,
-    events.EventsPage,
+    jobs.EventsPage,
     errors.Error,
-    queue_objects.Queue,
-    queue_objects.QueueShare,
-    queue_objects.Usage,
-    queue_objects.Health,
-    queue_objects.Readiness,
-    response_objects.ResponseRequest,
-    response_objects.ResponseDeleted,
-    batch_objects.FileUpload,
-    batch_objects.FileList,
-    batch_objects.FileDeleted,
-    batch_objects.BatchList,
-    batch_objects.BatchCreateRequest,
-    webhook_objects.WebhookEndpointRequest,
-    webhook_objects.RotateSecretRequest,
-    webhook_objects.WebhookEndpointWithSecret,
-    webhook_objects.WebhookEndpointList,
-    webhook_objects.WebhookEndpointDeleted,
-    webhook_objects.WebhookDeliveryList,
+    metrics.Queue,
+    metrics.QueueShare,
+    metrics.Usage,
+    metrics.Health,
+    metrics.Readiness,
+    responses.ResponseRequest,
+    responses.ResponseDeleted,
+    batches.FileUpload,
+    batches.FileList,
+    batches.FileDeleted,
+    batches.BatchList,
+    batches.BatchCreateRequest,
+    webhooks.WebhookEndpointRequest,
+    webhooks.RotateSecretRequest,
+    webhooks.WebhookEndpointWithSecret,
+    webhooks.WebhookEndpointList,
+    webhooks.WebhookEndpointDeleted,
+    webhooks.WebhookDeliveryList,
 )
 
 
 def schemas(settings: Settings | None = None) -> dict[str, Schema]:
     """Every component schema, by name; the caps are `settings`' (default: the defaults)."""
-    event, found = components(events.JobEvent, *_ROOTS, *response_objects.STREAM_EVENTS)
+    event, found = components(jobs.JobEvent, *_ROOTS, *responses.STREAM_EVENTS)
     found["Event"] = event[0]
     _capped(found, settings or Settings())
     found["JobRequest"] = {
@@ -131,7 +124,7 @@ def schemas(settings: Settings | None = None) -> dict[str, Schema]:
         "properties": {"stream": {"const": False, "description": "`true` is a 400 here."}},
     }
     found["ResponseStreamEvent"] = {
-        "oneOf": [ref(event.__name__) for event in response_objects.STREAM_EVENTS],
+        "oneOf": [ref(event.__name__) for event in responses.STREAM_EVENTS],
         "description": "Numbered from 0; a replay gives the same numbers.",
     }
     return found

@@ -3,7 +3,7 @@ endpoints (OpenAPI 3.1's `webhooks`); their objects are in chatq/webhooks/object
 
 from __future__ import annotations
 
-from web.http.parameters import DELIVERIES_AFTER, DELIVERIES_LIMIT
+from web.http import DELIVERIES_AFTER, DELIVERIES_LIMIT
 from web.openapi import parts
 from web.openapi.parts import Op, json_body, path_id, response_object
 from web.openapi.schemas import Schema

@@ -6,17 +6,15 @@ import msgspec
 from flask import Blueprint, Flask, Response, current_app, request
 from msgspec import UNSET
 
+from chatq import metrics as chatq_metrics
+from chatq import topology
 from chatq.errors import ApiError, backend_unavailable
-from chatq.metrics import queue_share, queue_stats
-from chatq.metrics.queue_objects import Health, Readiness
-from chatq.metrics.shared import Scrape, metrics_refusal, scrape_access
-from chatq.topology import checks as redis_check
-from chatq.topology import connections as redis_conn
-from chatq.topology.connections import BACKEND_ERRORS
+from chatq.metrics import Health, Readiness, Scrape, metrics_refusal, scrape_access
+from chatq.topology import BACKEND_ERRORS
 from web.context import authorize, services
-from web.http.answers import json_response
-from web.metrics.http_requests import EXTENSION
-from web.openapi.document import served
+from web.http import json_response
+from web.metrics import EXTENSION
+from web.openapi import served
 from web.pages import demo, usage
 from web.pages.scrape import render_metrics
 
@@ -35,7 +33,7 @@ def readyz() -> Response:
     svc = services()
     try:
         svc.redis.ping()
-        safety = redis_check.inspect(svc.redis)
+        safety = topology.inspect(svc.redis)
     except BACKEND_ERRORS as exc:
         raise backend_unavailable(svc.settings.backend_retry_after_s) from exc
     if svc.settings.redis_require_safe and not safety.safe:
@@ -46,7 +44,7 @@ def readyz() -> Response:
             type_="server_error",
             retry_after_s=svc.settings.backend_retry_after_s,
         )
-    primary = redis_conn.primary_address(svc.redis)  # behind Sentinel: the one written to now
+    primary = topology.primary_address(svc.redis)  # behind Sentinel: the one written to now
     ready = Readiness(
         status="ok",
         redis=True,
@@ -64,8 +62,8 @@ def queue() -> Response:
     svc = services()
     owner = authorize(svc)
     if owner not in svc.settings.admin_key_names:
-        return json_response(queue_share.share(svc.redis, svc.broker, owner).body())
-    return json_response(queue_stats.snapshot(svc.redis, svc.broker).body())
+        return json_response(chatq_metrics.share(svc.redis, svc.broker, owner).body())
+    return json_response(chatq_metrics.snapshot(svc.redis, svc.broker).body())
 
 
 @bp.get("/metrics")

@@ -10,11 +10,11 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.registry import Collector
 
-from chatq.metrics import queue_stats
-from chatq.metrics.shared import untenanted
-from chatq.topology.connections import BACKEND_ERRORS
+from chatq import metrics as queue_stats
+from chatq.metrics import untenanted
+from chatq.topology import BACKEND_ERRORS
+from web import metrics
 from web.context import Services
-from web.metrics import scraped as batch_metrics
 from web.pages.usage import UsageCollector
 
 
@@ -52,8 +52,8 @@ class QueueCollector(Collector):
             "Worker slots needed by Little's law x 1.2",
             value=snap.recommended_concurrency,
         )
-        yield from batch_metrics.gauges(snap.batches)
-        yield from batch_metrics.webhook_gauges(snap.webhooks)
+        yield from metrics.gauges(snap.batches)
+        yield from metrics.webhook_gauges(snap.webhooks)
 
 
 def render_metrics(

@@ -11,11 +11,11 @@ from flask import Blueprint, Response
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from chatq.admission.quotas import Window, duration_text
-from chatq.metrics.queue_objects import Bucket, RateLimits, Usage
-from chatq.topology.connections import BACKEND_ERRORS
+from chatq.admission import Window, duration_text
+from chatq.metrics import Bucket, RateLimits, Usage
+from chatq.topology import BACKEND_ERRORS
 from web.context import Services, authorize, services
-from web.http.answers import json_response
+from web.http import json_response
 
 bp = Blueprint("usage", __name__, url_prefix="/v1")
 

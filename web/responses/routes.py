@@ -11,27 +11,26 @@ from flask import Blueprint, Response, g
 from flask import request as flask_request
 from msgspec import structs
 
-from chatq.chat.tokens import Policy
-from chatq.chat.validate import chat_request, fit_context
+from chatq import jobs
+from chatq.chat import Policy, chat_request, fit_context
 from chatq.errors import ApiError
-from chatq.jobs import record as jobs
-from chatq.jobs.erasure import erase
-from chatq.responses.inputs import checked_request, invalid, unsupported
-from chatq.responses.objects import ResponseDeleted
-from chatq.responses.translation import (
+from chatq.jobs import erase
+from chatq.responses import (
+    ResponseDeleted,
+    checked_request,
     conversation,
     given,
+    invalid,
     is_stored,
     job_id_of,
+    render,
     response_id,
     translate,
+    unsupported,
 )
-from chatq.responses.view import render
-from web.admission import holds
+from web import admission, http
 from web.context import Services, authorize, services
-from web.http import params
-from web.http.answers import json_response, preference_applied
-from web.http.parameters import (
+from web.http import (
     CACHE_CONTROL,
     IDEMPOTENCY_KEY,
     INCLUDE_OBFUSCATION,
@@ -40,10 +39,10 @@ from web.http.parameters import (
     RESUME_AFTER,
     STARTING_AFTER,
     STREAM,
+    json_response,
+    preference_applied,
 )
-from web.jobs.events import sse_response
-from web.jobs.submission import enqueue_detached, submit
-from web.jobs.waiting import load_owned, wait_terminal
+from web.jobs import enqueue_detached, load_owned, sse_response, submit, wait_terminal
 from web.responses.stream import response_stream
 
 log = logging.getLogger(__name__)
@@ -91,7 +90,7 @@ def _history(svc: Services, owner: str, previous: str | None) -> list[dict[str, 
 
 def _overflow(svc: Services, truncate: bool | None) -> Policy:
     if truncate is None:
-        return params.overflow_policy(svc.settings)
+        return http.overflow_policy(svc.settings)
     return "truncate_oldest" if truncate else "reject"
 
 
@@ -100,20 +99,20 @@ def create_response() -> Response:
     """Create a response: background (answered at once), held until it ends, or streamed."""
     svc = services()
     owner = authorize(svc)
-    req = checked_request(params.json_body())
+    req = checked_request(http.json_body())
     asked = translate(req, svc.settings, _history(svc, owner, given(req.previous_response_id)))
     request = chat_request(asked.request, svc.settings)
     fitted = fit_context(request, svc.settings.max_context_tokens, _overflow(svc, asked.truncate))
     held = asked.stream or not asked.background  # a background response answers at once
-    if held and holds.holds_open(asked.stream, svc.settings.max_wait_s):
-        holds.hold(svc, owner)
-    cache_control = params.text(CACHE_CONTROL) or ""
+    if held and admission.holds_open(asked.stream, svc.settings.max_wait_s):
+        admission.hold(svc, owner)
+    cache_control = http.text(CACHE_CONTROL) or ""
     record = submit(
         svc,
         owner,
         fitted.request,
-        params.choice(PRIORITY, svc.settings),
-        params.text(IDEMPOTENCY_KEY),
+        http.choice(PRIORITY, svc.settings),
+        http.text(IDEMPOTENCY_KEY),
         cache_control,
         asked.fields,
         prompt_tokens=fitted.prompt_tokens,
@@ -134,7 +133,7 @@ def create_response() -> Response:
 def _held(svc: Services, record: dict[str, str], headers: dict[str, str], store: bool) -> Response:
     """The response once it ends (up to CHATQ_JOB_TIMEOUT), or when `Prefer: wait=N` runs
     out; 200 whatever its status, so that an SDK never resends a job that exists."""
-    asked_s, respond_async = params.prefer_wait(), params.prefers_async()
+    asked_s, respond_async = http.prefer_wait(), http.prefers_async()
     if asked_s is not None or respond_async:
         wait_s = min(asked_s or 0.0, svc.settings.max_wait_s)
         record = wait_terminal(svc, record, wait_s)
@@ -155,14 +154,14 @@ def _starting_after(stream: bool) -> int:
     `stream=true` there is no stream to start: both are ignored."""
     if not stream:
         return -1
-    sent = params.text(STARTING_AFTER) is not None
-    return max(params.whole(STARTING_AFTER if sent else RESUME_AFTER), -1)
+    sent = http.text(STARTING_AFTER) is not None
+    return max(http.whole(STARTING_AFTER if sent else RESUME_AFTER), -1)
 
 
 def _check_retrieve_options() -> None:
     if any(flask_request.args.getlist("include")) or any(flask_request.args.getlist("include[]")):
         raise unsupported("include")
-    if params.flag(INCLUDE_OBFUSCATION):
+    if http.flag(INCLUDE_OBFUSCATION):
         raise unsupported("include_obfuscation")
 
 
@@ -172,16 +171,16 @@ def get_response(rid: str) -> Response:
     `starting_after`, then follows them until it ends."""
     svc = services()
     owner = authorize(svc)
-    stream = params.flag(STREAM)
+    stream = http.flag(STREAM)
     starting_after = _starting_after(stream)
     _check_retrieve_options()
-    wait_s, asked = params.requested_wait(RESPONSE_WAIT, svc.settings)
+    wait_s, asked = http.requested_wait(RESPONSE_WAIT, svc.settings)
     record = owned_response(svc, owner, rid)
     if stream:
         if not jobs.is_terminal(record["status"]):
-            holds.hold(svc, owner)
+            admission.hold(svc, owner)
         return sse_response(response_stream(svc, record, starting_after, False, False))
-    record = wait_terminal(svc, record, holds.poll_wait(svc, owner, wait_s))
+    record = wait_terminal(svc, record, admission.poll_wait(svc, owner, wait_s))
     headers = {"Preference-Applied": f"wait={wait_s:g}"} if asked else {}
     return json_response(render(record), 200, headers)
 

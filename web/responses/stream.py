@@ -14,14 +14,10 @@ from collections.abc import Iterator
 import msgspec
 
 from chatq.errors import ApiError
-from chatq.jobs.erasure import erase
-from chatq.responses.events import FINAL_EVENT, EventMaker
-from chatq.responses.inputs import JSONDict
-from chatq.responses.objects import ResponseErrorEvent
-from chatq.responses.translation import response_id
+from chatq.jobs import erase
+from chatq.responses import FINAL_EVENT, EventMaker, JSONDict, ResponseErrorEvent, response_id
 from web.context import Services
-from web.jobs.events import STREAM_ENDING_ERRORS, follow
-from web.jobs.waiting import load_owned
+from web.jobs import STREAM_ENDING_ERRORS, follow, load_owned
 
 log = logging.getLogger(__name__)
 

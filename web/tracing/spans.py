@@ -7,9 +7,9 @@ from typing import Any
 
 from flask import Flask, Response, g, has_request_context, request
 
-from chatq.tracing import context as tracing
-from web.http import params
-from web.http.parameters import TRACEPARENT, TRACESTATE
+from chatq import tracing
+from web import http
+from web.http import TRACEPARENT, TRACESTATE
 
 TRACE_ID_HEADER = "Chatq-Trace-Id"
 _API_PREFIX = "/v1/"
@@ -25,8 +25,8 @@ def install(app: Flask) -> None:
 def _begin() -> None:
     if not request.path.startswith(_API_PREFIX):
         return
-    incoming = tracing.parse(params.text(TRACEPARENT))
-    state = tracing.tracestate(params.text(TRACESTATE)) if incoming else ""
+    incoming = tracing.parse(http.text(TRACEPARENT))
+    state = tracing.tracestate(http.text(TRACESTATE)) if incoming else ""
     if not tracing.exporting():
         g.chatq_trace = (incoming or tracing.fresh(), state)
         return

@@ -7,12 +7,10 @@ from dataclasses import dataclass
 from flask import current_app, has_request_context
 
 from chatq.errors import ApiError
-from chatq.webhooks.deliveries import Deliveries
-from chatq.webhooks.owners import TOPIC, KnownOwners
-from chatq.webhooks.store import Endpoints
+from chatq.webhooks import TOPIC, Deliveries, Endpoints, KnownOwners
+from web import http
 from web.context import Services
-from web.http import params
-from web.http.parameters import WEBHOOK
+from web.http import WEBHOOK
 
 NONE = "none"
 
@@ -43,7 +41,7 @@ def webhook_services(svc: Services) -> WebhookServices:
 def record_fields(svc: Services, owner: str) -> dict[str, str]:
     """The fields that route a new job's end to webhooks: `announce`, and `webhook` when the
     request names one endpoint (`Chatq-Webhook: <id>`); `Chatq-Webhook: none` for none."""
-    named = (params.text(WEBHOOK) or "").strip() if has_request_context() else ""
+    named = (http.text(WEBHOOK) or "").strip() if has_request_context() else ""
     hooks = webhook_services(svc)
     if not named:
         return {"announce": "1"} if hooks.endpoints.has_any(owner) else {}

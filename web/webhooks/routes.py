@@ -11,24 +11,27 @@ import msgspec
 from flask import Blueprint, Response, request
 from msgspec import UNSET, structs
 
-from chatq.chat.typed_input import convert
-from chatq.config.webhook_settings import url_problem
+from chatq.chat import convert
+from chatq.config import url_problem
 from chatq.errors import ApiError
-from chatq.webhooks.addresses import literal_refused
-from chatq.webhooks.deliveries import new_delivery_id, public_view
-from chatq.webhooks.events import EVENT_TYPES, Event
-from chatq.webhooks.objects import (
+from chatq.webhooks import (
+    API,
+    EVENT_TYPES,
+    MAX_ENDPOINTS_PER_KEY,
+    Endpoint,
+    Event,
     RotateSecretRequest,
     WebhookDeliveryList,
     WebhookEndpointDeleted,
     WebhookEndpointList,
     WebhookEndpointRequest,
+    literal_refused,
+    new_delivery_id,
+    public_view,
 )
-from chatq.webhooks.store import API, MAX_ENDPOINTS_PER_KEY, Endpoint
+from web import http
 from web.context import Services, authorize, services
-from web.http import params
-from web.http.answers import json_response
-from web.http.parameters import DELIVERIES_AFTER, DELIVERIES_LIMIT
+from web.http import DELIVERIES_AFTER, DELIVERIES_LIMIT, json_response
 from web.webhooks.recipients import WebhookServices, webhook_services
 
 log = logging.getLogger(__name__)
@@ -67,7 +70,7 @@ def _made_here(endpoint: Endpoint) -> None:
 def _body(struct: type[T]) -> T:
     """The JSON body as `struct` (an empty one when none was sent); else a 400 naming the
     field."""
-    return convert(params.json_body() if request.content_length or request.data else {}, struct)
+    return convert(http.json_body() if request.content_length or request.data else {}, struct)
 
 
 def _url(svc: Services, raw: str) -> str:
@@ -158,7 +161,7 @@ def list_deliveries(endpoint_id: str) -> Response:
     _svc, hooks, owner = _caller()
     endpoint = _owned(hooks, owner, endpoint_id)
     records, more = hooks.deliveries.page(
-        endpoint.id, params.whole(DELIVERIES_LIMIT), params.text(DELIVERIES_AFTER)
+        endpoint.id, http.whole(DELIVERIES_LIMIT), http.text(DELIVERIES_AFTER)
     )
     deliveries = WebhookDeliveryList("list", [public_view(r) for r in records], more)  # type: ignore[misc]
     return json_response(msgspec.to_builtins(deliveries))

@@ -10,13 +10,12 @@ from typing import Any
 
 from prometheus_client import Counter
 
-from chatq import keys
-from chatq.admission.quotas import ADMITTED, HELD, QUOTA_REFUSALS, RATE_REFUSALS, Limits, Window
-from chatq.chat.tokens import count_prompt_tokens, count_text
-from chatq.jobs import record as jobs
-from chatq.jobs.outbox import Ended
+from chatq import jobs, keys
+from chatq.admission import ADMITTED, HELD, QUOTA_REFUSALS, RATE_REFUSALS, Limits, Window
+from chatq.chat import count_prompt_tokens, count_text
+from chatq.jobs import Ended
+from worker import run
 from worker.context import WorkerContext
-from worker.run import relay
 
 RECORD_FIELDS = ("owner", "model", "cached", "leader", "attempts", "result")
 TOKENS_USED = Counter(
@@ -61,7 +60,7 @@ def used_by(record: dict[str, str], text: str) -> tuple[str, int]:
     return "prompt", count_text(record.get("model", ""), text)
 
 
-@relay.handler
+@run.handler
 def settle(ctx: WorkerContext, ended: Ended) -> None:
     """A job ended: what it held for its key's limits is replaced by what it used, once."""
     limits = limits_of(ctx)

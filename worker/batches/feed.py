@@ -17,16 +17,10 @@ import logging
 import time
 from dataclasses import replace
 
-from chatq import keys
-from chatq.batches import lines
-from chatq.batches import record as batches
-from chatq.batches.lines import Line, LineError
-from chatq.broker import celery_app
-from chatq.jobs import record as jobs
-from chatq.jobs.results import CreateKind
-from chatq.metrics import queue_stats
-from chatq.tracing import context as tracing
-from worker.admission import quotas
+from chatq import batches, broker, jobs, keys, metrics, tracing
+from chatq.batches import Line, LineError
+from chatq.jobs import CreateKind
+from worker import admission as quotas
 from worker.batches.turn import LINES_FED, Turn, skip_bits
 from worker.batches.waiting import Cursor, LineJob, WaitingLine
 from worker.context import WorkerContext
@@ -42,9 +36,9 @@ def make_job(turn: Turn, line: LineJob, charged: bool = False) -> bool:
     """Make (once) and enqueue the job of one line; whether this call made it. `charged`:
     its key's limits were charged for it just now (released if it had its job already)."""
     ctx, owner = turn.ctx, turn.record["owner"]
-    job_id = lines.line_job_id(turn.batch_id, line.number)
+    job_id = batches.line_job_id(turn.batch_id, line.number)
     record = _line_record(turn, line, job_id)
-    queue, message = celery_app.message_for_create(ctx.celery, ctx.settings, job_id, "batch", owner)
+    queue, message = broker.message_for_create(ctx.celery, ctx.settings, job_id, "batch", owner)
     # The line's job id is the same whoever feeds it: a create after a crash finds it made.
     created = ctx.store.create(
         record=record, lease_s=ctx.settings.lease_s, may_exist=True, queue=queue, message=message
@@ -81,7 +75,7 @@ def _line_record(turn: Turn, line: LineJob, job_id: str) -> dict[str, str]:
 def _send(ctx: WorkerContext, job_id: str, owner: str) -> None:
     """A line's run message, on a broker the create script cannot reach."""
     try:
-        celery_app.enqueue(ctx.celery, job_id, "batch", state=ctx.store.redis, owner=owner)
+        broker.enqueue(ctx.celery, job_id, "batch", state=ctx.store.redis, owner=owner)
     except Exception:
         log.exception("could not send the message of %s; the sweeper will", job_id)
 
@@ -140,7 +134,7 @@ def _feed_lines(
     fed, resume = 0, start
     for (number, raw, end), skip in zip(taken, skips, strict=True):
         if not skip:
-            parsed = lines.parse_line(raw, number, turn.record["endpoint"], turn.ctx.settings)
+            parsed = batches.parse_line(raw, number, turn.record["endpoint"], turn.ctx.settings)
             outcome = _feed_parsed(turn, parsed, (resume, (number + 1, end)))
             if outcome == WAIT:
                 return fed, resume, True
@@ -155,7 +149,7 @@ WAIT = -1
 
 def feed_line(turn: Turn, number: int, raw: bytes) -> int:
     """Parse one line and feed it (_feed_parsed; a line that waits is not kept)."""
-    parsed = lines.parse_line(raw, number, turn.record["endpoint"], turn.ctx.settings)
+    parsed = batches.parse_line(raw, number, turn.record["endpoint"], turn.ctx.settings)
     return _feed_parsed(turn, parsed)
 
 
@@ -168,7 +162,7 @@ def _feed_parsed(
     it is kept, with the `cursors` before and after it, for its retries (_feed_kept)."""
     if isinstance(parsed, LineError):
         return _error_line(turn, parsed)
-    job_id = lines.line_job_id(turn.batch_id, parsed.number)
+    job_id = batches.line_job_id(turn.batch_id, parsed.number)
     admission = quotas.admit_line(turn.ctx, turn.record["owner"], job_id, parsed.request)
     if admission.wait:
         if cursors:
@@ -181,7 +175,7 @@ def _feed_parsed(
 
 def _feed_kept(turn: Turn, kept: WaitingLine) -> int:
     """_feed_parsed for the line kept as waiting at the cursor: neither read nor parsed."""
-    job_id = lines.line_job_id(turn.batch_id, kept.line.number)
+    job_id = batches.line_job_id(turn.batch_id, kept.line.number)
     owner = turn.record["owner"]
     admission = quotas.admit_counted(turn.ctx, owner, job_id, kept.cost, kept.prompt_tokens)
     return WAIT if admission.wait else _admitted(turn, kept.line, admission)
@@ -199,7 +193,7 @@ def _admitted(turn: Turn, line: Line | LineJob, admission: quotas.LineAdmission)
 
 def _error_line(turn: Turn, error: LineError) -> int:
     """Account a line that cannot run as an error line; 0 lines fed."""
-    turn.account_error(error.number, lines.invalid_line(turn.batch_id, error), skipped=True)
+    turn.account_error(error.number, batches.invalid_line(turn.batch_id, error), skipped=True)
     return 0
 
 
@@ -213,6 +207,6 @@ def feed(turn: Turn, max_lines: int) -> int:
         fed, more, waits = _feed_chunk(turn, min(max_lines - total, FEED_CHUNK))
         total += fed
         if waits:
-            until_s = queue_stats.redis_time(turn.redis) + WAIT_HINT_S
+            until_s = metrics.redis_time(turn.redis) + WAIT_HINT_S
             turn.redis.hset(keys.batch(turn.batch_id), "feed_waits_until", repr(until_s))
     return total

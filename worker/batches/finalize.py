@@ -14,8 +14,7 @@ import logging
 from typing import Any, cast
 
 from chatq import keys
-from chatq.batches.file_storage import Upload
-from chatq.batches.lines import ERROR, OUTPUT
+from chatq.batches import ERROR, OUTPUT, Upload
 from worker.batches.turn import Turn
 
 log = logging.getLogger(__name__)

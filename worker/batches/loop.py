@@ -20,15 +20,18 @@ import threading
 import time
 from typing import cast
 
-from chatq import keys
-from chatq.batches import record as batches
-from chatq.batches.file_records import FileIndex
-from chatq.batches.file_storage import DirectoryStorage, storage_for
-from chatq.batches.lines import CANCELLED_CODE, EXPIRED_CODE
-from chatq.batches.record import BatchStore
-from chatq.jobs.outbox import Ended
-from chatq.metrics import queue_stats
-from chatq.topology.connections import is_backend_error
+from chatq import batches, keys, metrics
+from chatq.batches import (
+    CANCELLED_CODE,
+    EXPIRED_CODE,
+    BatchStore,
+    DirectoryStorage,
+    FileIndex,
+    storage_for,
+)
+from chatq.jobs import Ended
+from chatq.topology import is_backend_error
+from worker import run
 from worker.batches import share as batch_share
 from worker.batches.feed import FEED_CHUNK, feed
 from worker.batches.finalize import finalize
@@ -37,7 +40,6 @@ from worker.batches.turn import Turn, account_job
 from worker.batches.validate import validate
 from worker.batches.waiting import WaitingLines
 from worker.context import WorkerContext
-from worker.run import relay
 
 log = logging.getLogger(__name__)
 TICK_S = 0.5
@@ -165,7 +167,7 @@ class BatchLoop:
         client = self.ctx.store.redis
         if not client.set(keys.batch_janitor(), self.token, nx=True, ex=int(JANITOR_EVERY_S)):
             return
-        for file_id in self.files.due(queue_stats.redis_time(client)):
+        for file_id in self.files.due(metrics.redis_time(client)):
             if self.files.expire(file_id) == "deleted":
                 self.storage.delete(file_id)
         self.storage.remove_stale_partials(STALE_UPLOAD_S)
@@ -180,7 +182,7 @@ _loops: list[BatchLoop] = []
 _stores: dict[int, BatchStore] = {}
 
 
-@relay.handler
+@run.handler
 def account_line(ctx: WorkerContext, ended: Ended) -> None:
     """A line job ended: put its result into its batch (other jobs are not ours)."""
     store = _stores.get(ctx.pid)

@@ -11,11 +11,8 @@ from __future__ import annotations
 
 import logging
 
-from chatq import keys
-from chatq.batches import lines
-from chatq.batches.lines import LineError
-from chatq.jobs import record as jobs
-from chatq.metrics import queue_stats
+from chatq import batches, jobs, keys, metrics
+from chatq.batches import LineError
 from worker.batches.turn import Turn, account_job, skip_bits
 
 log = logging.getLogger(__name__)
@@ -47,7 +44,7 @@ def pending_lines(turn: Turn) -> list[int]:
 
 def _line_jobs(turn: Turn, numbers: list[int]) -> list[tuple[int, str, str, float]]:
     """(line number, job id, status, end time or 0) of each line's job."""
-    ids = [lines.line_job_id(turn.batch_id, n) for n in numbers]
+    ids = [batches.line_job_id(turn.batch_id, n) for n in numbers]
     pipe = turn.redis.pipeline(transaction=False)
     for job_id in ids:
         pipe.hmget(keys.job(job_id), "status", "completed_at")
@@ -61,7 +58,7 @@ def _line_jobs(turn: Turn, numbers: list[int]) -> list[tuple[int, str, str, floa
 def settle(turn: Turn, stop: str = "") -> int:
     """Account the ended lines the relay has not; `stop` 'queued' cancels the lines still
     queued (a cancel), 'all' those running too (the window has passed). The lines accounted."""
-    now = queue_stats.redis_time(turn.redis)
+    now = metrics.redis_time(turn.redis)
     accounted = 0
     ttl_s = turn.ctx.settings.job_ttl_s
     for number, job_id, status, ended_at in _line_jobs(turn, pending_lines(turn)):
@@ -77,18 +74,18 @@ def settle(turn: Turn, stop: str = "") -> int:
 
 
 def _lost(turn: Turn, number: int) -> int:
-    lost = lines.ended_line(turn.batch_id, number, None, lines.LOST_CODE)
+    lost = batches.ended_line(turn.batch_id, number, None, batches.LOST_CODE)
     return int(turn.account_error(number, lost))
 
 
 def _skip_line(turn: Turn, number: int, raw: bytes, code: str) -> int:
     """Account a line that never ran as stopped by the batch's end; 1 if it has a job after
     all (a feeder died between making it and moving the cursor): that one is settled."""
-    if turn.redis.exists(keys.job(lines.line_job_id(turn.batch_id, number))):
+    if turn.redis.exists(keys.job(batches.line_job_id(turn.batch_id, number))):
         return 1
-    parsed = lines.parse_line(raw, number, turn.record["endpoint"], turn.ctx.settings)
+    parsed = batches.parse_line(raw, number, turn.record["endpoint"], turn.ctx.settings)
     custom_id = parsed.custom_id if not isinstance(parsed, LineError) else None
-    ended = lines.ended_line(turn.batch_id, number, custom_id, code)
+    ended = batches.ended_line(turn.batch_id, number, custom_id, code)
     turn.account_error(number, ended, skipped=True)
     return 0
 

@@ -19,11 +19,8 @@ from dataclasses import dataclass
 
 import redis
 
-from chatq import keys
-from chatq.admission import fairness
-from chatq.batches import record as batches
-from chatq.config.settings import Settings
-from chatq.metrics import queue_stats
+from chatq import admission, batches, keys, metrics
+from chatq.config import Settings
 
 # What the loop reads of each unfinished batch every tick: its record less the long fields
 # (`errors`, `metadata`), which only the API shows.
@@ -77,7 +74,7 @@ def read_active(client: redis.Redis, ids: Sequence[str]) -> Active:
             gone.append(batch_id)
     records.sort(key=lambda r: (float(r.get("created_at") or 0), r["id"]))
     # TIME apart: a Cluster's pipeline takes no command without a key.
-    return Active(records, gone, queue_stats.redis_time(client))
+    return Active(records, gone, metrics.redis_time(client))
 
 
 @dataclass(frozen=True)
@@ -127,7 +124,7 @@ def _batch(record: dict[str, str], now_s: float, by_owner: bool) -> _Batch:
     return _Batch(record["id"], tenant, progress.fed, progress.waiting_in_file if feeds else 0)
 
 
-def _tenant_claim(plan: fairness.Plan, tenant: str, group: list[_Batch]) -> Claim:
+def _tenant_claim(plan: admission.Plan, tenant: str, group: list[_Batch]) -> Claim:
     in_flight = sum(b.in_flight for b in group)
     wants = sum(b.waiting for b in group)
     cap = plan.cap(tenant) if tenant else 0
@@ -144,7 +141,7 @@ def shares(records: Sequence[dict[str, str]], settings: Settings, now_s: float) 
     groups: dict[str, list[_Batch]] = {}
     for b in found:
         groups.setdefault(b.tenant, []).append(b)
-    plan = fairness.plan(settings)
+    plan = admission.plan(settings)
     tenants = list(groups)
     given = water_fill([_tenant_claim(plan, t, groups[t]) for t in tenants], room)
     allowed: dict[str, int] = {}

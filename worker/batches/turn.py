@@ -11,12 +11,18 @@ from typing import BinaryIO
 import redis
 from prometheus_client import Counter
 
-from chatq import keys
-from chatq.batches import lines
-from chatq.batches.file_storage import DirectoryStorage
-from chatq.batches.lines import CANCELLED_CODE, ERROR, EXPIRED_CODE, LINE_TOO_LONG, OUTPUT
-from chatq.batches.record import BatchStore, Usage
-from chatq.jobs import record as jobs
+from chatq import batches as lines
+from chatq import jobs, keys
+from chatq.batches import (
+    CANCELLED_CODE,
+    ERROR,
+    EXPIRED_CODE,
+    LINE_TOO_LONG,
+    OUTPUT,
+    BatchStore,
+    DirectoryStorage,
+    Usage,
+)
 from worker.batches.waiting import WaitingLines
 from worker.context import WorkerContext
 

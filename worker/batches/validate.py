@@ -12,9 +12,8 @@ import hashlib
 import logging
 import time
 
-from chatq import keys
-from chatq.batches import lines
-from chatq.batches.lines import Line, LineError
+from chatq import batches, keys
+from chatq.batches import Line, LineError
 from worker.batches.turn import Turn, lines_from
 
 log = logging.getLogger(__name__)
@@ -60,7 +59,7 @@ def _mark_invalid(turn: Turn, errors: list[LineError], blank: list[int]) -> None
         pipe.setbit(keys.batch_invalid(turn.batch_id), number, 1)
     pipe.execute()
     for error in errors:
-        turn.account_error(error.number, lines.invalid_line(turn.batch_id, error))
+        turn.account_error(error.number, batches.invalid_line(turn.batch_id, error))
 
 
 def _note(found: _Findings, turn: Turn, parsed: Line | LineError) -> None:
@@ -86,7 +85,7 @@ def validate(turn: Turn) -> None:
             # Blank lines are no requests: marked so that the feeder's scans pass them by.
             found.blank += range(previous + 1, number)
             previous = number
-            _note(found, turn, lines.parse_line(raw, number, record["endpoint"], s))
+            _note(found, turn, batches.parse_line(raw, number, record["endpoint"], s))
             if found.total % YIELD_EVERY_LINES == 0:
                 time.sleep(0)  # let the worker's other greenlets run: this is all CPU
                 if not turn.keep_lease():

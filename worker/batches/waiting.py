@@ -16,7 +16,7 @@ import json
 import sys
 from dataclasses import dataclass, field
 
-from chatq.batches.lines import Line
+from chatq.batches import Line
 
 # The bounds of one process's memory. Lines wait round-robin, each retried about once a
 # second: a memory that pushed its oldest line out for a new one would, with more lines than

@@ -13,9 +13,8 @@ import contextlib
 import logging
 import threading
 
-from chatq.jobs.results import Piece
-from chatq.jobs.store import Store
-from chatq.topology.connections import is_backend_error
+from chatq.jobs import Piece, Store
+from chatq.topology import is_backend_error
 from worker.jobs.persisting import persist
 from worker.jobs.running import LOST, Handle
 

@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
-from chatq.topology.connections import is_backend_error
+from chatq.topology import is_backend_error
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

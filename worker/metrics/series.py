@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from prometheus_client import Counter, Gauge, Histogram
 
-from chatq.metrics.shared import LATENCY_BUCKETS_S
+from chatq.metrics import LATENCY_BUCKETS_S
 
 JOBS_FINISHED = Counter("chatq_jobs_finished_total", "Jobs ended, by final status", ["status"])
 QUEUE_WAIT = Histogram(

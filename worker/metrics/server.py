@@ -14,7 +14,7 @@ from wsgiref.simple_server import WSGIRequestHandler, make_server
 from prometheus_client import REGISTRY, make_wsgi_app
 from prometheus_client.exposition import ThreadingWSGIServer
 
-from chatq.metrics.shared import Scrape, Untenanted, metrics_refusal, scrape_access
+from chatq.metrics import Scrape, Untenanted, metrics_refusal, scrape_access
 
 App = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 REFUSAL = json.dumps(metrics_refusal().body()).encode()

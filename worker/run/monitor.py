@@ -9,14 +9,11 @@ import socket
 import threading
 import time
 
-from chatq import keys
-from chatq.broker import backlog as broker
-from chatq.broker import celery_app
-from chatq.jobs.results import LeaseState, SweepOutcome, Swept
-from chatq.metrics import gc_pauses
-from chatq.topology.connections import BACKEND_ERRORS, is_backend_error
+from chatq import broker, keys, metrics
+from chatq.jobs import LeaseState, SweepOutcome, Swept
+from chatq.topology import BACKEND_ERRORS, is_backend_error
+from worker import jobs
 from worker.context import WorkerContext
-from worker.jobs import running
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +59,7 @@ class Monitor:
             ticks += 1
             try:
                 self.heartbeat()
-                gc_pauses.flush()
+                metrics.flush()
                 if not self.connected_since:
                     self.connected_since = time.monotonic()
                 if ticks % SWEEP_EVERY_TICKS == 0 and self.trusts_leases():
@@ -88,7 +85,7 @@ class Monitor:
         handles = self.ctx.registry.snapshot()
         for handle in handles:
             if handle.remaining_s <= 0:
-                handle.abort(running.TIMEOUT)
+                handle.abort(jobs.TIMEOUT)
         states = self.ctx.store.heartbeat(
             runs=[(h.job_id, h.run_id) for h in handles],
             lease_s=self.ctx.settings.lease_s,
@@ -97,9 +94,9 @@ class Monitor:
         )
         for handle, state in zip(handles, states, strict=True):
             if state is LeaseState.CANCELLED:
-                handle.abort(running.CANCELLED)
+                handle.abort(jobs.CANCELLED)
             elif state is LeaseState.LOST:
-                handle.abort(running.LOST)
+                handle.abort(jobs.LOST)
 
     def sweep(self) -> None:
         """Requeue the jobs whose worker was lost; resend the messages the broker lost, and
@@ -118,7 +115,7 @@ class Monitor:
     def _send_again(self, job: Swept) -> None:
         # The job's trace goes with its message again (the record keeps it in any case).
         traceparent = self.ctx.store.redis.hget(keys.job(job.job_id), "traceparent") or ""
-        celery_app.enqueue(
+        broker.enqueue(
             self.ctx.celery,
             job.job_id,
             job.priority,

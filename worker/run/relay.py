@@ -9,8 +9,8 @@ import logging
 import threading
 from collections.abc import Callable
 
-from chatq.jobs.outbox import Ended, Outbox
-from chatq.topology.connections import is_backend_error
+from chatq.jobs import Ended, Outbox
+from chatq.topology import is_backend_error
 from worker.context import WorkerContext
 
 log = logging.getLogger(__name__)

@@ -13,19 +13,15 @@ from typing import Any
 
 import msgspec
 
-from chatq.chat.tokens import count_prompt_tokens
-from chatq.config.settings import Settings
+from chatq import jobs
+from chatq.chat import count_prompt_tokens
+from chatq.config import Settings
 from chatq.errors import INTERNAL_ERROR, UPSTREAM_TIMEOUT, JobError, failed_job_status
-from chatq.jobs import record as jobs
+from worker import jobs as running
+from worker import metrics, tracing
 from worker.context import WorkerContext
-from worker.jobs import running
-from worker.jobs.persisting import persist
-from worker.jobs.running import Handle
-from worker.metrics import series as metrics
-from worker.tracing import spans as tracing
-from worker.upstream.attempts import Attempt
-from worker.upstream.client import Timeouts, attempt
-from worker.upstream.endpoints import endpoint_label
+from worker.jobs import Handle, persist
+from worker.upstream import Attempt, Timeouts, attempt, endpoint_label
 
 log = logging.getLogger(__name__)
 BACKOFF_CAP_S = 20.0

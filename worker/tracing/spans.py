@@ -10,9 +10,9 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from chatq.jobs.results import Claim
-from chatq.tracing import context as tracing
-from worker.upstream.attempts import Attempt
+from chatq import tracing
+from chatq.jobs import Claim
+from worker.upstream import Attempt
 
 _NS_PER_S = 1_000_000_000
 

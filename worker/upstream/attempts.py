@@ -14,10 +14,10 @@ import urllib3.exceptions
 from urllib3.response import BaseHTTPResponse
 from urllib3.util import Retry
 
-from chatq.admission.pacing import parse_number
+from chatq.admission import parse_number
 from chatq.errors import UPSTREAM_INVALID_RESPONSE, UPSTREAM_TIMEOUT
-from chatq.runtime.logs import Redactor
-from worker.jobs.running import Handle
+from chatq.runtime import Redactor
+from worker.jobs import Handle
 from worker.upstream.sse import InvalidChunk
 
 log = logging.getLogger(__name__)

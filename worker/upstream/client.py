@@ -14,12 +14,11 @@ import redis
 import requests
 from urllib3.response import BaseHTTPResponse
 
-from chatq.config.settings import Settings
+from chatq.config import Settings
 from chatq.errors import INTERNAL_ERROR
-from chatq.runtime.logs import Redactor
-from chatq.topology.connections import BACKEND_ERRORS
-from worker.jobs.flusher import DeltaWriter
-from worker.jobs.running import Handle
+from chatq.runtime import Redactor
+from chatq.topology import BACKEND_ERRORS
+from worker.jobs import DeltaWriter, Handle
 from worker.upstream.attempts import (
     CONNECTION_ERRORS,
     Attempt,

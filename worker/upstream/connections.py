@@ -35,7 +35,7 @@ from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.response import BaseHTTPResponse
 from urllib3.util import Retry
 
-from worker.jobs.running import calling_handle
+from worker.jobs import calling_handle
 
 KEEPALIVE_OPTIONS = [
     (socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1),

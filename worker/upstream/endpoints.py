@@ -17,8 +17,8 @@ from urllib.parse import urlsplit
 import redis
 
 from chatq import keys
-from chatq.topology.connections import BACKEND_ERRORS
-from worker.metrics import series as metrics
+from chatq.topology import BACKEND_ERRORS
+from worker import metrics
 
 EWMA_WEIGHT = 0.2
 COOLDOWN_CACHE_S = 1.0

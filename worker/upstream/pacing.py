@@ -17,12 +17,12 @@ from typing import Any
 
 import redis
 
-from chatq.admission.pacing import Pacing, Seen
-from chatq.chat.tokens import charged_tokens, count_prompt_tokens
-from chatq.config.settings import Settings
-from chatq.topology.connections import BACKEND_ERRORS
-from worker.jobs.running import Handle
-from worker.metrics import series as metrics
+from chatq.admission import Pacing, Seen
+from chatq.chat import charged_tokens, count_prompt_tokens
+from chatq.config import Settings
+from chatq.topology import BACKEND_ERRORS
+from worker import metrics
+from worker.jobs import Handle
 from worker.upstream.attempts import Attempt
 from worker.upstream.endpoints import endpoint_id, endpoint_label
 

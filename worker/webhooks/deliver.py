@@ -20,21 +20,24 @@ import requests
 from prometheus_client import Counter
 
 from chatq import keys
-from chatq.jobs.outbox import Ended
-from chatq.topology.connections import is_backend_error
-from chatq.webhooks.deliveries import (
+from chatq.jobs import Ended
+from chatq.topology import is_backend_error
+from chatq.webhooks import (
     DELIVERED,
     FAILED,
     PENDING,
     Attempt,
     Deliveries,
+    Endpoint,
+    Endpoints,
+    Event,
     Started,
     delivery_hold_s,
+    event_for,
+    retry_delay_s,
 )
-from chatq.webhooks.events import Event, event_for, retry_delay_s
-from chatq.webhooks.store import Endpoint, Endpoints
+from worker import run
 from worker.context import WorkerContext
-from worker.run import relay
 from worker.webhooks import send as webhooks_send
 from worker.webhooks.send import GONE, INTERNAL_ERROR, INVALID_URL, Deadline, Sent, send
 
@@ -99,7 +102,7 @@ def _targets(endpoints: Endpoints, record: dict[str, str], event_type: str) -> l
     return [e for e in candidates if not e.disabled and event_type in e.event_types]
 
 
-@relay.handler
+@run.handler
 def announce(ctx: WorkerContext, ended: Ended) -> None:
     """An announced job ended: one delivery per endpoint that wants its event."""
     values = ctx.store.redis.hmget(keys.job(ended.job_id), RECORD_FIELDS)

@@ -17,9 +17,9 @@ import threading
 import time
 from dataclasses import dataclass
 
-from chatq.topology.connections import is_backend_error
+from chatq.topology import is_backend_error
 from worker.context import WorkerContext
-from worker.metrics.series import WEBHOOK_SLOTS, WEBHOOK_SLOTS_BUSY
+from worker.metrics import WEBHOOK_SLOTS, WEBHOOK_SLOTS_BUSY
 from worker.webhooks.deliver import deliver, hooks
 from worker.webhooks.send import Deadline
 

@@ -22,10 +22,9 @@ import requests
 from requests.adapters import HTTPAdapter
 from urllib3.exceptions import LocationValueError
 
-from chatq.webhooks import events as webhooks
-from chatq.webhooks.net import causes, guarded_session, refused
-from chatq.webhooks.store import Endpoint
-from worker.tracing import spans as tracing
+from chatq import webhooks
+from chatq.webhooks import Endpoint, causes, guarded_session, refused
+from worker import tracing
 
 USER_AGENT = "chatq-webhooks/1"
 DELIVERED = "delivered"
