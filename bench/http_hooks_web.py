@@ -20,10 +20,11 @@ class HandWrittenWeb(WebServer):
         """Build the app inside the (monkey-patched) gunicorn worker, old hooks on."""
         from bench.alt import http_hooks
         from web import app as web_app
+        from web import metrics
 
-        # create_app installs both through these two module attributes.
-        web_app.observability.install_request_log = http_hooks.install
-        web_app.http_metrics.install = lambda app, metrics_dir: None
+        # create_app installs both through these two names of web/metrics's package.
+        metrics.install_request_log = http_hooks.install
+        metrics.install = lambda app, metrics_dir: None
         return web_app.create_app()
 
 

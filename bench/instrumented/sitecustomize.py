@@ -2,10 +2,11 @@
 --instrumented` only (which puts this folder on the children's PYTHONPATH): not part of chatq,
 and its packages are not in its requirements.
 
-Nothing is imported here but chatq's tracing module, whose `start` it wraps: gunicorn's gevent
-workers monkey-patch the standard library before the app is built, so Flask, requests, urllib3
-and redis are instrumented then (the web: in `create_app`; the worker: in `worker_init`), not
-at interpreter start. Spans go to `CHATQ_BENCH_OTLP_URL`, chatq's own on or off alike.
+Nothing is imported here but chatq.tracing, whose `start` it wraps (the package's name, which
+its callers look up): gunicorn's gevent workers monkey-patch the standard library before the
+app is built, so Flask, requests, urllib3 and redis are instrumented then (the web: in
+`create_app`; the worker: in `worker_init`), not at interpreter start. Spans go to
+`CHATQ_BENCH_OTLP_URL`, chatq's own on or off alike.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Any
 # site runs this before `python -m` puts the working folder on the path: the repository's root.
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from chatq.tracing import context as tracing
+from chatq import tracing
 
 _chatq_start = tracing.start
 
@@ -43,15 +44,15 @@ def _provider() -> None:
 def _instrument_flask() -> None:
     from opentelemetry.instrumentation.flask import FlaskInstrumentor
 
-    from web.tracing import spans
+    from web import tracing as web_tracing
 
-    install = spans.install
+    install = web_tracing.install
 
     def install_both(app: Any) -> None:
         FlaskInstrumentor().instrument_app(app)
         install(app)
 
-    spans.install = install_both
+    web_tracing.install = install_both
 
 
 def start(service_name: str) -> None:
