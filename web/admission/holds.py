@@ -8,15 +8,11 @@ from __future__ import annotations
 
 import threading
 from functools import partial
-from typing import TYPE_CHECKING
 
 from flask import Response, g
 
 from chatq.errors import ApiError
 from web import http, metrics
-
-if TYPE_CHECKING:
-    from web.context import Services
 
 # What an answer over the cap tells the client to wait: a slot frees as soon as one of the
 # key's held requests ends, which may be any moment.
@@ -64,37 +60,37 @@ class HeldCounts:
             return self._counts.get(owner, 0)
 
 
-def _take(svc: Services, owner: str) -> bool:
+def _take(held: HeldCounts, owner: str) -> bool:
     """Count the current request against `owner`'s cap until its response is closed (a
     stream's too: HeldCounts.release_when_closed); once per request."""
     if g.get("chatq_held"):
         return True
-    if not svc.held.take(owner):
+    if not held.take(owner):
         return False
     g.chatq_held = owner
     return True
 
 
-def poll_wait(svc: Services, owner: str, wait_s: float) -> float:
+def poll_wait(held: HeldCounts, owner: str, wait_s: float) -> float:
     """The wait a long-poll of `owner` may have: `wait_s`, or 0 (answered at once, as it is)
     when the key holds its cap of requests open in this process."""
-    if wait_s <= 0 or _take(svc, owner):
+    if wait_s <= 0 or _take(held, owner):
         return wait_s
     g.chatq_unheld = True
     metrics.HELD_OVER_CAP.labels("at_once").inc()
     return 0.0
 
 
-def hold(svc: Services, owner: str) -> None:
+def hold(held: HeldCounts, owner: str) -> None:
     """Count a request that holds until its job ends (or streams it): `429
     too_many_held_requests` when `owner` holds its cap of requests open in this process."""
-    if _take(svc, owner):
+    if _take(held, owner):
         return
     metrics.HELD_OVER_CAP.labels("refused").inc()
     raise ApiError(
         429,
         "too_many_held_requests",
-        f"This key holds {svc.held.cap} requests open on this server (long-polls, held "
+        f"This key holds {held.cap} requests open on this server (long-polls, held "
         "completions, streams): let one end, or poll without waiting.",
         type_="requests",
         retry_after_s=RETRY_AFTER_S,

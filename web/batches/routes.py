@@ -117,7 +117,8 @@ def get_batch(batch_id: str) -> Response:
     wait_s, asked = http.requested_wait(WAIT, svc.settings)
     record = _owned(svc, batch_id, owner)
     if record["status"] not in batches.ENDED:
-        record = _wait_ended(svc, record, http.jittered(admission.poll_wait(svc, owner, wait_s)))
+        poll_s = http.jittered(admission.poll_wait(svc.held, owner, wait_s))
+        record = _wait_ended(svc, record, poll_s)
     applied = preference_applied(wait_s if asked else None)
     return json_response(
         batches.public_view(record), 200, {"Preference-Applied": applied} if applied else None

@@ -46,7 +46,7 @@ def chat_completions() -> Response:
     stream = request.pop("stream", None) is True
     options = request.pop("stream_options", None) or {}
     if admission.holds_open(stream, svc.settings.max_wait_s):
-        admission.hold(svc, owner)
+        admission.hold(svc.held, owner)
     cache_control = http.text(CACHE_CONTROL) or ""
     job_id = job_id_for(svc, owner, request, cache_control)
     with watching(svc, job_id, 0.0 if stream else 1.0) as waiter:

@@ -39,7 +39,7 @@ def stored_completion(completion_id: str) -> Response:
     if not jobs.is_terminal(record["status"]) and admission.holds_open(
         False, svc.settings.max_wait_s
     ):
-        admission.hold(svc, owner)
+        admission.hold(svc.held, owner)
     return hold_completion(svc, record)
 
 

@@ -79,9 +79,9 @@ def job_events(job_id: str) -> Response:
         raise job_not_found()
     if sse:
         if not jobs.is_terminal(load_owned(svc, job_id, owner)["status"]):
-            admission.hold(svc, owner)
+            admission.hold(svc.held, owner)
         return sse_response(sse_events(svc, job_id, cursor))
-    poll_s = admission.poll_wait(svc, owner, wait_s)
+    poll_s = admission.poll_wait(svc.held, owner, wait_s)
     events, status = poll(svc, job_id, owner, cursor, http.jittered(poll_s) if poll_s else 0)
     headers = {"Preference-Applied": f"wait={wait_s:g}"} if asked else {}
     return json_response(_page(job_id, events, status, cursor), 200, headers)

@@ -47,7 +47,7 @@ def _poll_wait(svc: Services, owner: str, param: Param) -> tuple[float, float | 
     """A long-poll's wait: 0 when the key holds its cap of requests open
     (web/admission/holds.py)."""
     wait_s, echo = _wait(svc, param)
-    return admission.poll_wait(svc, owner, wait_s), echo
+    return admission.poll_wait(svc.held, owner, wait_s), echo
 
 
 @bp.post("")
@@ -72,7 +72,7 @@ def create_job() -> Response:
     request = fitted.request
     request.pop("stream", None)
     if wait_s > 0:
-        admission.hold(svc, owner)
+        admission.hold(svc.held, owner)
     cache_control = http.text(CACHE_CONTROL) or ""
     job_id = job_id_for(svc, owner, request, cache_control)
     with watching(svc, job_id, wait_s) as waiter:

@@ -105,7 +105,7 @@ def create_response() -> Response:
     fitted = fit_context(request, svc.settings.max_context_tokens, _overflow(svc, asked.truncate))
     held = asked.stream or not asked.background  # a background response answers at once
     if held and admission.holds_open(asked.stream, svc.settings.max_wait_s):
-        admission.hold(svc, owner)
+        admission.hold(svc.held, owner)
     cache_control = http.text(CACHE_CONTROL) or ""
     record = submit(
         svc,
@@ -178,9 +178,9 @@ def get_response(rid: str) -> Response:
     record = owned_response(svc, owner, rid)
     if stream:
         if not jobs.is_terminal(record["status"]):
-            admission.hold(svc, owner)
+            admission.hold(svc.held, owner)
         return sse_response(response_stream(svc, record, starting_after, False, False))
-    record = wait_terminal(svc, record, admission.poll_wait(svc, owner, wait_s))
+    record = wait_terminal(svc, record, admission.poll_wait(svc.held, owner, wait_s))
     headers = {"Preference-Applied": f"wait={wait_s:g}"} if asked else {}
     return json_response(render(record), 200, headers)
 
