@@ -162,6 +162,7 @@ class WebhookEndpointRequest(_Closed, kw_only=True):
 class RotateSecretRequest(_Closed):
     """POST /v1/webhooks/{webhook_id}/rotate_secret."""
 
+    # null is taken as absent, as for every optional field of a request body.
     keep_old_secret_active_for_24_hours: Annotated[
-        bool, Meta(extra_json_schema={"default": False})
+        bool | None, Meta(extra_json_schema={"default": False})
     ] = False

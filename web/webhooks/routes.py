@@ -142,7 +142,7 @@ def rotate_secret(endpoint_id: str) -> Response:
     _svc, hooks, owner = _caller()
     endpoint = _owned(hooks, owner, endpoint_id)
     _made_here(endpoint)
-    keep_old = _body(RotateSecretRequest).keep_old_secret_active_for_24_hours
+    keep_old = _body(RotateSecretRequest).keep_old_secret_active_for_24_hours or False
     return json_response(hooks.endpoints.rotate(endpoint, keep_old).public(with_secret=True))
 
 
