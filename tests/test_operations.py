@@ -14,7 +14,7 @@ import pytest
 import redis
 import requests
 
-from tests.conftest import Stack, fresh_each_test, start_stack
+from tests.conftest import Stack, start_stack
 from tests.procs import longpoll_waiters, start_web, start_worker, wait_until
 from web.admission.control import DEPTH_MAX_AGE_S
 
@@ -25,19 +25,14 @@ def _db(redis_url: str, db: int) -> str:
     return redis_url.rsplit("/", 1)[0] + f"/{db}"
 
 
-@pytest.fixture(scope="module")
-def idle_web(redis_url: str, fakellm: str) -> Iterator[Stack]:
-    """A web process with no worker, on a database of its own."""
+@pytest.fixture
+def idle(redis_url: str, fakellm: str) -> Iterator[Stack]:
+    """A web process with no worker, on a database of its own, for this test alone: a
+    database emptied under a running web loses the broker's bindings it declared once."""
     s = start_stack(_db(redis_url, 8), fakellm, workers=0, CHATQ_MAX_QUEUE_DEPTH="30")
+    s.redis.flushdb()
     yield s
     s.stop()
-
-
-@pytest.fixture
-def idle(idle_web: Stack) -> Iterator[Stack]:
-    """The module's web alone, its database emptied for the test; the workers the test starts
-    are stopped at its end."""
-    yield from fresh_each_test(idle_web)
 
 
 def _promtool(text: str) -> None:
