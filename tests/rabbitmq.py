@@ -74,9 +74,6 @@ class RabbitNode:
         (self.dir / "rabbitmq.conf").write_text(
             f"listeners.tcp.1 = {self.host}:{self.amqp_port}\n"
             f"management.tcp.ip = {self.host}\nmanagement.tcp.port = {self.api_port}\n"
-            # The management API's figures (queue depths, messages) are a second old at most,
-            # not five: a test waiting for them waits that much less.
-            "collect_statistics_interval = 1000\n"
             # guest may log in from other hosts than the node's own (tests only).
             + ("" if self.host == "127.0.0.1" else "loopback_users = none\n")
         )
@@ -165,13 +162,12 @@ class RabbitNode:
             self.process.wait(10)
         self.process = None
 
-    def stop(self, grace_s: float = 30.0) -> None:
-        """Stop the node (SIGTERM: the start script stops it cleanly; SIGKILL if it has not
-        within `grace_s`) and remove its data."""
+    def stop(self) -> None:
+        """Stop the node (SIGTERM: the start script stops it cleanly) and remove its data."""
         if self.process is not None and self.process.poll() is None:
             os.killpg(self.process.pid, signal.SIGTERM)
             try:
-                self.process.wait(grace_s)
+                self.process.wait(30)
             except subprocess.TimeoutExpired:
                 self.kill()
         self.process = None

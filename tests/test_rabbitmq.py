@@ -1,8 +1,6 @@
 """RabbitMQ as the broker (CHATQ_BROKER_URL=amqp://...): real web and worker processes on a
-RabbitMQ node of the tests' own, each stack in a vhost of its own, on a Redis and a fakellm of
-its own whose calls are counted. The tests share the module's two stacks (a plain one, and one
-with a single slot whose leases and resend period are a second), each starting with nothing in
-the queue and the count of calls zeroed, and ending with its jobs ended.
+RabbitMQ node of the tests' own, each test in a vhost of its own, on a Redis and a fakellm of
+its own whose calls are counted.
 
 Jobs of both lanes complete, each with one upstream call; a backlog is counted exactly (the
 admission cap, GET /v1/queue and the metrics) and `interactive` runs before `batch` queued
@@ -22,13 +20,11 @@ import requests
 
 from chatq import keys
 from chatq.broker import rabbitmq
-from chatq.config.settings import load
 from chatq.jobs import record as jobs
 from chatq.jobs.store import Store
 from scripts.localredis import free_port
 from tests.batchkit import request_line, run_batch, wait_ended
-from tests.inproc import in_process
-from tests.procs import ALICE_KEY, wait_swept, wait_until
+from tests.procs import wait_until
 from tests.rabbitmq import RabbitNode, RabbitStack, StackFactory, rabbit_stacks
 from tests.webhook_receiver import Receiver, verify
 
@@ -44,48 +40,13 @@ def node() -> Iterator[RabbitNode]:
     """One RabbitMQ node for the module; every test has a vhost of its own on it."""
     started = RabbitNode().start()
     yield started
-    started.stop(grace_s=0)  # no test here looks at how it stops: 6 s saved
+    started.stop()
 
 
-@pytest.fixture(scope="module")
-def built(node: RabbitNode) -> Iterator[StackFactory]:
+@pytest.fixture
+def stacks(node: RabbitNode) -> Iterator[StackFactory]:
     with rabbit_stacks(node) as build:
         yield build
-
-
-@pytest.fixture(scope="module")
-def plain_stack(built: StackFactory) -> RabbitStack:
-    return built(workers=1)
-
-
-@pytest.fixture(scope="module")
-def one_slot_stack(built: StackFactory) -> RabbitStack:
-    """One slot, so that a blocker holds back everything after it; leases and resend period
-    of a second, so that the sweeper looks at the backlog again and again."""
-    return built(
-        workers=1,
-        CHATQ_WORKER_CONCURRENCY="1",
-        CHATQ_MAX_QUEUE_DEPTH="10",
-        CHATQ_LEASE="1",
-        CHATQ_QUEUE_RESEND="1",
-    )
-
-
-def _fresh(r: RabbitStack) -> RabbitStack:
-    """`r` for the next test: nothing waiting in its queue, its count of calls zeroed."""
-    wait_until(lambda: r.ready() == 0, 30, "the jobs queue empty")
-    requests.post(f"{r.upstream}/stats/reset", timeout=5).raise_for_status()
-    return r
-
-
-@pytest.fixture
-def plain(plain_stack: RabbitStack) -> RabbitStack:
-    return _fresh(plain_stack)
-
-
-@pytest.fixture
-def one_slot(one_slot_stack: RabbitStack) -> RabbitStack:
-    return _fresh(one_slot_stack)
 
 
 def _submit(r: RabbitStack, tag: str, count: int, model: str = "fake", **params: Any) -> list[str]:
@@ -113,9 +74,9 @@ def _metrics(r: RabbitStack) -> str:
 
 
 def test_jobs_of_both_lanes_complete_through_rabbitmq_with_one_call_each(
-    plain: RabbitStack,
+    stacks: StackFactory,
 ) -> None:
-    r = plain
+    r = stacks(workers=1)
     interactive = _submit(r, "streamed", 8, "fake:tps=50,tokens=6")
     batch = _submit(r, "batch", 8, priority="batch")
     held = r.stack.session().post(
@@ -149,9 +110,9 @@ def test_jobs_of_both_lanes_complete_through_rabbitmq_with_one_call_each(
 
 
 def test_a_backlog_is_counted_exactly_and_interactive_runs_before_earlier_batch(
-    one_slot: RabbitStack,
+    stacks: StackFactory,
 ) -> None:
-    r = one_slot
+    r = stacks(workers=1, CHATQ_WORKER_CONCURRENCY="1", CHATQ_MAX_QUEUE_DEPTH="10")
     [blocker] = _submit(r, "blocker", 1, BLOCKER)
     _running(r, blocker)  # the one slot is taken; everything below waits in the queue
     batch = _submit(r, "batch", 5, priority="batch")
@@ -180,8 +141,10 @@ def test_a_backlog_is_counted_exactly_and_interactive_runs_before_earlier_batch(
     assert r.calls() == 11
 
 
-def test_only_a_job_whose_message_was_never_confirmed_is_sent_again(one_slot: RabbitStack) -> None:
-    r = one_slot
+def test_only_a_job_whose_message_was_never_confirmed_is_sent_again(
+    stacks: StackFactory,
+) -> None:
+    r = stacks(workers=1, CHATQ_WORKER_CONCURRENCY="1", CHATQ_LEASE="1", CHATQ_QUEUE_RESEND="1")
     [blocker] = _submit(r, "blocker", 1, BLOCKER)
     _running(r, blocker)
     backlog = _submit(r, "backlog", 5)
@@ -196,8 +159,8 @@ def test_only_a_job_whose_message_was_never_confirmed_is_sent_again(one_slot: Ra
             lease_s=1,
         )
     wait_until(lambda: r.ready() == 7, 20, "the two unsent jobs sent by the sweeper")
-    wait_swept(r.stack.redis, backlog + unsent, 2)  # the sweeper looks at them again
-    assert r.ready() == 7  # and sends none of them twice: their messages were confirmed
+    time.sleep(4)  # four leases and resend periods: the sweeper looks at the backlog again
+    assert r.ready() == 7  # and sends none of it twice: its messages were confirmed
     _cancel(r, blocker)
     done = _ended(r, backlog + unsent)
     assert [j["status"] for j in done] == ["completed"] * 7
@@ -207,37 +170,26 @@ def test_only_a_job_whose_message_was_never_confirmed_is_sent_again(one_slot: Ra
 
 
 def test_without_rabbitmq_s_management_api_the_queue_figures_are_503_and_jobs_still_run(
-    plain: RabbitStack,
+    stacks: StackFactory,
 ) -> None:
-    # A web (in process) whose management API answers nowhere, beside the plain stack's
-    # worker on the same vhost and Redis.
-    env = {**plain.stack.env, "CHATQ_BROKER_API_URL": f"http://127.0.0.1:{free_port()}"}
-    auth = {"Authorization": f"Bearer {ALICE_KEY}"}
-    with in_process(load(env)) as app:
-        client = app.test_client()
-        answer = client.get("/v1/queue", headers=auth)
-        assert answer.status_code == 503, answer.text
-        assert answer.json is not None and answer.json["error"]["code"] == "backend_unavailable"
-        assert int(answer.headers["Retry-After"]) >= 1
-        metrics = client.get("/metrics")
-        assert metrics.status_code == 200 and "chatq_queue_depth{" not in metrics.text
-        # Admission counts over AMQP, not through the API: submitting is unaffected.
-        ids = []
-        for i in range(3):
-            body = {"model": "fake", "messages": [{"role": "user", "content": f"no api {i}"}]}
-            submitted = client.post("/v1/jobs", json=body, headers=auth)
-            assert submitted.status_code == 202, submitted.text
-            ids.append(submitted.json["id"])  # type: ignore[index]
-    done = _ended(plain, ids)
+    r = stacks(workers=1, CHATQ_BROKER_API_URL=f"http://127.0.0.1:{free_port()}")
+    answer = r.stack.session().get(f"{r.stack.url}/v1/queue", timeout=10)
+    assert answer.status_code == 503, answer.text
+    assert answer.json()["error"]["code"] == "backend_unavailable"
+    assert int(answer.headers["Retry-After"]) >= 1
+    metrics = requests.get(f"{r.stack.url}/metrics", timeout=10)
+    assert metrics.status_code == 200 and "chatq_queue_depth{" not in metrics.text
+    # Admission counts over AMQP, not through the API: submitting is unaffected.
+    done = _ended(r, _submit(r, "no api", 3))
     assert [j["status"] for j in done] == ["completed"] * 3
 
 
 def test_webhook_deliveries_run_beside_rabbitmq_without_a_queue_of_their_own(
-    plain: RabbitStack,
+    stacks: StackFactory,
 ) -> None:
     receiver = Receiver()
     try:
-        r = plain  # CHATQ_WEBHOOK_ALLOW_PRIVATE=1, as every stack of the tests
+        r = stacks(workers=1, CHATQ_WEBHOOK_ALLOW_PRIVATE="1")
         created = r.stack.session().post(
             f"{r.stack.url}/v1/webhooks", timeout=10, json={"url": receiver.url("/rabbit")}
         )
@@ -259,8 +211,8 @@ def test_webhook_deliveries_run_beside_rabbitmq_without_a_queue_of_their_own(
         receiver.stop()
 
 
-def test_a_batch_s_lines_run_through_rabbitmq_once_each(one_slot: RabbitStack) -> None:
-    r = one_slot
+def test_a_batch_s_lines_run_through_rabbitmq_once_each(stacks: StackFactory) -> None:
+    r = stacks(workers=1, CHATQ_LEASE="1", CHATQ_QUEUE_RESEND="1")
     lines = [request_line(f"q{i}", f"question {i}", model="fake:ttft=0.3") for i in range(6)]
     batch = run_batch(r.stack.url, lines)
     ended = wait_ended(r.stack.url, batch["id"])
