@@ -34,7 +34,7 @@ def new_file_id() -> str:
 
 def is_file_id(value: str) -> bool:
     """Whether `value` has the shape of a file id at all."""
-    return bool(FILE_ID.match(value))
+    return bool(FILE_ID.fullmatch(value))
 
 
 class Upload(Protocol):

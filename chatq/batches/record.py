@@ -36,7 +36,7 @@ def new_batch_id() -> str:
 
 def is_batch_id(value: str) -> bool:
     """Whether `value` has the shape of a batch id at all."""
-    return bool(BATCH_ID.match(value))
+    return bool(BATCH_ID.fullmatch(value))
 
 
 def new_record(
