@@ -220,6 +220,21 @@ def test_a_restarted_generation_closes_the_first_message_and_starts_another(stac
     assert whole[-1]["response"]["output"] == [done[1]["item"]]
 
 
+def test_a_silence_past_the_keepalive_interval_does_not_break_the_sdks_stream(
+    stack: Stack,
+) -> None:
+    # The stack's keepalive is 2 s: the comment falls between events that carry an `id:`,
+    # which the SDK's parser keeps; a blank line after the comment made it parse empty data.
+    client = _client(stack)
+    model = "fake:ttft=2.5,tps=1,tokens=2"
+    rid = client.responses.create(model=model, input="keep me alive", background=True).id
+    with client.responses.stream(response_id=rid) as stream:
+        events = list(stream)
+        final = stream.get_final_response()
+    assert final.status == "completed" and final.output_text
+    assert _deltas(events) == final.output_text
+
+
 def test_cancel_ends_the_response_and_its_stream(stack: Stack) -> None:
     client = _client(stack)
     rid = client.responses.create(model="fake:ttft=30", input="cancel me", background=True).id

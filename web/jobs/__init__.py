@@ -1,11 +1,12 @@
 """The job endpoints: submit, status, result, cancel, events, long-polling."""
 
-from web.jobs.events import STREAM_ENDING_ERRORS, follow, sse_response
+from web.jobs.events import SSE_KEEPALIVE, STREAM_ENDING_ERRORS, follow, sse_response
 from web.jobs.routes import register
 from web.jobs.submission import enqueue_detached, job_id_for, submit
 from web.jobs.waiting import load_owned, wait_terminal, watching
 
 __all__ = [
+    "SSE_KEEPALIVE",
     "STREAM_ENDING_ERRORS",
     "enqueue_detached",
     "follow",

@@ -24,6 +24,9 @@ from web.jobs.waiting import Hold, load_owned
 bp = Blueprint("events", __name__, url_prefix="/v1/jobs")
 # Once headers are sent these can only end a stream: the job expired, or Redis left.
 STREAM_ENDING_ERRORS: tuple[type[Exception], ...] = (ApiError, redis.ResponseError, *BACKEND_ERRORS)
+# A comment line with no blank line after it: a blank line would end an event, and parsers
+# that keep the last `id:` across events (the openai SDK's) then hand on one with empty data.
+SSE_KEEPALIVE = ": keepalive\n"
 _CURSOR = re.compile(r"(0|([0-9]{1,20})-([0-9]{1,20}))\Z")
 _MAX_ID_PART = 2**64 - 1
 
@@ -115,7 +118,7 @@ def sse_events(svc: Services, job_id: str, cursor: str) -> Iterator[str]:
     try:
         for events in follow(svc, job_id, cursor):
             if not events:
-                yield ": keepalive\n\n"
+                yield SSE_KEEPALIVE
             for event in events:
                 cursor_line = f"id: {event.id}\n" if event.id else ""
                 yield f"{cursor_line}data: {json.dumps(event.public())}\n\n"

@@ -17,7 +17,7 @@ from chatq.errors import ApiError
 from chatq.jobs import erase
 from chatq.responses import FINAL_EVENT, EventMaker, JSONDict, ResponseErrorEvent, response_id
 from web.context import Services
-from web.jobs import STREAM_ENDING_ERRORS, follow, load_owned
+from web.jobs import SSE_KEEPALIVE, STREAM_ENDING_ERRORS, follow, load_owned
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +60,7 @@ def response_stream(
     try:
         for event in _events(svc, record, maker):
             if event is None:
-                yield ": keepalive\n\n"
+                yield SSE_KEEPALIVE
             elif event["sequence_number"] > starting_after:
                 ended = ended or event["type"] in FINAL_EVENT.values()
                 yield sse_event(event)
