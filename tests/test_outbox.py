@@ -116,3 +116,17 @@ def test_an_idle_reader_looks_for_a_silent_reader_s_entries_once_per_quarter_idl
     finally:
         client.close()
         server.stop()
+
+
+def test_a_reader_makes_its_group_again_after_redis_lost_its_data(store: Store) -> None:
+    reader = Outbox(store.redis, "reader")
+    assert reader.read(block_s=0.05) == []
+    store.redis.flushdb()  # a restart without persistence
+    assert reader.read(block_s=0.05) == []
+    job_id = _job(store, "after-loss", True)
+    assert store.claim(job_id=job_id, run_id="r", lease_s=LEASE_S).claimed
+    store.finish(job_id=job_id, run_id="r", status=jobs.COMPLETED, fields={"result": "{}"})
+    entries = reader.read(block_s=0.1)
+    assert [(e.job_id, e.status) for e in entries] == [(job_id, jobs.COMPLETED)]
+    reader.ack(entries)
+    assert outbox_length(store.redis) == 0

@@ -6,7 +6,8 @@ Readers share them through one consumer group: each entry goes to one reader, st
 until acknowledged, and is taken over by another reader once its reader has been silent for
 `claim_idle_s` (a worker that died mid-way). Each reader looks for such entries every quarter
 of that, not at every read: one look is a command per stream (64 a lane). Delivery is at
-least once: a handler must be idempotent.
+least once: a handler must be idempotent. If Redis loses the streams or the group (a restart
+without persistence, a FLUSHDB), a reader makes them again at its next read.
 """
 
 from __future__ import annotations
@@ -48,6 +49,10 @@ def _streams(rows: Any) -> list[Ended]:
     return [entry for stream, stream_rows in pairs for entry in _entries(stream, stream_rows)]
 
 
+def _no_group(exc: redis.ResponseError) -> bool:
+    return str(exc).startswith("NOGROUP")
+
+
 class Outbox:
     """One reader of the outbox of `lanes` (a stream per shard and lane), named `consumer`
     (unique per process). On a Cluster each stream is read on its own, without blocking."""
@@ -82,6 +87,15 @@ class Outbox:
     def read(self, count: int = 100, block_s: float = 1.0) -> list[Ended]:
         """Entries for this reader: first those a silent reader left (when it is time to
         look), then new ones."""
+        try:
+            return self._read(count, block_s)
+        except redis.ResponseError as exc:
+            if not _no_group(exc):
+                raise
+            self._grouped = False
+            return []
+
+    def _read(self, count: int, block_s: float) -> list[Ended]:
         self._group()
         if time.monotonic() - self._looked_at >= self.look_every_s:
             stale = self._stale(count)
@@ -125,5 +139,10 @@ class Outbox:
     def ack(self, entries: list[Ended]) -> None:
         """These are handled: no reader gets them again."""
         for entry in entries:
-            self.redis.xack(entry.stream, GROUP, entry.entry_id)
+            try:
+                self.redis.xack(entry.stream, GROUP, entry.entry_id)
+            except redis.ResponseError as exc:
+                if not _no_group(exc):
+                    raise
+                self._grouped = False  # its stream is gone and made again since it was read
             self.redis.xdel(entry.stream, entry.entry_id)
