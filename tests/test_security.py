@@ -343,9 +343,21 @@ def test_an_oversize_request_line_is_refused_and_the_web_survives(stack: Stack) 
     r = requests.get(
         f"{stack.url}/v1/jobs/job_x", params={"q": "S3CRET" * 1000}, headers=_headers(), timeout=10
     )
-    assert r.status_code in (400, 414), r.status_code
+    _assert_openai_error(r, 414, "request_line_too_long")
     assert "S3CRET" not in r.text
     assert requests.get(f"{stack.url}/healthz", timeout=10).ok
+
+
+def test_the_http_servers_own_refusals_are_in_the_document_of_every_operation(
+    stack: Stack,
+) -> None:
+    paths = requests.get(f"{stack.url}/openapi.json", timeout=10).json()["paths"]
+    operations = [
+        op for path, ops in paths.items() if path.startswith("/v1/") for op in ops.values()
+    ]
+    assert operations
+    for op in operations:
+        assert {"414", "431"} <= set(op["responses"]), op["operationId"]
 
 
 def test_oversize_headers_are_refused_in_openai_shape(stack: Stack) -> None:

@@ -59,9 +59,13 @@ ERRORS: dict[int, str] = {
     404: "`job_not_found`: unknown, expired or foreign job id.",
     409: "`job_cancelled`: the job was cancelled.",
     413: "`request_too_large`: body over CHATQ_MAX_BODY_BYTES (default 1 MiB).",
+    414: "`request_line_too_long`: the request line (method, path and query) is over 4,094 "
+    "bytes, gunicorn's limit.",
     422: "`context_length_exceeded`: prompt tokens over the model's limit (the message says "
     "how many were counted and what the limit is).",
     429: "`rate_limit_exceeded`: the key's request rate is over its limit.",
+    431: "`request_header_fields_too_large`: a header over 8,190 bytes, or over 100 headers "
+    "(gunicorn's limits).",
     502: "The upstream failed (`upstream_error`), answered what is not a chat-completion "
     "stream (`upstream_invalid_response`), or the worker failed (`internal_error`).",
     503: "`backend_unavailable`: Redis cannot be reached or cannot serve now (out of memory, "
@@ -132,7 +136,7 @@ Error = int | tuple[int, str]
 class Op:
     """One operation of a capability's table: its 2xx answers, and its errors, each with the
     capability's text for its status unless given here (every /v1/ operation answers 401,
-    429 and 503 too). `body` names the JSON request body's schema, or is the whole body."""
+    414, 429, 431 and 503 too). `body` names the JSON request body's schema, or is the whole body."""
 
     method: str
     path: str
@@ -154,7 +158,7 @@ _OPEN_SECURITY: dict[str, list[Schema]] = {"/metrics": [{}, {"metricsToken": []}
 def _errors(op: Op, texts: dict[int, str]) -> dict[str, Schema]:
     statuses = dict(item if isinstance(item, tuple) else (item, "") for item in op.errors)
     if op.path.startswith("/v1/"):
-        statuses = {401: "", 429: "", 503: "", **statuses}
+        statuses = {401: "", 414: "", 429: "", 431: "", 503: "", **statuses}
     responses: dict[str, Schema] = {}
     for status, text in sorted(statuses.items()):
         headers = ("Retry-After",) if status in (429, 503) else ()
