@@ -136,7 +136,8 @@ Error = int | tuple[int, str]
 class Op:
     """One operation of a capability's table: its 2xx answers, and its errors, each with the
     capability's text for its status unless given here (every /v1/ operation answers 401,
-    414, 429, 431 and 503 too). `body` names the JSON request body's schema, or is the whole body."""
+    414, 429, 431 and 503 too). `body` names the JSON request body's schema, or is the whole
+    body."""
 
     method: str
     path: str
