@@ -26,6 +26,7 @@ import re
 import subprocess
 import sys
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -280,10 +281,15 @@ def _fuzz(
     at_least: int,
     anonymous_phases: tuple[str, ...] = ALL_PHASES,
 ) -> None:
-    runs = [
-        _schemathesis(stack, tmp_path, keyed_examples, peers=True, phases=ALL_PHASES),
-        _schemathesis(stack, tmp_path, anonymous_examples, peers=False, phases=anonymous_phases),
-    ]
+    # The two runs side by side: the anonymous one only meets 401s, which touch no state.
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        keyed = pool.submit(
+            _schemathesis, stack, tmp_path, keyed_examples, peers=True, phases=ALL_PHASES
+        )
+        anonymous = pool.submit(
+            _schemathesis, stack, tmp_path, anonymous_examples, False, anonymous_phases
+        )
+        runs = [keyed.result(), anonymous.result()]
     generated = sum(r.generated for r in runs)
     findings = [f for r in runs for f in r.findings]
     unexplained, explained = _classify(findings)

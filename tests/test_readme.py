@@ -15,6 +15,7 @@ import os
 import re
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -256,11 +257,18 @@ def test_the_examples_run_as_written_each_on_its_own(stack: Stack, tmp_path: Pat
     }
     assert not missing, f"sections gone or renamed: {sorted(missing)}"
     env = _env(stack)
-    for i, block in enumerate(blocks):
+
+    def run(i: int, block: Block) -> Ran:
         cwd = tmp_path / str(i)
         cwd.mkdir()
-        run = _run_shell_block if block.lang == "sh" else _run_python_block
-        _check(block, run(block, env, cwd))
+        runner = _run_shell_block if block.lang == "sh" else _run_python_block
+        return runner(block, env, cwd)
+
+    # Side by side, as readers on one server would be: each example waits on its jobs.
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        ran = list(pool.map(run, range(len(blocks)), blocks))
+    for block, result in zip(blocks, ran, strict=True):
+        _check(block, result)
 
 
 @pytest.mark.parametrize(
