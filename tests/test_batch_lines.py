@@ -1,10 +1,12 @@
 """The reader of a batch's input file and the check of each line, in process: a BOM, a line
-over CHATQ_MAX_BODY_BYTES, a line that is only a NUL byte."""
+over CHATQ_MAX_BODY_BYTES, a line that is only a NUL byte, a line its struct refuses."""
 
 from __future__ import annotations
 
 import io
 import json
+
+import pytest
 
 from chatq.batches.lines import Line, LineError, parse_line
 from chatq.config.settings import Settings
@@ -86,3 +88,46 @@ def test_a_line_nested_too_deeply_says_so() -> None:
     error = parse_line(line, 1, CHAT, Settings(max_body_bytes=len(line)))
     assert isinstance(error, LineError) and error.code == "invalid_json_line"
     assert "too deeply" in error.message
+
+
+def _error(line: dict[str, object], endpoint: str = CHAT) -> LineError:
+    parsed = parse_line(json.dumps(line).encode(), 5, endpoint, Settings())
+    assert isinstance(parsed, LineError), parsed
+    return parsed
+
+
+@pytest.mark.parametrize(
+    ("fields", "code", "param", "custom_id"),
+    [
+        ({"custom_id": 5}, "invalid_custom_id", "custom_id", None),
+        ({"custom_id": "x" * 513}, "invalid_custom_id", "custom_id", None),
+        ({"custom_id": None}, "missing_required_parameter", "custom_id", None),
+        ({"method": "GET"}, "invalid_method", "method", "c1"),
+        ({"method": None}, "missing_required_parameter", "method", "c1"),
+        ({"url": "/v1/embeddings"}, "url_mismatch", "url", "c1"),
+        ({"url": "/v1/responses"}, "url_mismatch", "url", "c1"),
+        ({"body": "hi"}, "invalid_request", "body", "c1"),
+        ({"body": {"model": "fake"}}, "missing_field", "body.messages", "c1"),
+    ],
+)
+def test_a_line_its_struct_refuses_names_the_field_and_keeps_a_valid_custom_id(
+    fields: dict[str, object], code: str, param: str, custom_id: str | None
+) -> None:
+    error = _error({**request_line("c1", "hi"), **fields})
+    assert (error.code, error.param, error.custom_id) == (code, param, custom_id)
+    assert error.number == 5
+    assert error.message.startswith(f"`{param.removeprefix('body.')}` ")
+
+
+def test_a_bad_custom_id_is_the_error_wherever_the_line_has_it() -> None:
+    line = {"method": "GET", "body": "hi", "url": CHAT, "custom_id": 7}
+    error = _error(line)
+    assert (error.code, error.custom_id) == ("invalid_custom_id", None)
+    error = _error({**line, "custom_id": "late"})
+    assert (error.code, error.param, error.custom_id) == ("invalid_method", "method", "late")
+    assert error.message == '`method` must be "POST" (got "GET").'
+
+
+def test_a_line_s_url_must_be_its_batch_s_endpoint() -> None:
+    error = _error(request_line("c1", "hi"), "/v1/responses")
+    assert error.message == "`url` must be this batch's endpoint, /v1/responses."

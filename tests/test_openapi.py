@@ -13,6 +13,7 @@ from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT202012
 
 from tests.conftest import Stack
+from web.http import HEADERS
 from web.openapi.document import document
 
 # The endpoints of the HTTP contract (docs/api.md), by path, with their methods.
@@ -142,6 +143,23 @@ def test_every_error_response_is_openai_shaped_with_retry_after_where_due() -> N
             assert schema == {"$ref": "#/components/schemas/Error"}, (path, method, status)
             if status in ("429", "503"):
                 assert "Retry-After" in response["headers"], (path, method, status)
+
+
+def _header_refs(node: Any) -> set[str]:
+    if isinstance(node, list):
+        return {name for item in node for name in _header_refs(item)}
+    if not isinstance(node, dict):
+        return set()
+    found = {name for value in node.values() for name in _header_refs(value)}
+    target = node.get("$ref", "")
+    prefix = "#/components/headers/"
+    return found | {target[len(prefix) :]} if target.startswith(prefix) else found
+
+
+def test_the_header_components_are_the_table_s_rows_and_each_is_used() -> None:
+    doc = document()
+    assert list(doc["components"]["headers"]) == [header.name for header in HEADERS]
+    assert _header_refs(doc["paths"]) == {header.name for header in HEADERS}
 
 
 def test_job_endpoints_answer_a_pending_job_with_its_location() -> None:

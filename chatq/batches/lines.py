@@ -1,6 +1,7 @@
 """One line of a batch: checking an input line, and the output or error line it becomes.
 
-Input lines are OpenAI's `{"custom_id", "method": "POST", "url", "body"}`; output lines are
+Input lines are OpenAI's `{"custom_id", "method": "POST", "url", "body"}` (BatchRequestInput,
+chatq/batches/objects.py); output lines are
 `{"id", "custom_id", "response": {"status_code", "request_id", "body"}, "error"}`. What a
 line's body must be depends on the batch's endpoint: one entry of ENDPOINTS each.
 """
@@ -15,15 +16,14 @@ from dataclasses import dataclass, field
 from typing import Any, get_args
 
 from chatq import chat
-from chatq.batches.objects import BatchEndpoint
-from chatq.chat import chat_request
+from chatq.batches.objects import BatchEndpoint, BatchRequestInput
+from chatq.chat import Refused, chat_request, convert
 from chatq.config import Settings
 from chatq.errors import ApiError, failed_job_status
 from chatq.responses import checked_request, given, invalid, is_response, render, translate
 from chatq.runtime import Tally
 
 JSONDict = dict[str, Any]
-MAX_CUSTOM_ID_CHARS = 512
 OUTPUT, ERROR = "o", "e"
 CANCELLED_CODE, EXPIRED_CODE, LOST_CODE = "batch_cancelled", "batch_expired", "request_lost"
 ENDED_MESSAGES = {
@@ -155,34 +155,42 @@ def _envelope(number: int, raw: bytes, max_line_bytes: int) -> JSONDict | LineEr
     return value
 
 
-def _custom_id(number: int, line: JSONDict) -> str | LineError:
-    custom_id = line.get("custom_id")
-    if custom_id is None:
-        return LineError(
-            number, "missing_required_parameter", "`custom_id` is required.", "custom_id"
-        )
-    if not isinstance(custom_id, str) or not 1 <= len(custom_id) <= MAX_CUSTOM_ID_CHARS:
-        return LineError(
-            number,
-            "invalid_custom_id",
-            f"`custom_id` must be a string of 1 to {MAX_CUSTOM_ID_CHARS} characters.",
-            "custom_id",
-        )
-    return custom_id
+# The code of a line whose field its struct refused: by the field (else the converter's),
+# and one for a field missing.
+_CODES = {"custom_id": "invalid_custom_id", "method": "invalid_method", "url": "url_mismatch"}
+_MISSING = "missing_required_parameter"
 
 
-def _route_error(number: int, line: JSONDict, endpoint: str) -> tuple[str, str, str] | None:
-    """(code, message, param) when the line's method, url or body is not this batch's."""
-    for name in ("method", "url", "body"):
-        if name not in line:
-            return "missing_required_parameter", f"`{name}` is required.", name
-    if line["method"] != "POST":
-        return "invalid_method", "`method` must be POST.", "method"
-    if line["url"] != endpoint:
-        return "url_mismatch", f"`url` must be this batch's endpoint, {endpoint}.", "url"
-    if not isinstance(line["body"], dict):
-        return "invalid_request", "`body` must be a JSON object.", "body"
-    return None
+def _url_mismatch(number: int, endpoint: str, custom_id: str | None) -> LineError:
+    message = f"`url` must be this batch's endpoint, {endpoint}."
+    return LineError(number, _CODES["url"], message, "url", custom_id)
+
+
+def _refused(number: int, line: JSONDict, endpoint: str, refused: Refused) -> LineError:
+    """The error of a line its struct refused: a custom_id it holds is the error's, unless
+    the custom_id is what was refused."""
+    param = refused.param or ""
+    custom_id = None if param == "custom_id" else line.get("custom_id")
+    if refused.code == "missing_field":
+        return LineError(number, _MISSING, refused.message, param, custom_id)
+    if param == "url":
+        return _url_mismatch(number, endpoint, custom_id)
+    return LineError(number, _CODES.get(param, refused.code), refused.message, param, custom_id)
+
+
+def _checked(number: int, line: JSONDict, endpoint: str) -> BatchRequestInput | LineError:
+    """The line as its struct, or why it is not one of this batch's."""
+    if next(iter(line), None) != "custom_id" and "custom_id" in line:
+        # msgspec checks fields in the order given, up to the first it refuses: custom_id
+        # first, so that a bad one is the error, and any other error has it.
+        line = {"custom_id": line["custom_id"], **line}
+    try:
+        checked = convert(line, BatchRequestInput)
+    except Refused as refused:
+        return _refused(number, line, endpoint, refused)
+    if checked.url != endpoint:
+        return _url_mismatch(number, endpoint, checked.custom_id)
+    return checked
 
 
 _tally = Tally()
@@ -199,19 +207,15 @@ def parse_line(raw: bytes, number: int, endpoint: str, settings: Settings) -> Li
     line = _envelope(number, raw, settings.max_body_bytes)
     if isinstance(line, LineError):
         return line
-    custom_id = _custom_id(number, line)
-    if isinstance(custom_id, LineError):
-        return custom_id
-    route = _route_error(number, line, endpoint)
-    if route is not None:
-        return LineError(number, *route, custom_id=custom_id)
+    checked = _checked(number, line, endpoint)
+    if isinstance(checked, LineError):
+        return checked
     try:
-        request, fields = ENDPOINTS[endpoint](line["body"], settings)
+        request, fields = ENDPOINTS[endpoint](checked.body, settings)
     except ApiError as exc:
-        return LineError(
-            number, exc.code, exc.message, f"body.{exc.param}" if exc.param else "body", custom_id
-        )
-    return Line(number, custom_id, request, fields)
+        param = f"body.{exc.param}" if exc.param else "body"
+        return LineError(number, exc.code, exc.message, param, checked.custom_id)
+    return Line(number, checked.custom_id, request, fields)
 
 
 def _dumps(value: JSONDict) -> str:

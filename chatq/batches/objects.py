@@ -24,6 +24,7 @@ BatchStatus = Literal[
 STATUSES: tuple[str, ...] = get_args(BatchStatus)
 # The endpoints a batch may name (chatq/batches/lines.py checks each one's lines).
 BatchEndpoint = Literal["/v1/chat/completions", "/v1/responses"]
+MAX_CUSTOM_ID_CHARS = 512
 Purpose = Literal["batch", "batch_output"]
 PURPOSE_INPUT, PURPOSE_OUTPUT = get_args(Purpose)
 Count = Annotated[int, Meta(ge=0)]
@@ -148,6 +149,25 @@ def page_view(kind: type[FileList | BatchList], data: list[Any], has_more: bool)
 class OutputExpiresAfter(_Closed):
     anchor: Literal["created_at"]
     seconds: ExpirySeconds
+
+
+class BatchRequestInput(Struct):
+    """One line of a batch's input file (OpenAI's BatchRequestInput); other fields are
+    ignored. chatq/batches/lines.py checks each line through it."""
+
+    custom_id: Annotated[
+        str,
+        Meta(
+            min_length=1,
+            max_length=MAX_CUSTOM_ID_CHARS,
+            description="Names the line's output; unique in the file.",
+        ),
+    ]
+    method: Literal["POST"]
+    url: Annotated[BatchEndpoint, Meta(description="The batch's endpoint.")]
+    body: Annotated[
+        dict[str, Any], Meta(description="A request to `url`, checked as `url` checks it.")
+    ]
 
 
 class BatchCreateRequest(_Closed, kw_only=True):

@@ -33,7 +33,7 @@ from chatq.config import ConfigError, Settings
 from chatq.errors import ApiError
 from chatq.scripting import is_cluster
 from chatq.topology import state_url, tls_options
-from web import metrics
+from web import http, metrics
 from web.admission.depth import QueueDepth
 
 MAX_RETRY_AFTER_S = 60
@@ -231,18 +231,20 @@ def rate_headers(window: Window) -> dict[str, str]:
     """OpenAI's x-ratelimit-* headers of the key's minute limits (those it has); on a
     refusal, `retry-after-ms` when a retry will pass, else `x-should-retry: false`."""
     lim, headers = window.limits, {}
-    for kind, limit, remaining, full_in_s in (
-        ("requests", lim.requests_per_minute, window.remaining_requests, window.requests_full_in_s),
-        ("tokens", lim.tokens_per_minute, window.remaining_tokens, window.tokens_full_in_s),
+    of_requests = (lim.requests_per_minute, window.remaining_requests, window.requests_full_in_s)
+    of_tokens = (lim.tokens_per_minute, window.remaining_tokens, window.tokens_full_in_s)
+    for names, (limit, remaining, full_in_s) in (
+        (http.REQUEST_LIMITS, of_requests),
+        (http.TOKEN_LIMITS, of_tokens),
     ):
         if limit:
-            headers[f"x-ratelimit-limit-{kind}"] = str(limit)
-            headers[f"x-ratelimit-remaining-{kind}"] = str(remaining)
-            headers[f"x-ratelimit-reset-{kind}"] = duration_text(full_in_s)
+            headers[names.limit.name] = str(limit)
+            headers[names.remaining.name] = str(remaining)
+            headers[names.reset.name] = duration_text(full_in_s)
     if window.verdict in RATE_REFUSALS:
-        headers["retry-after-ms"] = str(math.ceil(window.wait_s * 1000))
+        headers[http.RETRY_AFTER_MS.name] = str(math.ceil(window.wait_s * 1000))
     elif window.verdict in QUOTA_REFUSALS or window.verdict == TOO_LARGE:
-        headers["x-should-retry"] = "false"  # the OpenAI SDKs retry any other 429
+        headers[http.SHOULD_RETRY.name] = "false"  # the OpenAI SDKs retry any other 429
     return headers
 
 

@@ -113,11 +113,11 @@ def mark_unheld(response: Response) -> Response:
     `Preference-Applied: wait`), and `Retry-After` says when to poll again."""
     if not g.get("chatq_unheld"):
         return response
-    applied = response.headers.get("Preference-Applied", "")
+    applied = response.headers.get(http.PREFERENCE_APPLIED.name, "")
     kept = [p.strip() for p in applied.split(",") if p.strip() and not p.strip().startswith("wait")]
     if kept:
-        response.headers["Preference-Applied"] = ", ".join(kept)
+        response.headers[http.PREFERENCE_APPLIED.name] = ", ".join(kept)
     else:
-        response.headers.pop("Preference-Applied", None)
-    response.headers["Retry-After"] = str(RETRY_AFTER_S)
+        response.headers.pop(http.PREFERENCE_APPLIED.name, None)
+    response.headers[http.RETRY_AFTER.name] = str(RETRY_AFTER_S)
     return response

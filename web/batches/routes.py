@@ -121,7 +121,9 @@ def get_batch(batch_id: str) -> Response:
         record = _wait_ended(svc, record, poll_s)
     applied = preference_applied(wait_s if asked else None)
     return json_response(
-        batches.public_view(record), 200, {"Preference-Applied": applied} if applied else None
+        batches.public_view(record),
+        200,
+        {http.PREFERENCE_APPLIED.name: applied} if applied else None,
     )
 
 

@@ -64,7 +64,7 @@ def chat_completions() -> Response:
             return _hold(svc, record, waiter)
     include_usage = bool(isinstance(options, dict) and options.get("include_usage"))
     response = sse_response(_stream(svc, record, include_usage))
-    response.headers["Chatq-Job-Id"] = record["id"]
+    response.headers[http.JOB_ID_HEADER.name] = record["id"]
     return response
 
 
@@ -80,7 +80,7 @@ def _hold(svc: Services, record: dict[str, str], waiter: Waiter | None = None) -
         hold_s = svc.settings.job_timeout_s + svc.settings.lease_s
         record = wait_terminal(svc, record, hold_s, through_drain=True, waiter=waiter)
     # The job exists and chatq did its own retries: an SDK resending would start another.
-    headers = {"Chatq-Job-Id": record["id"], "x-should-retry": "false"}
+    headers = {http.JOB_ID_HEADER.name: record["id"], http.SHOULD_RETRY.name: "false"}
     if record["status"] == jobs.COMPLETED:
         return json_response(jobs.public_view(record)["result"], 200, headers)
     error = (

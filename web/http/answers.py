@@ -10,6 +10,7 @@ from flask import Response
 
 from chatq import jobs
 from chatq.errors import ApiError, failed_job_status
+from web.http.headers import ALLOW, LOCATION, PREFERENCE_APPLIED
 
 
 def json_response(body: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
@@ -21,7 +22,7 @@ def json_response(body: Any, status: int = 200, headers: dict[str, str] | None =
 
 def options_response(methods: Iterable[str]) -> Response:
     """204 with `Allow` and no body (no HTML): the answer to OPTIONS."""
-    response = Response(status=204, headers={"Allow": ", ".join(sorted(set(methods)))})
+    response = Response(status=204, headers={ALLOW.name: ", ".join(sorted(set(methods)))})
     del response.headers["Content-Type"]
     return response
 
@@ -42,10 +43,10 @@ def job_response(
     headers: dict[str, str] = {}
     applied = preference_applied(wait_s, respond_async)
     if applied:
-        headers["Preference-Applied"] = applied
+        headers[PREFERENCE_APPLIED.name] = applied
     if jobs.is_terminal(view["status"]):
         return json_response(view, 200, headers)
-    headers["Location"] = f"/v1/jobs/{view['id']}"
+    headers[LOCATION.name] = f"/v1/jobs/{view['id']}"
     return json_response(view, 202, headers)
 
 

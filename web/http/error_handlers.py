@@ -14,6 +14,7 @@ from werkzeug.exceptions import HTTPException
 from chatq.errors import ApiError, backend_unavailable
 from chatq.topology import BACKEND_ERRORS, is_backend_error
 from web.http.answers import json_response, options_response
+from web.http.headers import ALLOW, RETRY_AFTER
 
 log = logging.getLogger(__name__)
 
@@ -30,7 +31,7 @@ def api_error_response(error: ApiError) -> Response:
     """The JSON answer for an ApiError, with Retry-After where it applies."""
     headers = {}
     if error.retry_after_s is not None:
-        headers["Retry-After"] = str(error.retry_after_s)
+        headers[RETRY_AFTER.name] = str(error.retry_after_s)
     return json_response(error.body(), error.status, headers)
 
 
@@ -43,7 +44,7 @@ def _http_error(exc: HTTPException) -> Response:
         message = f"The request body is larger than {limit} bytes."
     response = api_error_response(ApiError(status, code, message))
     if status == 405 and exc.valid_methods:  # type: ignore[attr-defined]
-        response.headers["Allow"] = ", ".join(exc.valid_methods)  # type: ignore[attr-defined]
+        response.headers[ALLOW.name] = ", ".join(exc.valid_methods)  # type: ignore[attr-defined]
     return response
 
 

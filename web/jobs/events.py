@@ -86,13 +86,13 @@ def job_events(job_id: str) -> Response:
         return sse_response(sse_events(svc, job_id, cursor))
     poll_s = admission.poll_wait(svc.held, owner, wait_s)
     events, status = poll(svc, job_id, owner, cursor, http.jittered(poll_s) if poll_s else 0)
-    headers = {"Preference-Applied": f"wait={wait_s:g}"} if asked else {}
+    headers = {http.PREFERENCE_APPLIED.name: f"wait={wait_s:g}"} if asked else {}
     return json_response(_page(job_id, events, status, cursor), 200, headers)
 
 
 def sse_response(body: Iterator[str]) -> Response:
     """A streamed text/event-stream response that proxies should not buffer."""
-    headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+    headers = {http.STREAM_CACHE_CONTROL.name: "no-cache", http.ACCEL_BUFFERING.name: "no"}
     return Response(body, mimetype="text/event-stream", headers=headers)
 
 

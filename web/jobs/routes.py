@@ -107,7 +107,7 @@ def get_result(job_id: str) -> Response:
     wait_s, echo = _poll_wait(svc, owner, RESULT_WAIT)
     record = _owned(svc, owner, job_id, wait_s)
     if record["status"] == jobs.COMPLETED:
-        headers = {"Preference-Applied": f"wait={echo:g}"} if echo is not None else {}
+        headers = {http.PREFERENCE_APPLIED.name: f"wait={echo:g}"} if echo is not None else {}
         return json_response(jobs.public_view(record)["result"], 200, headers)
     if jobs.is_terminal(record["status"]):
         raise failed_job_error(record)

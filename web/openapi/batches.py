@@ -12,6 +12,7 @@ from web.http import (
     FILES_ORDER,
     FILES_PURPOSE,
     PREFER,
+    PREFERENCE_APPLIED,
     WAIT,
 )
 from web.openapi import parts
@@ -112,7 +113,7 @@ OPERATIONS = [
             200: response_object(
                 "The batch (as it is when `wait` runs out, or once ended).",
                 "Batch",
-                "Preference-Applied",
+                PREFERENCE_APPLIED,
             )
         },
         ((400, BAD_WAIT), _BATCH_404),

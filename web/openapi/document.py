@@ -3,7 +3,6 @@ docs/api.md summarises."""
 
 from __future__ import annotations
 
-import copy
 import json
 from typing import Any
 
@@ -15,10 +14,14 @@ from web.http import (
     CONTEXT_OVERFLOW,
     CURSOR,
     IDEMPOTENCY_KEY,
+    JOB_ID_HEADER,
     LAST_EVENT_ID,
+    LOCATION,
     PREFER,
+    PREFERENCE_APPLIED,
     PRIORITY,
     RESULT_WAIT,
+    SHOULD_RETRY,
     WAIT,
     WEBHOOK,
 )
@@ -29,9 +32,9 @@ from web.openapi.parts import (
     ERRORS,
     FAILED_CONTEXT,
     FULL,
-    HEADERS,
     REUSED_OR_CONTEXT,
     Op,
+    headers,
     job_response,
     json_ref,
     parameters,
@@ -137,7 +140,7 @@ OPERATIONS = [
             200: response_object(
                 "The events after `cursor` (empty if `wait` ran out).",
                 {"application/json": ref("EventsPage"), "text/event-stream": _text(_SSE)},
-                "Preference-Applied",
+                PREFERENCE_APPLIED,
             )
         },
         ((400, BAD_WAIT + " `invalid_cursor`: not a cursor this API gave out."), 404),
@@ -155,14 +158,14 @@ OPERATIONS = [
                 "`stream: false`: exactly the upstream's `chat.completion`; `stream: true`: "
                 "Server-Sent Events of chunks.",
                 {**json_ref("ChatCompletion"), "text/event-stream": _text(_CHUNKS)},
-                "Chatq-Job-Id",
+                JOB_ID_HEADER,
             ),
             202: response_object(
                 "Only when asked with `Prefer: wait=N` (and N passed) or `Prefer: "
                 "respond-async`: the job.",
                 "Job",
-                "Location",
-                "Preference-Applied",
+                LOCATION,
+                PREFERENCE_APPLIED,
             ),
         },
         (
@@ -177,7 +180,7 @@ OPERATIONS = [
         ),
         (PREFER, IDEMPOTENCY_KEY, WEBHOOK),
         body="ChatCompletionRequest",
-        error_headers=("Chatq-Job-Id", "x-should-retry"),  # names the job, forbids a resend
+        error_headers=(JOB_ID_HEADER, SHOULD_RETRY),  # names the job, forbids a resend
         description="Decided by `stream` in the body, not by Accept. Runs as an `interactive` "
         "job; held until it ends (up to CHATQ_JOB_TIMEOUT).",
     ),
@@ -217,7 +220,7 @@ def document(settings: Settings | None = None) -> dict[str, Any]:
         "components": {
             "schemas": schemas(settings),
             "parameters": parameters(settings),
-            "headers": {**copy.deepcopy(HEADERS), **quotas.headers()},
+            "headers": headers(),
             "securitySchemes": {
                 "bearerAuth": _bearer("A key from CHATQ_API_KEYS."),
                 "metricsToken": _bearer(

@@ -1,44 +1,29 @@
-"""The parts the OpenAPI document's paths are built from: the parameters (declared in
-web/http/parameters.py) and headers, what each error status means, and builders of responses
-and operations."""
+"""The parts the OpenAPI document's paths are built from: the parameters and headers (declared in
+web/http/parameters.py and web/http/headers.py), what each error status means, and builders of
+responses and operations."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from chatq.config import Settings
-from web.http import PARAMETERS, TRACEPARENT, TRACESTATE, WAIT, Param
+from web.http import (
+    HEADERS,
+    LOCATION,
+    PARAMETERS,
+    PREFERENCE_APPLIED,
+    RETRY_AFTER,
+    TRACE_ID_HEADER,
+    TRACEPARENT,
+    TRACESTATE,
+    WAIT,
+    Header,
+    Param,
+)
 from web.openapi.schemas import Schema, ref
 
 # The operations that submit a job, by path and method: the keys' limits charge them.
 SUBMITS = (("/v1/jobs", "post"), ("/v1/chat/completions", "post"), ("/v1/responses", "post"))
-_STRING: Schema = {"type": "string"}
-
-
-def _header(description: str, schema: Schema = _STRING) -> Schema:
-    return {"description": description, "schema": schema}
-
-
-HEADERS: dict[str, Schema] = {
-    "Location": _header("`/v1/jobs/{id}`: where to poll the job."),
-    "Retry-After": _header(
-        "Seconds to wait before trying again.", {"type": "integer", "minimum": 0}
-    ),
-    "Preference-Applied": _header(
-        "What was honoured of `Prefer`: `wait=N` (the wait applied), `respond-async`, or both."
-    ),
-    "Chatq-Job-Id": _header("The id of the job behind this answer."),
-    "Chatq-Trace-Id": _header(
-        "The W3C trace id (32 hex digits) of the trace the request and its job are in.",
-        {"type": "string", "pattern": "^[0-9a-f]{32}$"},
-    ),
-    "x-should-retry": _header(
-        "`false` on an error of a job that exists: chatq has retried the upstream itself, and "
-        "a resend would start a second job (the OpenAI SDKs obey it); and on a 429 that a "
-        "retry cannot pass (a key's budget spent).",
-        {"type": "string", "enum": ["false"]},
-    ),
-}
 
 BAD_JSON = (
     "`invalid_json`, `invalid_request`, `missing_field`: the body is not a JSON object "
@@ -81,6 +66,11 @@ def parameters(settings: Settings) -> dict[str, Schema]:
     return {param.key: param.component(settings) for param in PARAMETERS}
 
 
+def headers() -> dict[str, Schema]:
+    """Every header the document lists (web/http/headers.py), by its name."""
+    return {header.name: header.component() for header in HEADERS}
+
+
 def path_id(name: str, pattern: str = "", description: str = "") -> Schema:
     """A path parameter; `pattern` is its value's regex, if it has one."""
     schema: Schema = {"type": "string", "pattern": pattern} if pattern else {"type": "string"}
@@ -88,15 +78,18 @@ def path_id(name: str, pattern: str = "", description: str = "") -> Schema:
     return {**param, "description": description} if description else param
 
 
-def _header_ref(name: str) -> Schema:
-    return {"$ref": f"#/components/headers/{name}"}
+def header_ref(header: Header) -> Schema:
+    """A reference to the component of `header`."""
+    return {"$ref": f"#/components/headers/{header.name}"}
 
 
 def _param_ref(param: Param) -> Schema:
     return {"$ref": f"#/components/parameters/{param.key}"}
 
 
-def response_object(description: str, content: Schema | str | None = None, *headers: str) -> Schema:
+def response_object(
+    description: str, content: Schema | str | None = None, *headers: Header
+) -> Schema:
     """A response; `content` maps media types to schemas, or names a JSON component."""
     answer: Schema = {"description": description}
     if isinstance(content, str):
@@ -104,7 +97,7 @@ def response_object(description: str, content: Schema | str | None = None, *head
     if content:
         answer["content"] = {media: {"schema": schema} for media, schema in content.items()}
     if headers:
-        answer["headers"] = {h: _header_ref(h) for h in headers}
+        answer["headers"] = {h.name: header_ref(h) for h in headers}
     return answer
 
 
@@ -115,12 +108,12 @@ def json_ref(name: str) -> Schema:
 def job_response(status: int, description: str = "") -> Schema:
     """200 with a terminal job, or 202 with a pending one and its Location."""
     if status == 200:
-        return response_object(description or "The job, terminal.", "Job", "Preference-Applied")
+        return response_object(description or "The job, terminal.", "Job", PREFERENCE_APPLIED)
     return response_object(
         description or "The job, not yet terminal: its current status and partial `output_text`.",
         "Job",
-        "Location",
-        "Preference-Applied",
+        LOCATION,
+        PREFERENCE_APPLIED,
     )
 
 
@@ -148,7 +141,7 @@ class Op:
     params: tuple[Param | Schema, ...] = ()
     body: Schema | str | None = None
     description: str = ""
-    error_headers: tuple[str, ...] = ()
+    error_headers: tuple[Header, ...] = ()
 
 
 # Bearer auth on every /v1/* operation; none elsewhere, but for /metrics: open, its series
@@ -162,7 +155,7 @@ def _errors(op: Op, texts: dict[int, str]) -> dict[str, Schema]:
         statuses = {401: "", 414: "", 429: "", 431: "", 503: "", **statuses}
     responses: dict[str, Schema] = {}
     for status, text in sorted(statuses.items()):
-        headers = ("Retry-After",) if status in (429, 503) else ()
+        headers = (RETRY_AFTER,) if status in (429, 503) else ()
         responses[str(status)] = response_object(
             text or texts[status], "Error", *headers, *op.error_headers
         )
@@ -175,7 +168,7 @@ _TRACE_PARAMS = (TRACEPARENT, TRACESTATE)
 
 def _traced(answer: Schema) -> Schema:
     """`answer` with the Chatq-Trace-Id header beside its own."""
-    headers = {**answer.get("headers", {}), "Chatq-Trace-Id": _header_ref("Chatq-Trace-Id")}
+    headers = {**answer.get("headers", {}), TRACE_ID_HEADER.name: header_ref(TRACE_ID_HEADER)}
     return {**answer, "headers": headers}
 
 

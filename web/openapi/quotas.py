@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from web.openapi.parts import SUBMITS
+from web.http import REQUEST_LIMITS, RETRY_AFTER_MS, SHOULD_RETRY, TOKEN_LIMITS
+from web.openapi.parts import SUBMITS, header_ref
 from web.openapi.schemas import Schema
 
 _LIMITED = (
@@ -12,32 +13,8 @@ _LIMITED = (
     "tokens never will: `x-should-retry: false`); `insufficient_quota`: over the key's "
     "daily or monthly token budget (`x-should-retry: false`, no `Retry-After`)."
 )
-_KINDS = {"requests": "requests per minute", "tokens": "tokens per minute"}
-
-
-def headers() -> dict[str, Schema]:
-    """The headers of the keys' limits, as OpenAI names them."""
-    found: dict[str, Schema] = {}
-    for kind, what in _KINDS.items():
-        found[f"x-ratelimit-limit-{kind}"] = {
-            "description": f"The key's {what} (only when it has such a limit).",
-            "schema": {"type": "string", "pattern": "^[0-9]+$"},
-        }
-        found[f"x-ratelimit-remaining-{kind}"] = {
-            "description": f"What is left of the key's {what} now.",
-            "schema": {"type": "string", "pattern": "^[0-9]+$"},
-        }
-        found[f"x-ratelimit-reset-{kind}"] = {
-            "description": f"How long until the key's {what} are whole again, as OpenAI "
-            "writes it (`250ms`, `8.64s`, `6m0s`).",
-            "schema": {"type": "string"},
-        }
-    found["retry-after-ms"] = {
-        "description": "On a 429 of a minute's limit: milliseconds until this request would "
-        "pass (the OpenAI SDKs read it before Retry-After).",
-        "schema": {"type": "string", "pattern": "^[0-9]+$"},
-    }
-    return found
+_LIMITS = (*REQUEST_LIMITS, *TOKEN_LIMITS)
+_ON_429 = (*_LIMITS, RETRY_AFTER_MS, SHOULD_RETRY)
 
 
 def add_headers(all_paths: dict[str, Schema]) -> dict[str, Schema]:
@@ -47,16 +24,9 @@ def add_headers(all_paths: dict[str, Schema]) -> dict[str, Schema]:
         if op is None:
             continue
         for status, response in op["responses"].items():
-            names = (
-                list(headers())
-                if status == "429"
-                else [h for h in headers() if h.startswith("x-ratelimit")]
-            )
             if status == "429":
                 response["description"] = _LIMITED
-                names.append("x-should-retry")
             if int(status) < 300 or status == "429":
-                response.setdefault("headers", {}).update(
-                    {h: {"$ref": f"#/components/headers/{h}"} for h in names}
-                )
+                named = _ON_429 if status == "429" else _LIMITS
+                response.setdefault("headers", {}).update({h.name: header_ref(h) for h in named})
     return all_paths

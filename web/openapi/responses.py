@@ -9,13 +9,17 @@ from web.http import (
     CACHE_CONTROL,
     CONTEXT_OVERFLOW,
     IDEMPOTENCY_KEY,
+    JOB_ID_HEADER,
     LAST_EVENT_ID,
+    LOCATION,
     PREFER,
+    PREFERENCE_APPLIED,
     PRIORITY,
     RESPONSE_WAIT,
     STARTING_AFTER,
     STREAM,
     WEBHOOK,
+    Header,
 )
 from web.openapi import parts
 from web.openapi.parts import FULL, Op, path_id, response_object
@@ -43,7 +47,7 @@ _STORED_ID = path_id("id", COMPLETION_ID_PATTERN)
 _ONE = "/v1/responses/{id}"
 
 
-def _ok(description: str, name: str, *headers: str) -> Schema:
+def _ok(description: str, name: str, *headers: Header) -> Schema:
     """A Response (or its events) answered."""
     return response_object(
         description, {"application/json": ref(name), "text/event-stream": _SSE}, *headers
@@ -56,11 +60,7 @@ OPERATIONS = [
         "/v1/responses",
         "createResponse",
         "Create a response (a chat job)",
-        {
-            200: _ok(
-                "The Response, or its events.", "Response", "Chatq-Job-Id", "Preference-Applied"
-            )
-        },
+        {200: _ok("The Response, or its events.", "Response", JOB_ID_HEADER, PREFERENCE_APPLIED)},
         (400, 413, 422),
         (PREFER, PRIORITY, IDEMPOTENCY_KEY, CACHE_CONTROL, CONTEXT_OVERFLOW, WEBHOOK),
         body="ResponseRequest",
@@ -74,7 +74,7 @@ OPERATIONS = [
         _ONE,
         "getResponse",
         "A response, long-polled or streamed",
-        {200: _ok("The Response (any status), or its events.", "Response", "Preference-Applied")},
+        {200: _ok("The Response (any status), or its events.", "Response", PREFERENCE_APPLIED)},
         (400, 404),
         (_ID, RESPONSE_WAIT, PREFER, STREAM, STARTING_AFTER, LAST_EVENT_ID),
         description="With `stream=true`, its events from the first (or after `starting_after`, "
@@ -108,13 +108,13 @@ OPERATIONS = [
         "A job's chat completion, again",
         {
             200: response_object(
-                "Exactly the upstream's `chat.completion`.", "ChatCompletion", "Chatq-Job-Id"
+                "Exactly the upstream's `chat.completion`.", "ChatCompletion", JOB_ID_HEADER
             ),
             202: response_object(
                 "Only with `Prefer: wait=N` (and N passed) or `respond-async`: the job.",
                 "Job",
-                "Location",
-                "Preference-Applied",
+                LOCATION,
+                PREFERENCE_APPLIED,
             ),
         },
         (404,),

@@ -118,14 +118,14 @@ def create_response() -> Response:
         prompt_tokens=fitted.prompt_tokens,
     )
     g.chatq_job_id = record["id"]
-    headers = {"Chatq-Job-Id": record["id"]}
+    headers = {http.JOB_ID_HEADER.name: record["id"]}
     if asked.stream:
         cancel = svc.settings.cancel_on_disconnect and not asked.background
         response = sse_response(response_stream(svc, record, -1, cancel, not asked.store))
         response.headers.update(headers)
         return response
     if asked.background:
-        headers["Location"] = f"/v1/responses/{response_id(record['id'])}"
+        headers[http.LOCATION.name] = f"/v1/responses/{response_id(record['id'])}"
         return json_response(render(record), 200, headers)
     return _held(svc, record, headers, asked.store)
 
@@ -139,7 +139,7 @@ def _held(svc: Services, record: dict[str, str], headers: dict[str, str], store:
         record = wait_terminal(svc, record, wait_s)
         applied = preference_applied(None if asked_s is None else wait_s, respond_async)
         if applied:
-            headers["Preference-Applied"] = applied
+            headers[http.PREFERENCE_APPLIED.name] = applied
     else:
         hold_s = svc.settings.job_timeout_s + svc.settings.lease_s
         record = wait_terminal(svc, record, hold_s, through_drain=True)
@@ -181,7 +181,7 @@ def get_response(rid: str) -> Response:
             admission.hold(svc.held, owner)
         return sse_response(response_stream(svc, record, starting_after, False, False))
     record = wait_terminal(svc, record, admission.poll_wait(svc.held, owner, wait_s))
-    headers = {"Preference-Applied": f"wait={wait_s:g}"} if asked else {}
+    headers = {http.PREFERENCE_APPLIED.name: f"wait={wait_s:g}"} if asked else {}
     return json_response(render(record), 200, headers)
 
 

@@ -9,9 +9,8 @@ from flask import Flask, Response, g, has_request_context, request
 
 from chatq import tracing
 from web import http
-from web.http import TRACEPARENT, TRACESTATE
+from web.http import TRACE_ID_HEADER, TRACEPARENT, TRACESTATE
 
-TRACE_ID_HEADER = "Chatq-Trace-Id"
 _API_PREFIX = "/v1/"
 
 
@@ -46,7 +45,7 @@ def _begin() -> None:
 def _answer(response: Response) -> Response:
     trace = g.get("chatq_trace")
     if trace is not None:
-        response.headers[TRACE_ID_HEADER] = tracing.trace_id(trace[0])
+        response.headers[TRACE_ID_HEADER.name] = tracing.trace_id(trace[0])
     span = g.get("chatq_span")
     if span is not None:
         span.set_attribute("http.response.status_code", response.status_code)
