@@ -86,11 +86,11 @@ up: $(DEMO_STAMP)
 	$(PY) -m scripts.up
 
 # Tests run in a random order, a new one each run; the seed is printed first, and
-# `make test SEED=123` replays that order (a failure's, say). Four processes share the
-# files, each with its own Redis, fakellm and stack: 3:27 and 318 CPU-seconds on 2 cores
-# shared with other work (2026-12-05; 4:48 and 380 before the tests shared their stacks; then
-# 5 processes took 3:50 against 4's 3:43); `make test JOBS=0` runs them in one, `JOBS=auto` in
-# one per core. Files are handed out in the random order, the ones marked
+# `make test SEED=123` replays that order (a failure's, say). Six processes share the
+# files, each with its own Redis, fakellm and stack: on a quiet 2-core machine 2:44 and 2:49
+# (290 CPU-seconds) against four's 3:06 and 3:07 (262), 2026-12-05: the tests wait on their
+# processes a third of the time, which two more fill. `make test JOBS=0` runs them in one,
+# `JOBS=auto` in one per core. Files are handed out in the random order, the ones marked
 # `long` first (xdist's own reordering, by test count, started the one-test fuzz file last:
 # the run then ended with it alone on one process).
 # PYTHONDONTWRITEBYTECODE (set on some machines) is dropped for the tests: every test process
@@ -99,7 +99,7 @@ up: $(DEMO_STAMP)
 ifndef SEED
 SEED := $(shell od -An -N3 -tu4 /dev/urandom | tr -d ' ')
 endif
-JOBS ?= 4
+JOBS ?= 6
 PYTEST := env -u PYTHONDONTWRITEBYTECODE $(PY) -m pytest
 test: deb-packages venv
 	@echo "make test: random order seed $(SEED) (replay it with: make test SEED=$(SEED))"
