@@ -7,6 +7,7 @@ import sys
 from collections.abc import Iterator
 
 import pytest
+import redis
 import requests
 
 from chatq import keys
@@ -18,6 +19,7 @@ from tests.procs import (
     base_env,
     leases_count,
     longpoll_waiters,
+    outbox_length,
     start_web,
     start_worker,
     wait_until,
@@ -132,7 +134,8 @@ def test_a_job_reserved_by_a_worker_killed_before_its_claim_runs_once_on_another
 
 def test_redis_outage_answers_503_then_recovers_without_restart(fakellm: str) -> None:
     server = LocalRedis().start()
-    env = base_env(server.url, fakellm)
+    # A token budget: each job's end goes through the outbox, whose group the restart loses.
+    env = base_env(server.url, fakellm, CHATQ_KEY_TOKENS_PER_DAY="1000000")
     worker = start_worker(env, server.url)
     web, url = start_web(env)
     s = Stack(url=url, redis=None, env=env, procs=[worker, web])  # type: ignore[arg-type]
@@ -150,6 +153,9 @@ def test_redis_outage_answers_503_then_recovers_without_restart(fakellm: str) ->
         assert worker.alive() and web.alive()
         assert s.submit("after", wait=10).json()["status"] == "completed"
         assert requests.get(f"{url}/readyz", timeout=10).status_code == 200
+        client = redis.Redis.from_url(server.url, decode_responses=True)
+        wait_until(lambda: outbox_length(client) == 0 or None, 20, "the relay reading again")
+        client.close()
     finally:
         s.stop()
         server.stop()
