@@ -1,4 +1,5 @@
-"""The longest garbage-collector pause, bounded by `chatq_gc_pause_seconds`'s buckets.
+"""The longest garbage-collector pause, bounded by `chatq_gc_pause_seconds`'s buckets (or
+by `chatq_gc_pause_cpu_seconds`', the CPU time of the same collections).
 
 A histogram keeps counts per bucket, not its largest sample: between two readings the
 longest pause lies above the highest bucket bound that some pause exceeded and at or below
@@ -13,17 +14,18 @@ import re
 import requests
 
 METRIC = "chatq_gc_pause_seconds"
+CPU_METRIC = "chatq_gc_pause_cpu_seconds"
 TARGET_S = 0.05  # issue 12: no pause longer than this
-_BUCKET = re.compile(METRIC + r"_bucket\{(?P<labels>[^}]*)\} (?P<n>\S+)$")
+_BUCKET = re.compile(r"(?P<metric>\w+)_bucket\{(?P<labels>[^}]*)\} (?P<n>\S+)$")
 Buckets = dict[float, float]
 
 
-def parse(metrics_text: str) -> Buckets:
-    """Cumulative pause counts by upper bound (s), all generations summed."""
+def parse(metrics_text: str, metric: str = METRIC) -> Buckets:
+    """Cumulative pause counts of `metric` by upper bound (s), all generations summed."""
     out: Buckets = {}
     for line in metrics_text.splitlines():
         m = _BUCKET.match(line)
-        if not m:
+        if not m or m.group("metric") != metric:
             continue
         le = m.group("labels").split('le="', 1)[1].split('"', 1)[0]
         bound = math.inf if le == "+Inf" else float(le)
@@ -31,10 +33,10 @@ def parse(metrics_text: str) -> Buckets:
     return out
 
 
-def read(url: str, timeout_s: float = 10.0) -> Buckets | None:
-    """The buckets served at a /metrics URL, or None when it cannot be read."""
+def read(url: str, timeout_s: float = 10.0, metric: str = METRIC) -> Buckets | None:
+    """The buckets of `metric` served at a /metrics URL, or None when it cannot be read."""
     try:
-        return parse(requests.get(url, timeout=timeout_s).text)
+        return parse(requests.get(url, timeout=timeout_s).text, metric)
     except requests.RequestException:
         return None
 

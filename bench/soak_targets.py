@@ -39,6 +39,16 @@ def _how(run: JSON) -> str:
     )
 
 
+def _cpu_part(run: JSON) -> str:
+    """The CPU time of the same collections, where the soak read it: what a pause holds
+    beyond it is time the process waited for a core."""
+    cpu = dig(run, "summary", "gc_pause_cpu_longest")
+    if not cpu:
+        return ""
+    workers = ", ".join(describe(w) for w in cpu["workers"])
+    return f"; their CPU time: web {describe(cpu['web'])}; workers {workers}"
+
+
 def gc_pause(s: JSON) -> list[Row]:
     """The longest GC pause of the web and the workers in the soak closest to 10 min at 50/s."""
     target = "≤ 50 ms"
@@ -68,7 +78,7 @@ def gc_pause(s: JSON) -> list[Row]:
             GC_MEASURE,
             target,
             f"web {describe(gc['web'])}; workers {workers} ({_how(run)}; bounds of "
-            "chatq_gc_pause_seconds' buckets)",
+            f"chatq_gc_pause_seconds' buckets){_cpu_part(run)}",
             bool(gc["read"]) and at_most is not None and at_most <= GC_LIMIT_S,
             12,
         )

@@ -34,7 +34,7 @@ from typing import Any
 
 import redis
 
-from bench import meta
+from bench import gcpauses, meta
 from chatq import keys
 from scripts.localredis import LocalRedis, free_port
 from scripts.soak_load import Load, drive
@@ -128,6 +128,11 @@ async def _run(args: argparse.Namespace) -> int:
     return 0 if result["summary"]["passed"] else 1
 
 
+def _gc_readings(stack: Stack) -> dict[str, dict[str, Any]]:
+    """The GC pauses' buckets and those of their CPU time, by metric."""
+    return {metric: stack.gc_buckets(metric) for metric in (gcpauses.METRIC, gcpauses.CPU_METRIC)}
+
+
 async def _measure(args: argparse.Namespace, stack: Stack) -> dict[str, Any]:
     """The load, the samples taken during it, the drain after it, and the verdicts."""
     job_s, load_s = args.waiters / args.rate, args.minutes * 60
@@ -148,9 +153,9 @@ async def _measure(args: argparse.Namespace, stack: Stack) -> dict[str, Any]:
         sampler(t0, args.sample_seconds, stack, client, load, samples, stop)
     )
     model = f"fake:ttft={job_s:g},tokens=20"
-    gc_before = await asyncio.to_thread(stack.gc_buckets)
+    gc_before = await asyncio.to_thread(_gc_readings, stack)
     await drive(stack.url, args.rate, load_s, model, max(2 * args.waiters, 100), load)
-    gc_after = await asyncio.to_thread(stack.gc_buckets)
+    gc_after = await asyncio.to_thread(_gc_readings, stack)
     stop.set()
     await sampling
     print(f"load done; waiting {args.ttl + 30} s for the job TTL to pass", flush=True)
@@ -158,7 +163,10 @@ async def _measure(args: argparse.Namespace, stack: Stack) -> dict[str, Any]:
     summary = verdicts(samples, load_s, load_s * args.warmup_fraction, baseline, drained, load)
     summary.update(
         rates(samples, load_s * args.warmup_fraction, load_s),
-        gc_pause_longest=gc_longest(gc_before, gc_after),
+        gc_pause_longest=gc_longest(gc_before[gcpauses.METRIC], gc_after[gcpauses.METRIC]),
+        gc_pause_cpu_longest=gc_longest(
+            gc_before[gcpauses.CPU_METRIC], gc_after[gcpauses.CPU_METRIC]
+        ),
         commit=meta.describe("python -m scripts.soak")["commit"],
     )
     return {

@@ -31,11 +31,12 @@ class Stack:
     url: str
     worker_metrics: list[str] = field(default_factory=list)
 
-    def gc_buckets(self) -> dict[str, Any]:
-        """Each process's GC pause buckets now: the web's (all its processes), each worker's."""
+    def gc_buckets(self, metric: str = gcpauses.METRIC) -> dict[str, Any]:
+        """Each process's GC pause buckets now (or those of the pauses' CPU time): the web's
+        (all its processes), each worker's."""
         return {
-            "web": gcpauses.read(self.url + "/metrics"),
-            "workers": [gcpauses.read(url) for url in self.worker_metrics],
+            "web": gcpauses.read(self.url + "/metrics", metric=metric),
+            "workers": [gcpauses.read(url, metric=metric) for url in self.worker_metrics],
         }
 
     def cpu_pids(self) -> dict[str, list[int]]:
