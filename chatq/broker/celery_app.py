@@ -217,8 +217,16 @@ def run_message(
     its queue: (that list, the message). Celery writes the task message; the envelope is
     kombu's (tests/test_run_message.py holds it to what `enqueue` sends)."""
     queue = _queue_of(app, priority, owner)
+    # The reprs given, as saferepr writes them for these arguments: it costs ~40 µs a submit.
     headers, properties, body, _ = app.amqp.create_task_message(
-        job_id, RUN_JOB_TASK, [job_id], {}, reply_to=app.thread_oid, ignore_result=None
+        job_id,
+        RUN_JOB_TASK,
+        [job_id],
+        {},
+        reply_to=app.thread_oid,
+        ignore_result=None,
+        argsrepr=repr([job_id]),
+        kwargsrepr="{}",
     )
     content_type, encoding, data = serialization.dumps(body, serializer="json")
     envelope = {
