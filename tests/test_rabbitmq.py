@@ -24,7 +24,7 @@ from chatq.jobs import record as jobs
 from chatq.jobs.store import Store
 from scripts.localredis import free_port
 from tests.batchkit import request_line, run_batch, wait_ended
-from tests.procs import wait_until
+from tests.procs import wait_swept, wait_until
 from tests.rabbitmq import RabbitNode, RabbitStack, StackFactory, rabbit_stacks
 from tests.webhook_receiver import Receiver, verify
 
@@ -159,7 +159,7 @@ def test_only_a_job_whose_message_was_never_confirmed_is_sent_again(
             lease_s=1,
         )
     wait_until(lambda: r.ready() == 7, 20, "the two unsent jobs sent by the sweeper")
-    time.sleep(4)  # four leases and resend periods: the sweeper looks at the backlog again
+    wait_swept(r.stack.redis, backlog, looks=2)  # the sweeper looks at the backlog again
     assert r.ready() == 7  # and sends none of it twice: its messages were confirmed
     _cancel(r, blocker)
     done = _ended(r, backlog + unsent)
