@@ -194,11 +194,10 @@
     return false;
   }
 
-  function poll(turn, cursor, attempt) {
-    var url = '/v1/jobs/' + encodeURIComponent(turn.jobId) + '/events?wait=' + WAIT_S;
-    if (cursor) {
-      url += '&cursor=' + encodeURIComponent(cursor);
-    }
+  /* One long-poll of a turn. A 200's body goes to onAnswer, which says whether the turn
+     ended; if not, again(body, 0) polls on. A transient refusal is retried after a pause,
+     again(null, attempt + 1); any other ends the turn. */
+  function longPoll(turn, url, attempt, onAnswer, again) {
     request('GET', url, turn.key, null, function (status, data, xhr) {
       var delayMs;
       if (turn !== current || !turn.active) {
@@ -208,18 +207,30 @@
         if (attempt > 0) {
           showError('');
         }
-        if (!onEvents(turn, data)) {
-          poll(turn, data.cursor || cursor, 0);
+        if (!onAnswer(data)) {
+          again(data, 0);
         }
       } else if (TRANSIENT[status] && attempt < MAX_RETRIES) {
         delayMs = retryDelayMs(xhr, attempt);
         showError(errorText(status, data) + ' Retrying in ' + Math.round(delayMs / 1000) + ' s.');
         window.setTimeout(function () {
-          poll(turn, cursor, attempt + 1);
+          again(null, attempt + 1);
         }, delayMs);
       } else {
         endTurn(turn, 'error', errorText(status, data));
       }
+    });
+  }
+
+  function poll(turn, cursor, attempt) {
+    var url = '/v1/jobs/' + encodeURIComponent(turn.jobId) + '/events?wait=' + WAIT_S;
+    if (cursor) {
+      url += '&cursor=' + encodeURIComponent(cursor);
+    }
+    longPoll(turn, url, attempt, function (data) {
+      return onEvents(turn, data);
+    }, function (data, next) {
+      poll(turn, (data && data.cursor) || cursor, next);
     });
   }
 
@@ -241,27 +252,10 @@
 
   function pollResponse(turn, attempt) {
     var url = '/v1/responses/' + encodeURIComponent(turn.jobId) + '?wait=' + WAIT_S;
-    request('GET', url, turn.key, null, function (status, data, xhr) {
-      var delayMs;
-      if (turn !== current || !turn.active) {
-        return;
-      }
-      if (status === 200 && data) {
-        if (attempt > 0) {
-          showError('');
-        }
-        if (!applyResponse(turn, data)) {
-          pollResponse(turn, 0);
-        }
-      } else if (TRANSIENT[status] && attempt < MAX_RETRIES) {
-        delayMs = retryDelayMs(xhr, attempt);
-        showError(errorText(status, data) + ' Retrying in ' + Math.round(delayMs / 1000) + ' s.');
-        window.setTimeout(function () {
-          pollResponse(turn, attempt + 1);
-        }, delayMs);
-      } else {
-        endTurn(turn, 'error', errorText(status, data));
-      }
+    longPoll(turn, url, attempt, function (data) {
+      return applyResponse(turn, data);
+    }, function (_data, next) {
+      pollResponse(turn, next);
     });
   }
 
