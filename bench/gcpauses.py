@@ -15,6 +15,7 @@ import requests
 
 METRIC = "chatq_gc_pause_seconds"
 CPU_METRIC = "chatq_gc_pause_cpu_seconds"
+METRICS = (METRIC, CPU_METRIC)
 TARGET_S = 0.05  # issue 12: no pause longer than this
 _BUCKET = re.compile(r"(?P<metric>\w+)_bucket\{(?P<labels>[^}]*)\} (?P<n>\S+)$")
 Buckets = dict[float, float]
@@ -33,12 +34,18 @@ def parse(metrics_text: str, metric: str = METRIC) -> Buckets:
     return out
 
 
-def read(url: str, timeout_s: float = 10.0, metric: str = METRIC) -> Buckets | None:
-    """The buckets of `metric` served at a /metrics URL, or None when it cannot be read."""
+def fetch(url: str, timeout_s: float = 10.0) -> str | None:
+    """The text served at a /metrics URL, or None when it cannot be read."""
     try:
-        return parse(requests.get(url, timeout=timeout_s).text, metric)
+        return requests.get(url, timeout=timeout_s).text
     except requests.RequestException:
         return None
+
+
+def read(url: str, timeout_s: float = 10.0) -> Buckets | None:
+    """The pauses' buckets served at a /metrics URL, or None when it cannot be read."""
+    text = fetch(url, timeout_s)
+    return None if text is None else parse(text)
 
 
 def longest(before: Buckets | None, after: Buckets | None) -> dict[str, float | int | None]:

@@ -128,11 +128,6 @@ async def _run(args: argparse.Namespace) -> int:
     return 0 if result["summary"]["passed"] else 1
 
 
-def _gc_readings(stack: Stack) -> dict[str, dict[str, Any]]:
-    """The GC pauses' buckets and those of their CPU time, by metric."""
-    return {metric: stack.gc_buckets(metric) for metric in (gcpauses.METRIC, gcpauses.CPU_METRIC)}
-
-
 async def _measure(args: argparse.Namespace, stack: Stack) -> dict[str, Any]:
     """The load, the samples taken during it, the drain after it, and the verdicts."""
     job_s, load_s = args.waiters / args.rate, args.minutes * 60
@@ -153,9 +148,9 @@ async def _measure(args: argparse.Namespace, stack: Stack) -> dict[str, Any]:
         sampler(t0, args.sample_seconds, stack, client, load, samples, stop)
     )
     model = f"fake:ttft={job_s:g},tokens=20"
-    gc_before = await asyncio.to_thread(_gc_readings, stack)
+    gc_before = await asyncio.to_thread(stack.gc_buckets)
     await drive(stack.url, args.rate, load_s, model, max(2 * args.waiters, 100), load)
-    gc_after = await asyncio.to_thread(_gc_readings, stack)
+    gc_after = await asyncio.to_thread(stack.gc_buckets)
     stop.set()
     await sampling
     print(f"load done; waiting {args.ttl + 30} s for the job TTL to pass", flush=True)

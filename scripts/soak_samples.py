@@ -31,12 +31,18 @@ class Stack:
     url: str
     worker_metrics: list[str] = field(default_factory=list)
 
-    def gc_buckets(self, metric: str = gcpauses.METRIC) -> dict[str, Any]:
-        """Each process's GC pause buckets now (or those of the pauses' CPU time): the web's
-        (all its processes), each worker's."""
+    def gc_buckets(self) -> dict[str, dict[str, Any]]:
+        """By metric (the pauses, their CPU time), each process's buckets now: the web's (all
+        its processes), each worker's; one scrape a process."""
+        web = gcpauses.fetch(self.url + "/metrics")
+        workers = [gcpauses.fetch(url) for url in self.worker_metrics]
+
+        def of(text: str | None, metric: str) -> gcpauses.Buckets | None:
+            return None if text is None else gcpauses.parse(text, metric)
+
         return {
-            "web": gcpauses.read(self.url + "/metrics", metric=metric),
-            "workers": [gcpauses.read(url, metric=metric) for url in self.worker_metrics],
+            metric: {"web": of(web, metric), "workers": [of(text, metric) for text in workers]}
+            for metric in gcpauses.METRICS
         }
 
     def cpu_pids(self) -> dict[str, list[int]]:
