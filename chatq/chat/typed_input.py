@@ -54,9 +54,7 @@ def convert(body: dict[str, Any], struct: type[T], *, lax: bool = False) -> T:
     if None in body.values():
         sent = {name: value for name, value in body.items() if value is not None}
     try:
-        if lax:
-            return msgspec.convert(sent, struct, strict=False)
-        return msgspec.convert(sent, struct)  # strict; a keyword costs a tenth of a µs
+        return msgspec.convert(sent, struct, strict=not lax)
     except msgspec.ValidationError as error:
         raise _refusal(str(error), sent, info) from None
 
