@@ -2,7 +2,7 @@
 
 from chatq.runtime.heartbeats import live_count, parse
 from chatq.runtime.logs import Redactor, setup
-from chatq.runtime.offload import blocking, gevent_process, off_loop
+from chatq.runtime.offload import blocking, gevent_process, off_loop, on_fresh_stack
 from chatq.runtime.tally import Tally
 
 __all__ = [
@@ -12,6 +12,7 @@ __all__ = [
     "gevent_process",
     "live_count",
     "off_loop",
+    "on_fresh_stack",
     "parse",
     "setup",
 ]

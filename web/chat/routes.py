@@ -19,6 +19,7 @@ from web.context import Services, authorize, services
 from web.http import CACHE_CONTROL, IDEMPOTENCY_KEY, failed_job_error, job_response, json_response
 from web.jobs import (
     STREAM_ENDING_ERRORS,
+    before_park,
     follow,
     job_id_for,
     load_owned,
@@ -50,7 +51,9 @@ def chat_completions() -> Response:
     cache_control = http.text(CACHE_CONTROL) or ""
     job_id = job_id_for(svc, owner, request, cache_control)
     with watching(svc, job_id, 0.0 if stream else 1.0) as waiter:
-        record = submit(
+        record = before_park(
+            not stream,
+            submit,
             svc,
             owner,
             request,

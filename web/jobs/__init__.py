@@ -3,11 +3,12 @@
 from web.jobs.events import SSE_KEEPALIVE, STREAM_ENDING_ERRORS, follow, sse_response
 from web.jobs.routes import register
 from web.jobs.submission import enqueue_detached, job_id_for, submit
-from web.jobs.waiting import load_owned, wait_terminal, watching
+from web.jobs.waiting import before_park, load_owned, wait_terminal, watching
 
 __all__ = [
     "SSE_KEEPALIVE",
     "STREAM_ENDING_ERRORS",
+    "before_park",
     "enqueue_detached",
     "follow",
     "job_id_for",

@@ -13,7 +13,7 @@ from chatq import jobs, keys
 from chatq.errors import job_not_found
 from chatq.jobs import Event, Waiter, continuing, parse_events
 from web.context import Services
-from web.jobs.waiting import Hold, wait_ready
+from web.jobs.waiting import Hold, before_park, wait_ready
 
 PAGE_EVENTS = 500
 
@@ -81,7 +81,7 @@ class Follower:
     def page(self, hold: Hold) -> list[Event]:
         """The next events: at once if there are any, else as soon as there are, or the job
         has ended, or the hold ends ([])."""
-        found = self._first()
+        found = before_park(hold.timeout_s > 0, self._first)
         if hold.timeout_s > 0 and not _has_news(found):
             found = wait_ready(self.svc, self.waiter, found, self._woken, _has_news, hold)
         events = found[0]

@@ -24,7 +24,7 @@ from web.http import (
 )
 from web.jobs import events
 from web.jobs.submission import enqueue_detached, job_id_for, submit
-from web.jobs.waiting import load_owned, wait_owned, wait_terminal, watching
+from web.jobs.waiting import before_park, load_owned, wait_owned, wait_terminal, watching
 
 log = logging.getLogger(__name__)
 bp = Blueprint("jobs", __name__, url_prefix="/v1/jobs")
@@ -76,7 +76,9 @@ def create_job() -> Response:
     cache_control = http.text(CACHE_CONTROL) or ""
     job_id = job_id_for(svc, owner, request, cache_control)
     with watching(svc, job_id, wait_s) as waiter:
-        record = submit(
+        record = before_park(
+            waiter is not None,
+            submit,
             svc,
             owner,
             request,

@@ -7,11 +7,11 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import msgspec
 
-from chatq import jobs
+from chatq import jobs, runtime
 from chatq.errors import job_not_found
 from chatq.jobs import Waiter
 from web import metrics, tracing
@@ -38,6 +38,15 @@ class Hold:
     terminal_only: bool = True
 
 
+def before_park(parks: bool, call: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """`call(*args, **kwargs)`, a request's last Redis call before it `parks`: then on a stack
+    of its own (runtime.on_fresh_stack), so that the parked request keeps one page of stack
+    instead of the two redis-py's reply reading reaches."""
+    if not parks:
+        return call(*args, **kwargs)
+    return runtime.on_fresh_stack(call, *args, **kwargs)
+
+
 def _park(
     svc: Services,
     job_id: str,
@@ -51,7 +60,7 @@ def _park(
         return value
     with svc.listener.waiting(job_id, hold.terminal_only) as waiter:
         # Re-read after registering: a change in between is seen here or wakes us.
-        return wait_ready(svc, waiter, read(None), read, ready, hold)
+        return wait_ready(svc, waiter, runtime.on_fresh_stack(read, None), read, ready, hold)
 
 
 def wait_ready(
@@ -159,4 +168,7 @@ def wait_owned(svc: Services, job_id: str, owner: str, wait_s: float) -> dict[st
     if wait_s <= 0 or svc.listener.stops(False):
         return load_owned(svc, job_id, owner)
     with svc.listener.waiting(job_id, terminal_only=True) as waiter:
-        return wait_terminal(svc, load_owned(svc, job_id, owner), wait_s, waiter=waiter)
+        # Passed on, not named: a local would hold the record for as long as it is parked.
+        return wait_terminal(
+            svc, before_park(True, load_owned, svc, job_id, owner), wait_s, waiter=waiter
+        )

@@ -42,7 +42,14 @@ from web.http import (
     json_response,
     preference_applied,
 )
-from web.jobs import enqueue_detached, load_owned, sse_response, submit, wait_terminal
+from web.jobs import (
+    before_park,
+    enqueue_detached,
+    load_owned,
+    sse_response,
+    submit,
+    wait_terminal,
+)
 from web.responses.stream import response_stream
 
 log = logging.getLogger(__name__)
@@ -107,7 +114,9 @@ def create_response() -> Response:
     if held and admission.holds_open(asked.stream, svc.settings.max_wait_s):
         admission.hold(svc.held, owner)
     cache_control = http.text(CACHE_CONTROL) or ""
-    record = submit(
+    record = before_park(
+        held and not asked.stream,
+        submit,
         svc,
         owner,
         fitted.request,
