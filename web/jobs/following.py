@@ -67,21 +67,22 @@ class Follower:
         events = continuing(carried, self.cursor) if carried else None
         return (self._read() if events is None else events), self.status
 
-    def _first(self) -> tuple[list[Event], str]:
-        """What the page starts from: the stream read if the follower may be behind."""
-        found = (self._read() if self._behind else []), self.status
+    def _first(self, parks: bool) -> tuple[list[Event], str]:
+        """What the page starts from: the stream read if the follower may be behind; its
+        Redis calls `before_park` when the page `parks` if it finds nothing."""
+        found = (before_park(parks, self._read) if self._behind else []), self.status
         if not _has_news(found) and self.status == jobs.QUEUED and not self._watching:
             # About to wait for a queued job: its claim must tell us it started. Claimed
             # since the read (nothing to watch): the start may be unannounced, read again.
-            self._watching = self.svc.store.watch(job_id=self.waiter.job_id)
+            self._watching = before_park(parks, self.svc.store.watch, job_id=self.waiter.job_id)
             if not self._watching:
-                found = self._read(), self.status
+                found = before_park(parks, self._read), self.status
         return found
 
     def page(self, hold: Hold) -> list[Event]:
         """The next events: at once if there are any, else as soon as there are, or the job
         has ended, or the hold ends ([])."""
-        found = before_park(hold.timeout_s > 0, self._first)
+        found = self._first(hold.timeout_s > 0)
         if hold.timeout_s > 0 and not _has_news(found):
             found = wait_ready(self.svc, self.waiter, found, self._woken, _has_news, hold)
         events = found[0]

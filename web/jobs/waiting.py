@@ -170,5 +170,5 @@ def wait_owned(svc: Services, job_id: str, owner: str, wait_s: float) -> dict[st
     with svc.listener.waiting(job_id, terminal_only=True) as waiter:
         # Passed on, not named: a local would hold the record for as long as it is parked.
         return wait_terminal(
-            svc, before_park(True, load_owned, svc, job_id, owner), wait_s, waiter=waiter
+            svc, runtime.on_fresh_stack(load_owned, svc, job_id, owner), wait_s, waiter=waiter
         )
