@@ -49,16 +49,24 @@ SCRIPT = textwrap.dedent(
         gevent.sleep(0)  # the call blocks, as a read of Redis does
         return greenlet.getcurrent()
 
+    parked = [0]
+
     def request(fresh):
         (on_fresh_stack if fresh else lambda call, *args: call(*args))(deep, 60)
+        parked[0] += 1
         release.wait()
 
+    def until_parked(count):
+        while parked[0] < count:
+            gevent.sleep(0.01)
+
     def kib_per_parked(fresh):
+        parked[0] = 0
         group = [gevent.spawn(request, fresh) for _ in range(PARKED)]
-        gevent.sleep(0.2)
+        until_parked(PARKED)
         before = rss_kib()
         group += [gevent.spawn(request, fresh) for _ in range(PARKED)]
-        gevent.sleep(0.2)
+        until_parked(2 * PARKED)
         grown = rss_kib() - before
         release.set()
         gevent.joinall(group)
