@@ -22,11 +22,12 @@ ANSWER_MARGIN_S = 2
 
 
 def _post_worker_init(worker: Any) -> None:
-    """Time GC pauses and freeze what start-up built; on SIGTERM, drain, then stop."""
-    from chatq import metrics
+    """Time GC pauses, freeze what start-up built and collect on a clock; on SIGTERM, drain,
+    then stop."""
+    from chatq import metrics, runtime
 
     metrics.install()
-    metrics.freeze_start_up()
+    runtime.collect_on_a_clock()
     stop = signal.getsignal(signal.SIGTERM)
 
     def on_term(sig: int, frame: Any) -> None:

@@ -17,6 +17,7 @@ from chatq import broker, config, topology, tracing
 from chatq import metrics as gc_pauses
 from chatq import runtime as logs
 from chatq.broker import RUN_JOB_TASK, make_celery
+from chatq.runtime import collect_on_a_clock
 from chatq.scripting import is_cluster
 from worker import (
     admission,  # noqa: F401  its relay handler settles ended jobs
@@ -141,7 +142,7 @@ def _start_monitor(**_: Any) -> None:
         batches.start(monitor.ctx)
     metrics.WORKER_SLOTS.set(settings.worker_concurrency)
     gc_pauses.install()
-    gc_pauses.freeze_start_up()
+    collect_on_a_clock()
 
 
 @signals.worker_shutdown.connect

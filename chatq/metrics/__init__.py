@@ -1,6 +1,6 @@
 """What the processes measure and report: shared series, GC pauses, the queue's figures."""
 
-from chatq.metrics.gc_pauses import flush, freeze_start_up, install
+from chatq.metrics.gc_pauses import flush, install
 from chatq.metrics.queue_objects import (
     Bucket,
     Health,
@@ -36,7 +36,6 @@ __all__ = [
     "Usage",
     "WebhookWork",
     "flush",
-    "freeze_start_up",
     "install",
     "metrics_refusal",
     "redis_time",

@@ -1,9 +1,8 @@
 """Garbage-collector pauses as a Prometheus histogram, in the web and the worker alike.
 
-A full collection stops every request and job of the process; `gc.freeze()` after start-up
-moves what start-up built out of its way, so that collections only traverse what came since:
-the requests and jobs in flight (a web holding 1,000 long-polls tracks ~64k objects, 9-15 ms
-of CPU a full collection; more on busy cores), so full collections are made rarer too.
+A collection stops every request and job of the process; when each runs is chatq/runtime's
+(`collect_on_a_clock`). A web holding 1,000 long-polls tracks ~64k objects, 9-15 ms of CPU a
+full collection; a worker running 500 jobs ~74k, 33-50 ms; more on busy cores.
 """
 
 from __future__ import annotations
@@ -30,9 +29,6 @@ GC_PAUSE_CPU = Histogram(
     ["generation"],
     buckets=_BUCKETS_S,
 )
-# Collections of the middle generation between two full ones (CPython's default: 10). Cyclic
-# garbage that reaches the oldest generation waits that much longer to be freed.
-MIDDLE_PER_FULL = 100
 _started_s = (0.0, 0.0)  # perf_counter() and thread_time() at the start of a collection
 # Pauses timed but not yet observed. The callback runs inside whatever code allocated, which
 # may hold a metric's lock: taking that lock there would deadlock, so it only appends here.
@@ -62,11 +58,3 @@ def install() -> None:
     if _timed not in gc.callbacks:
         gc.callbacks.append(_timed)
 
-
-def freeze_start_up() -> None:
-    """Collect what start-up left, then keep the survivors out of later collections; full
-    collections from now on only every MIDDLE_PER_FULL middle ones."""
-    gc.collect()
-    gc.freeze()
-    young, middle, _ = gc.get_threshold()
-    gc.set_threshold(young, middle, MIDDLE_PER_FULL)

@@ -1,5 +1,6 @@
-"""How a process runs: logs, offloading, tallies, heartbeats."""
+"""How a process runs: logs, offloading, garbage collection, tallies, heartbeats."""
 
+from chatq.runtime.collector import collect_on_a_clock
 from chatq.runtime.heartbeats import live_count, parse
 from chatq.runtime.logs import Redactor, setup
 from chatq.runtime.offload import blocking, gevent_process, off_loop, on_fresh_stack
@@ -9,6 +10,7 @@ __all__ = [
     "Redactor",
     "Tally",
     "blocking",
+    "collect_on_a_clock",
     "gevent_process",
     "live_count",
     "off_loop",
