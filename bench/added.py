@@ -3,9 +3,10 @@
 chatq against the naive Flask + Celery app in interleaved rounds, and with `--base` the chatq of
 another checkout too (its web and worker run from DIR), so that a change is set against what
 it changes in one session on a shared machine. Each round runs every system once, in a
-rotated order. Per system: each round's p50 added latency and their median, the p50 over all
-its jobs, and where a chatq job's time goes (bench/sections/common.py breakdown); per round,
-the ratio of each chatq to the naive app, and their median."""
+rotated order, and so do the same clients calling the upstream directly. Per system: each
+round's p50 past 1 s and their median, the p50 over all its jobs, and where a chatq job's time
+goes (bench/sections/common.py breakdown); per round, what each system adds beyond the direct
+call's p50 of that round, the ratio of each chatq's to the naive app's, and their median."""
 
 from __future__ import annotations
 
@@ -23,10 +24,11 @@ from bench.sizes import FULL
 from bench.stack import ChatqStack
 from bench.stats import summary_ms
 from scripts.localredis import LocalRedis
-from tests.procs import UPSTREAM_KEY, base_env, start_web, start_worker
+from tests.procs import ALICE_KEY, UPSTREAM_KEY, base_env, start_web, start_worker
 
 CLIENTS = FULL.compare_levels[0]
 NAIVE = "naive"
+DIRECT = "direct"
 
 
 def start_chatq_in(checkout: Path, upstream: str, server: LocalRedis) -> ChatqStack:
@@ -48,15 +50,16 @@ def _naive(lab: Lab) -> str:
     return url
 
 
-def _systems(lab: Lab, base: Path | None) -> dict[str, tuple[str, str]]:
-    """Name -> (load generator flow, base URL)."""
-    systems = {"chatq": ("chatq", lab.chatq().url)}
+def _systems(lab: Lab, base: Path | None) -> dict[str, tuple[str, str, str]]:
+    """Name -> (load generator flow, base URL, key)."""
+    systems = {"chatq": ("chatq", lab.chatq().url, ALICE_KEY)}
     if base is not None:
         stack = start_chatq_in(base, lab.fakellm("main"), lab.redis())
         lab.track(stack.web)
         lab.track(stack.workers[0])
-        systems["base"] = ("chatq", stack.url)
-    systems[NAIVE] = ("flask", _naive(lab))
+        systems["base"] = ("chatq", stack.url, ALICE_KEY)
+    systems[NAIVE] = ("flask", _naive(lab), ALICE_KEY)
+    systems[DIRECT] = ("front_door", lab.fakellm().removesuffix("/v1"), UPSTREAM_KEY)
     return systems
 
 
@@ -73,17 +76,23 @@ def run(
     seen: dict[str, list[list[JSON]]] = {name: [] for name in names}
     for n in range(rounds):
         for name in names[n % len(names) :] + names[: n % len(names)]:
-            flow, url = systems[name]
-            spec = closed_spec(flow, target(url, body(MODEL)), clients, duration_s)
+            flow, url, key = systems[name]
+            spec = closed_spec(flow, target(url, body(MODEL), key), clients, duration_s)
             seen[name].append(list(run_load(spec)["outcomes"]))
     return seen
 
 
 def summary(seen: dict[str, list[list[JSON]]]) -> JSON:
-    """Each system's rounds, and each chatq's ratio to the naive app round by round."""
+    """Each system's rounds, and what each chatq adds beyond the direct call against what the
+    naive app adds, round by round."""
     p50s = {
         name: [summary_ms(_added_s(outcomes))["p50_ms"] or 0.0 for outcomes in runs]
         for name, runs in seen.items()
+    }
+    beyond = {
+        name: [p - d for p, d in zip(rounds, p50s[DIRECT], strict=True)]
+        for name, rounds in p50s.items()
+        if name != DIRECT
     }
     out: JSON = {}
     for name, runs in seen.items():
@@ -93,13 +102,22 @@ def summary(seen: dict[str, list[list[JSON]]]) -> JSON:
             "median_of_rounds_ms": round(statistics.median(p50s[name]), 2),
             "all": summary_ms(_added_s(every)),
             "errors": sum(1 for o in every if not o["ok"]),
-            "breakdown": breakdown(every, UPSTREAM_S) if name != NAIVE else None,
         }
-        if name != NAIVE:
-            ratios = [a / b for a, b in zip(p50s[name], p50s[NAIVE], strict=True) if b > 0]
-            out[name]["to_naive_by_round"] = [round(r, 2) for r in ratios]
-            out[name]["to_naive_median"] = round(statistics.median(ratios), 2)
+        if name in beyond:
+            out[name]["beyond_direct_median_ms"] = round(statistics.median(beyond[name]), 2)
+        if name not in (NAIVE, DIRECT):
+            out[name]["breakdown"] = breakdown(every, UPSTREAM_S)
+            out[name].update(_ratios(p50s[name], p50s[NAIVE], "to_naive"))
+            out[name].update(_ratios(beyond[name], beyond[NAIVE], "beyond_direct_to_naive"))
     return out
+
+
+def _ratios(mine: list[float], naive: list[float], name: str) -> JSON:
+    ratios = [a / b for a, b in zip(mine, naive, strict=True) if b > 0]
+    return {
+        f"{name}_by_round": [round(r, 2) for r in ratios],
+        f"{name}_median": round(statistics.median(ratios), 2) if ratios else None,
+    }
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -34,7 +34,8 @@ NUMBERS: dict[str, list[tuple[Any, ...]]] = {
         ("systems", s, "levels", 0, "latency", "p50_ms")
         for s in ("short_poll_1s", "flask_celery_gthread64", "flask_celery_sync4", "chatq_longpoll")
     ]
-    + [("long_job", "chatq", "requests_per_job"), ("long_job", "short_poll", "requests_per_job")],
+    + [("long_job", "chatq", "requests_per_job"), ("long_job", "short_poll", "requests_per_job")]
+    + [("direct", "latency", "p50_ms")],
     "waiters": [
         ("levels", 0, "wake", "p99_ms"),
         ("levels", 0, "rss_parked_mib"),
@@ -261,6 +262,31 @@ def test_the_gateway_target_is_judged_against_litellm_of_the_same_run() -> None:
     assert latency_targets.gateway({"gateway": _gateway(5.0, 12.0, 100, 150)})[0].met is False
     # Neither saturated within the rates run: the comparison cannot be made.
     assert latency_targets.gateway({"gateway": _gateway(5.0, 12.0, None, None)})[0].met is None
+
+
+def _compare(chatq_ms: float, naive_ms: float, direct_ms: float | None) -> dict[str, Any]:
+    """A compare section's first level (each p50 past 1 s), with or without the direct call."""
+
+    def level(p50_ms: float) -> dict[str, Any]:
+        return {"levels": [{"clients": 4, "latency": {"p50_ms": p50_ms}}]}
+
+    names = {"chatq_longpoll": chatq_ms, "flask_celery_gthread64": naive_ms}
+    systems = {name: level(ms) for name, ms in {**names, "short_poll_1s": 600.0}.items()}
+    direct = None if direct_ms is None else {"latency": {"p50_ms": direct_ms}}
+    return {"compare": {"systems": systems, **({"direct": direct} if direct else {})}}
+
+
+def test_added_latency_is_what_each_system_takes_beyond_the_direct_call() -> None:
+    # 10 and 14 ms past 1 s, 4 of them the upstream's own: 6 against 10 ms, over half.
+    row = latency_targets.added_latency(_compare(10.0, 14.0, 4.0))[0]
+    assert row.met is False
+    assert "chatq 6" in row.reached and "naive app 10" in row.reached
+    # 6 and 14: 2 against 10 ms, and short polling's 596 ms is 298x that.
+    assert latency_targets.added_latency(_compare(6.0, 14.0, 4.0))[0].met is True
+    # A run without the direct call is judged past 1 s: 8 against 14 ms, over half, where
+    # less the 4 ms it would be 4 against 10, under.
+    assert latency_targets.added_latency(_compare(8.0, 14.0, None))[0].met is False
+    assert latency_targets.added_latency(_compare(8.0, 14.0, 4.0))[0].met is True
 
 
 def _pacing(paced_p99_s: float, again_p99_s: float, again_completed: int) -> dict[str, Any]:

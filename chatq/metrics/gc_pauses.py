@@ -57,4 +57,3 @@ def install() -> None:
     """Time every collection of this process, once."""
     if _timed not in gc.callbacks:
         gc.callbacks.append(_timed)
-
