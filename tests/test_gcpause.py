@@ -16,10 +16,13 @@ import subprocess
 import sys
 import textwrap
 
+import requests
 from prometheus_client import REGISTRY
 
 from chatq.metrics import gc_pauses
 from chatq.runtime import collector
+from scripts.localredis import free_port
+from tests.procs import METRICS_AUTH, base_env, start_worker, wait_until
 
 LIVE = 60_000
 
@@ -96,3 +99,29 @@ def test_each_collection_is_timed_by_the_clock_and_by_its_cpu_time() -> None:
     paused_s = REGISTRY.get_sample_value("chatq_gc_pause_seconds_sum", {"generation": "2"})
     assert cpu_s is not None and paused_s is not None
     assert 0 < cpu_s <= paused_s + 0.001  # the clocks' resolutions apart
+
+
+def _young_collections(metrics_url: str) -> float:
+    """The young and middle collections a process made so far, from its /metrics."""
+    text = requests.get(metrics_url, headers=METRICS_AUTH, timeout=10).text
+    counts = [
+        float(line.rsplit(" ", 1)[1])
+        for line in text.splitlines()
+        if line.startswith("chatq_gc_pause_seconds_count{")
+        and ('generation="0"' in line or 'generation="1"' in line)
+    ]
+    return sum(counts)
+
+
+def test_a_running_worker_collects_on_the_clock(redis_url: str, fakellm: str) -> None:
+    bind = f"127.0.0.1:{free_port()}"
+    env = base_env(redis_url, fakellm, CHATQ_WORKER_METRICS_BIND=bind)
+    worker = start_worker(env, redis_url)
+    try:
+        url = f"http://{bind}/metrics"
+        first = _young_collections(url)
+        # Idle, a worker allocates too little to start collections by the count, and a scrape
+        # a second does not either; the clock starts four a second.
+        wait_until(lambda: _young_collections(url) - first >= 12, 30, "12 collections", 1.0)
+    finally:
+        worker.stop()

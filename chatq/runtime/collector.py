@@ -3,8 +3,8 @@
 A collection stops every request and job of the process while it walks the objects of the
 generations it collects. Beyond what start-up built (frozen out of every collection), a
 process holds its requests and jobs in flight: they live for seconds and die by their
-reference counts, not by the collector (a worker at 50 jobs/s made no cyclic garbage in 10
-min). So the cost of a pause is how many of them the collection walks.
+reference counts, not by the collector (a worker at 50 jobs/s made no cyclic garbage in any
+of four 20-second windows). So the cost of a pause is how many of them a collection walks.
 
 CPython starts a young collection when allocations of tracked objects outnumber
 deallocations by 700, counting deaths in every generation. Under steady turnover the jobs
