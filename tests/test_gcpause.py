@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import gc
 import json
-import subprocess
-import sys
 import textwrap
 
 import requests
@@ -22,23 +20,23 @@ from prometheus_client import REGISTRY
 from chatq.metrics import gc_pauses
 from chatq.runtime import collector
 from scripts.localredis import free_port
-from tests.procs import METRICS_AUTH, base_env, start_worker, wait_until
+from tests.procs import METRICS_AUTH, base_env, python_output, start_worker, wait_until
 
 LIVE = 60_000
 
-# LIVE small objects stay alive while 200 are replaced every 10 ms (the whole set in 3 s);
-# every 0.1 s it notes how many objects the young and middle generations hold together.
+# `live` small objects stay alive while 200 are replaced every 10 ms (the whole set in 3 s),
+# the clock's collections started first if `ticks` (both set before it by _turnover); every
+# 0.1 s it notes how many objects the young and middle generations hold together.
 TURNOVER = textwrap.dedent(
     """
     from gevent import monkey
 
     monkey.patch_all()
 
-    import collections, gc, json, sys, time
+    import collections, gc, json, time
     import gevent
     from chatq.runtime import collect_on_a_clock
 
-    live, ticks = int(sys.argv[1]), sys.argv[2] == "ticks"
     if ticks:
         collect_on_a_clock()
     held = collections.deque([n] for n in range(live))
@@ -59,15 +57,7 @@ TURNOVER = textwrap.dedent(
 
 
 def _turnover(ticks: bool) -> dict[str, int]:
-    mode = "ticks" if ticks else "allocations"
-    out = subprocess.run(
-        [sys.executable, "-c", TURNOVER, str(LIVE), mode],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
-    )
-    result: dict[str, int] = json.loads(out.stdout)
+    result: dict[str, int] = json.loads(python_output(f"live, ticks = {LIVE}, {ticks}\n{TURNOVER}"))
     return result
 
 
