@@ -16,6 +16,7 @@ import textwrap
 
 import requests
 from prometheus_client import REGISTRY
+from prometheus_client.parser import text_string_to_metric_families
 
 from chatq.metrics import gc_pauses
 from chatq.runtime import collector
@@ -94,19 +95,19 @@ def test_each_collection_is_timed_by_the_clock_and_by_its_cpu_time() -> None:
 def _young_collections(metrics_url: str) -> float:
     """The young and middle collections a process made so far, from its /metrics."""
     text = requests.get(metrics_url, headers=METRICS_AUTH, timeout=10).text
-    counts = [
-        float(line.rsplit(" ", 1)[1])
-        for line in text.splitlines()
-        if line.startswith("chatq_gc_pause_seconds_count{")
-        and ('generation="0"' in line or 'generation="1"' in line)
-    ]
-    return sum(counts)
+    return sum(
+        sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+        if sample.name == "chatq_gc_pause_seconds_count"
+        and sample.labels.get("generation") in ("0", "1")
+    )
 
 
-def test_a_running_worker_collects_on_the_clock(redis_url: str, fakellm: str) -> None:
+def test_a_running_worker_collects_on_the_clock(own_redis_url: str, fakellm: str) -> None:
     bind = f"127.0.0.1:{free_port()}"
-    env = base_env(redis_url, fakellm, CHATQ_WORKER_METRICS_BIND=bind)
-    worker = start_worker(env, redis_url)
+    env = base_env(own_redis_url, fakellm, CHATQ_WORKER_METRICS_BIND=bind)
+    worker = start_worker(env, own_redis_url)
     try:
         url = f"http://{bind}/metrics"
         first = _young_collections(url)
