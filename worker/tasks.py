@@ -15,9 +15,8 @@ from chatq import admission as fairness
 from chatq import batches as files
 from chatq import broker, config, topology, tracing
 from chatq import metrics as gc_pauses
-from chatq import runtime as logs
+from chatq import runtime as process
 from chatq.broker import RUN_JOB_TASK, make_celery
-from chatq.runtime import collect_on_a_clock
 from chatq.scripting import is_cluster
 from worker import (
     admission,  # noqa: F401  its relay handler settles ended jobs
@@ -51,7 +50,7 @@ CELERY_PER_TASK_LOGGERS = ("celery.worker.strategy", "celery.app.trace")
 
 @signals.after_setup_logger.connect
 def _set_up_logging(**_: Any) -> None:
-    logs.setup(settings.log_level, settings.secret_values(), settings.log_format)
+    process.setup(settings.log_level, settings.secret_values(), settings.log_format)
     if settings.log_level.upper() != "DEBUG":
         for name in CELERY_PER_TASK_LOGGERS:
             logging.getLogger(name).setLevel(logging.WARNING)
@@ -142,7 +141,7 @@ def _start_monitor(**_: Any) -> None:
         batches.start(monitor.ctx)
     metrics.WORKER_SLOTS.set(settings.worker_concurrency)
     gc_pauses.install()
-    collect_on_a_clock()
+    process.collect_on_a_clock()
 
 
 @signals.worker_shutdown.connect
