@@ -17,9 +17,19 @@ from typing import Any
 import pytest
 import redis
 
-from bench import isolation_targets, latency_targets, profiling, soak_targets, upstream_targets
+from bench import (
+    added,
+    isolation_targets,
+    latency_targets,
+    profiling,
+    soak_targets,
+    upstream_targets,
+)
+from bench.alt.stack import alt_env, start_gunicorn
+from bench.loadrun import run_load
 from bench.roundtrips import RoundTripProxy
 from bench.sections import batchturns, rediscalls
+from bench.sections.common import body, closed_spec, target
 from bench.sections.registry import SECTIONS
 from bench.targets import dig
 from scripts.localredis import LocalRedis
@@ -411,3 +421,35 @@ def test_fairness_is_met_only_with_both_percentiles_within_one_and_a_half_times(
     section["fair_capped_varied"] = variant(4.0, 40.0)  # shown, never judged: not the target
     rows = isolation_targets.fairness({"fairness": section})
     assert [r.met for r in rows[4:]] == [None, None] and "4 / 40 ms vs 4 / 40 ms" in rows[4].reached
+
+
+def test_the_flask_view_floor_holds_as_long_as_asked_with_no_queue_behind_it() -> None:
+    """bench/added.py's floor system: a Flask view on gunicorn's gevent worker that waits as
+    long as the upstream would; its time past the wait is a request's own cost on those parts."""
+    proc, url = start_gunicorn(alt_env("redis://127.0.0.1:1/0", "", "", 1), "gevent", 1)
+    try:
+        tgt = {**target(url, body()), "hold_s": 0.2}
+        outcomes = run_load(closed_spec("flask_view", tgt, 2, 0.5))["outcomes"]
+    finally:
+        proc.stop()
+    assert outcomes and all(o["ok"] for o in outcomes)
+    assert all(o["t1"] - o["t0"] >= 0.2 for o in outcomes)
+
+
+def test_the_added_probe_judges_what_each_queue_adds_beyond_the_direct_call() -> None:
+    def jobs(past_1s_ms: float) -> list[dict[str, Any]]:
+        return [{"ok": True, "t0": 0.0, "t1": 1 + past_1s_ms / 1000}] * 3
+
+    seen = {
+        "chatq": [jobs(6.0), jobs(7.0)],
+        added.NAIVE: [jobs(10.0), jobs(11.0)],
+        added.VIEW: [jobs(2.5), jobs(2.5)],
+        added.DIRECT: [jobs(2.0), jobs(3.0)],
+    }
+    out = added.summary(seen)
+    # 4 against 8 ms, each round: 0.5x.
+    assert out["chatq"]["beyond_direct_to_naive_by_round"] == [0.5, 0.5]
+    assert out[added.NAIVE]["beyond_direct_median_ms"] == 8.0
+    # The view calls no upstream: what it takes past its wait is its own, not set against one.
+    assert "beyond_direct_median_ms" not in out[added.VIEW]
+    assert out[added.VIEW]["median_of_rounds_ms"] == 2.5

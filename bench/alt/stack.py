@@ -53,7 +53,8 @@ def start_celery(
 def start_gunicorn(
     env: dict[str, str], worker_class: str, workers: int, threads: int = 1
 ) -> tuple[Proc, str]:
-    """The Flask app under gunicorn with `worker_class` (sync or gthread); (process, URL)."""
+    """The Flask app under gunicorn with `worker_class` (sync, gthread or gevent); (process,
+    URL)."""
     port = free_port()
     args = [
         "gunicorn",

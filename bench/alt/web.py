@@ -1,7 +1,11 @@
-"""The usual Flask view over Celery: start the task, block on `AsyncResult.get()`."""
+"""The usual Flask view over Celery: start the task, block on `AsyncResult.get()`. With
+ALT_TASKS=tuned, `/chat` runs the same call on chatq's Celery settings
+(bench/alt/tuned_tasks.py)."""
 
 from __future__ import annotations
 
+import os
+import time
 from typing import Any
 
 from celery.exceptions import TimeoutError as CeleryTimeout
@@ -12,6 +16,15 @@ from bench.alt.tasks import app as celery_app
 from bench.alt.tasks import call_llm
 
 app = Flask(__name__)
+TUNED = os.environ.get("ALT_TASKS") == "tuned"
+
+
+def _started(body: dict[str, Any]) -> AsyncResult:
+    if TUNED:
+        from bench.alt import tuned_tasks
+
+        return tuned_tasks.call_llm.apply_async((body,), queue=tuned_tasks.QUEUE)
+    return call_llm.delay(body)
 
 
 @app.post("/chat")
@@ -19,7 +32,7 @@ def chat() -> Any:
     """Run one chat completion and answer it: the thread is held until the task ends."""
     body = request.get_json(force=True)
     try:
-        return jsonify(call_llm.delay(body).get(timeout=60))
+        return jsonify(_started(body).get(timeout=60))
     except CeleryTimeout:
         return jsonify({"error": "timeout"}), 504
 
@@ -33,6 +46,15 @@ def wait(task_id: str) -> Any:
     except CeleryTimeout:
         return jsonify({"error": "timeout"}), 504
     return jsonify({"ok": True, "result": value})
+
+
+@app.post("/hold")
+def hold() -> Any:
+    """Wait `?seconds=` (1 by default) and answer the body's model, touching neither Celery
+    nor Redis: a view's own floor on this server, for bench/added.py."""
+    body = request.get_json(force=True)
+    time.sleep(float(request.args.get("seconds", "1")))
+    return jsonify({"model": body.get("model"), "held": True})
 
 
 @app.get("/healthz")

@@ -23,6 +23,7 @@ class Target:
     body: JSON
     wait_s: float = 30.0
     poll_s: float = 1.0
+    hold_s: float = 1.0  # how long the flask_view flow's view waits
 
 
 @dataclass
@@ -128,6 +129,15 @@ async def flask_celery(s: aiohttp.ClientSession, t: Target) -> Outcome:
     return _finish(out, code, None, code == 200 and "choices" in body)
 
 
+async def flask_view(s: aiohttp.ClientSession, t: Target) -> Outcome:
+    """POST /hold to the Flask app: a view that waits `hold_s`, as long as the upstream would,
+    with no queue behind it."""
+    out = Outcome(time.monotonic(), requests=1)
+    async with s.post(f"{t.base}/hold", params={"seconds": t.hold_s}, json=t.body) as r:
+        code, body = r.status, await _json(r)
+    return _finish(out, code, None, code == 200 and body.get("held") is True)
+
+
 async def front_door(s: aiohttp.ClientSession, t: Target) -> Outcome:
     """POST /v1/chat/completions (stream false) to chatq or, with the upstream key, fakellm."""
     out = Outcome(time.monotonic(), requests=1)
@@ -141,6 +151,7 @@ FLOWS: dict[str, Flow] = {
     "chatq_resubmit": chatq_resubmit,
     "short_poll": short_poll,
     "flask": flask_celery,
+    "flask_view": flask_view,
     "front_door": front_door,
 }
 
