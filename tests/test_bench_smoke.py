@@ -25,7 +25,7 @@ from bench import (
     soak_targets,
     upstream_targets,
 )
-from bench.alt.stack import alt_env, start_gunicorn
+from bench.alt.stack import alt_env, start_celery, start_gunicorn
 from bench.loadrun import run_load
 from bench.roundtrips import RoundTripProxy
 from bench.sections import batchturns, rediscalls
@@ -33,6 +33,7 @@ from bench.sections.common import body, closed_spec, target
 from bench.sections.registry import SECTIONS
 from bench.targets import dig
 from scripts.localredis import LocalRedis
+from tests.procs import UPSTREAM_KEY, start_fakellm
 
 pytestmark = pytest.mark.long
 
@@ -436,6 +437,25 @@ def test_the_flask_view_floor_holds_as_long_as_asked_with_no_queue_behind_it() -
     assert all(o["t1"] - o["t0"] >= 0.2 for o in outcomes)
 
 
+def test_the_naive_app_runs_on_chatqs_tuned_parts() -> None:
+    """bench/added.py's `tuned` system: the naive app's view and task on gunicorn's gevent
+    worker and a gevent Celery worker on chatq's Celery settings, answering through the
+    result backend."""
+    server = LocalRedis().start()
+    fakellm, upstream = start_fakellm()
+    env = {**alt_env(server.url, upstream, UPSTREAM_KEY, 20), "ALT_TASKS": "tuned"}
+    celery = start_celery(env, "gevent", 20, "bench.alt.tuned_tasks", added.TUNED_QUEUE)
+    web, url = start_gunicorn(env, "gevent", 1)
+    try:
+        outcomes = run_load(closed_spec("flask", target(url, body()), 2, 1.0))["outcomes"]
+    finally:
+        web.stop()
+        celery.stop()
+        fakellm.stop()
+        server.stop()
+    assert outcomes and all(o["ok"] for o in outcomes)
+
+
 def test_the_added_probe_judges_what_each_queue_adds_beyond_the_direct_call() -> None:
     def jobs(past_1s_ms: float) -> list[dict[str, Any]]:
         return [{"ok": True, "t0": 0.0, "t1": 1 + past_1s_ms / 1000}] * 3
@@ -443,12 +463,14 @@ def test_the_added_probe_judges_what_each_queue_adds_beyond_the_direct_call() ->
     seen = {
         "chatq": [jobs(6.0), jobs(7.0)],
         added.NAIVE: [jobs(10.0), jobs(11.0)],
+        added.TUNED: [jobs(12.0), jobs(13.0)],
         added.VIEW: [jobs(2.5), jobs(2.5)],
         added.DIRECT: [jobs(2.0), jobs(3.0)],
     }
     out = added.summary(seen)
-    # 4 against 8 ms, each round: 0.5x.
+    # 4 against 8 ms, each round: 0.5x; the parts alone, 10 against 8.
     assert out["chatq"]["beyond_direct_to_naive_by_round"] == [0.5, 0.5]
+    assert out[added.TUNED]["beyond_direct_to_naive_by_round"] == [1.25, 1.25]
     assert out[added.NAIVE]["beyond_direct_median_ms"] == 8.0
     # The view calls no upstream: what it takes past its wait is its own, not set against one.
     assert "beyond_direct_median_ms" not in out[added.VIEW]
