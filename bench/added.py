@@ -3,13 +3,14 @@
 chatq against the naive Flask + Celery app in interleaved rounds, and with `--base` the chatq of
 another checkout too (its web and worker run from DIR), so that a change is set against what
 it changes in one session on a shared machine. Each round runs every system once, in a
-rotated order, and so do the same clients calling the upstream directly and a Flask view that
-only waits 1 s (bench/alt/web.py `/hold`, on gunicorn's gevent worker as chatq's web runs: what
-a request costs on these parts before any queue). Per system: each round's p50 past 1 s and
-their median, the p50 over all its jobs, its processes' CPU ms per job by role (the median over
-the rounds), and where a chatq job's time goes (bench/sections/common.py breakdown); per round,
-what each system adds beyond the direct call's p50 of that round, the ratio of each chatq's to
-the naive app's, and their median."""
+rotated order, and so do the same clients calling the upstream directly, and the floor: the
+naive app's view and task on chatq's parts as chatq runs them (`tuned`: bench/alt/tuned_tasks.py)
+and a Flask view that only waits 1 s (bench/alt/web.py `/hold`, on gunicorn's gevent worker as
+chatq's web runs). Per system: each round's p50 past 1 s and their median, the p50 over all its
+jobs, and where a chatq job's time goes (bench/sections/common.py breakdown); per round, what
+each system adds beyond the direct call's p50 of that round, its ratio to the naive app's, and
+their median. Then each system alone, one client on an instant upstream (`--instant-s`): its
+p50 and its processes' CPU ms per job by role."""
 
 from __future__ import annotations
 
@@ -104,6 +105,7 @@ def _view(lab: Lab) -> System:
 
 
 def _systems(lab: Lab, base: Path | None) -> dict[str, System]:
+    """Every system of the rounds, started."""
     systems = {"chatq": _chatq(lab.chatq(), lab.fakellm_pid("main"))}
     if base is not None:
         stack = start_chatq_in(base, lab.fakellm("main"), lab.redis())
