@@ -20,6 +20,7 @@ import statistics
 from pathlib import Path
 from typing import NamedTuple
 
+from bench.alt import tuned_tasks
 from bench.alt.stack import alt_env, start_celery, start_gunicorn
 from bench.lab import MAIN_ENV, Lab
 from bench.loadrun import run_load
@@ -37,7 +38,7 @@ NAIVE = "naive"
 DIRECT = "direct"
 VIEW = "flask_view"
 TUNED = "tuned"
-TUNED_QUEUE = "interactive"
+NO_REDIS_URL = "redis://127.0.0.1:1/0"  # nothing listens there: a server that must not use one
 INSTANT_MODEL = "fake"
 UPSTREAM = "upstream"
 
@@ -66,29 +67,21 @@ def _chatq(stack: ChatqStack, upstream_pid: int) -> System:
     return System("chatq", stack.url, ALICE_KEY, {**stack.pids(), UPSTREAM: upstream_pid})
 
 
-def _naive(lab: Lab) -> System:
-    """The naive app, started as the compare section starts it, on a Redis of its own."""
+def _flask_celery(lab: Lab, tuned: bool) -> System:
+    """The naive app on a Redis of its own: as the compare section starts it or, `tuned`, its
+    view and task on chatq's parts as chatq runs them (gunicorn's gevent worker, a gevent Celery
+    worker on chatq's Celery settings: bench/alt/tuned_tasks.py)."""
     server = lab.redis()
     env = alt_env(server.url, lab.fakellm(), UPSTREAM_KEY, ALT_CELERY_SLOTS)
-    celery = lab.track(start_celery(env, "threads", ALT_CELERY_SLOTS))
-    gthread, url = start_gunicorn(env, "gthread", 1, GTHREAD_THREADS)
-    lab.track(gthread)
-    assert server.process is not None
-    pids = {"web": gthread.pid, "worker": celery.pid, "redis": server.process.pid}
-    return System("flask", url, ALICE_KEY, {**pids, UPSTREAM: lab.fakellm_pid()})
-
-
-def _tuned(lab: Lab) -> System:
-    """The naive app's view and task on chatq's parts as chatq runs them: gunicorn's gevent
-    worker, a gevent Celery worker on chatq's Celery settings (bench/alt/tuned_tasks.py)."""
-    server = lab.redis()
-    env = {
-        **alt_env(server.url, lab.fakellm(), UPSTREAM_KEY, ALT_CELERY_SLOTS),
-        "ALT_TASKS": "tuned",
-    }
-    tasks = "bench.alt.tuned_tasks"
-    celery = lab.track(start_celery(env, "gevent", ALT_CELERY_SLOTS, tasks, TUNED_QUEUE))
-    web, url = start_gunicorn(env, "gevent", 1)
+    if tuned:
+        env["ALT_TASKS"] = "tuned"
+        celery = lab.track(
+            start_celery(env, "gevent", ALT_CELERY_SLOTS, tuned_tasks.__name__, tuned_tasks.QUEUE)
+        )
+        web, url = start_gunicorn(env, "gevent", 1)
+    else:
+        celery = lab.track(start_celery(env, "threads", ALT_CELERY_SLOTS))
+        web, url = start_gunicorn(env, "gthread", 1, GTHREAD_THREADS)
     lab.track(web)
     assert server.process is not None
     pids = {"web": web.pid, "worker": celery.pid, "redis": server.process.pid}
@@ -97,8 +90,9 @@ def _tuned(lab: Lab) -> System:
 
 def _view(lab: Lab) -> System:
     """A Flask view that only waits as long as the upstream would, on gunicorn's gevent worker
-    as chatq's web runs: what a request costs on these parts before any queue."""
-    env = alt_env(lab.redis().url, lab.fakellm(), UPSTREAM_KEY, ALT_CELERY_SLOTS)
+    as chatq's web runs: what a request costs on these parts before any queue. It touches no
+    Redis, so none is started for it (NO_REDIS_URL)."""
+    env = alt_env(NO_REDIS_URL, lab.fakellm(), UPSTREAM_KEY, ALT_CELERY_SLOTS)
     proc, url = start_gunicorn(env, "gevent", 1)
     lab.track(proc)
     return System("flask_view", url, "", {"web": proc.pid})
@@ -112,8 +106,8 @@ def _systems(lab: Lab, base: Path | None) -> dict[str, System]:
         lab.track(stack.web)
         lab.track(stack.workers[0])
         systems["base"] = _chatq(stack, lab.fakellm_pid("main"))
-    systems[NAIVE] = _naive(lab)
-    systems[TUNED] = _tuned(lab)
+    systems[NAIVE] = _flask_celery(lab, tuned=False)
+    systems[TUNED] = _flask_celery(lab, tuned=True)
     systems[VIEW] = _view(lab)
     direct = lab.fakellm().removesuffix("/v1")
     systems[DIRECT] = System("front_door", direct, UPSTREAM_KEY, {UPSTREAM: lab.fakellm_pid()})

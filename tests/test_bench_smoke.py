@@ -25,6 +25,7 @@ from bench import (
     soak_targets,
     upstream_targets,
 )
+from bench.alt import tuned_tasks
 from bench.alt.stack import alt_env, start_celery, start_gunicorn
 from bench.loadrun import run_load
 from bench.roundtrips import RoundTripProxy
@@ -427,7 +428,7 @@ def test_fairness_is_met_only_with_both_percentiles_within_one_and_a_half_times(
 def test_the_flask_view_floor_holds_as_long_as_asked_with_no_queue_behind_it() -> None:
     """bench/added.py's floor system: a Flask view on gunicorn's gevent worker that waits as
     long as the upstream would; its time past the wait is a request's own cost on those parts."""
-    proc, url = start_gunicorn(alt_env("redis://127.0.0.1:1/0", "", "", 1), "gevent", 1)
+    proc, url = start_gunicorn(alt_env(added.NO_REDIS_URL, "", "", 1), "gevent", 1)
     try:
         tgt = {**target(url, body()), "hold_s": 0.2}
         outcomes = run_load(closed_spec("flask_view", tgt, 2, 0.5))["outcomes"]
@@ -444,7 +445,7 @@ def test_the_naive_app_runs_on_chatqs_tuned_parts() -> None:
     server = LocalRedis().start()
     fakellm, upstream = start_fakellm()
     env = {**alt_env(server.url, upstream, UPSTREAM_KEY, 20), "ALT_TASKS": "tuned"}
-    celery = start_celery(env, "gevent", 20, "bench.alt.tuned_tasks", added.TUNED_QUEUE)
+    celery = start_celery(env, "gevent", 20, tuned_tasks.__name__, tuned_tasks.QUEUE)
     web, url = start_gunicorn(env, "gevent", 1)
     try:
         outcomes = run_load(closed_spec("flask", target(url, body()), 2, 1.0))["outcomes"]
