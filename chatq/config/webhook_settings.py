@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 import idna
+from urllib3.util import parse_url
 
 from chatq.config.env import ConfigError, Reading, flag, number, whole
 from chatq.config.fields import setting
@@ -81,7 +82,9 @@ def url_problem(url: str) -> str | None:
     try:
         parts = urlsplit(url)
         parts.port  # noqa: B018 - raises on a port that is not a number in range
-    except ValueError:
+        # As a delivery's requests reads it: urlsplit takes netlocs it cannot (`][::`).
+        parse_url(url)
+    except ValueError:  # urllib3's LocationParseError is one
         return "not a URL"
     if parts.scheme not in ("http", "https") or not parts.hostname:
         return "an http:// or https:// URL with a host is needed"
