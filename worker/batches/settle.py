@@ -61,7 +61,11 @@ def settle(turn: Turn, stop: str = "") -> int:
     now = metrics.redis_time(turn.redis)
     accounted = 0
     ttl_s = turn.ctx.settings.job_ttl_s
-    for number, job_id, status, ended_at in _line_jobs(turn, pending_lines(turn)):
+    rows = _line_jobs(turn, pending_lines(turn))
+    # Queued lines first: the slot of a running line stopped here would otherwise go to a
+    # queued line before its turn came, and that line would reach the upstream after the end.
+    rows.sort(key=lambda row: row[2] != jobs.QUEUED)
+    for number, job_id, status, ended_at in rows:
         if jobs.is_terminal(status):
             if stop or now - ended_at >= RELAY_GRACE_S:
                 accounted += account_job(turn.redis, turn.batches, job_id, ttl_s)
