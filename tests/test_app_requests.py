@@ -336,3 +336,20 @@ def test_a_whole_number_written_with_a_fraction_counts_as_an_integer() -> None:
     assert (request["n"], request["seed"], request["max_tokens"]) == (2, -929, 16)
     assert request["logit_bias"] == {"50256": -100} and request["messages"] == body["messages"]
     assert all(type(request[f]) is int for f in ("n", "seed", "max_tokens"))
+
+
+def test_the_app_keeps_flasks_answer_for_each_view_or_hook_it_calls(client: FlaskClient) -> None:
+    """The app asks once per function whether it is `async def`; the answer is Flask's."""
+    app = client.application
+
+    def plain() -> str:
+        return "plain"
+
+    async def coroutine() -> str:
+        return "coroutine"
+
+    for _ in range(2):
+        assert app.ensure_sync(plain) is plain
+        # Flask runs an `async def` view only with its async extra, which chatq does not install.
+        with pytest.raises(RuntimeError, match="async"):
+            app.ensure_sync(coroutine)

@@ -5,7 +5,15 @@ from __future__ import annotations
 import io
 import logging
 
-from chatq.runtime.logs import REDACTED, RedactingFilter, Redactor, formatter, install_redaction
+from chatq.runtime.logs import (
+    KEPT_TEXTS,
+    REDACTED,
+    SHORT_TEXT_CHARS,
+    RedactingFilter,
+    Redactor,
+    formatter,
+    install_redaction,
+)
 from tests.procs import python_output
 
 
@@ -24,6 +32,20 @@ def test_redactor_removes_keys_of_any_shape() -> None:
     ):
         assert secret not in out
     assert out.count(REDACTED) == 4
+
+
+def test_a_short_text_seen_before_is_redacted_each_time_and_what_is_kept_is_bounded() -> None:
+    redact = Redactor(["configured-secret-123"])
+    short = "k=configured-secret-123"
+    long = "x" * SHORT_TEXT_CHARS + " sk-abc123def456ghi"
+    for _ in range(3):
+        assert redact(short) == f"k={REDACTED}"
+        assert redact(long) == "x" * SHORT_TEXT_CHARS + f" {REDACTED}"
+        assert redact("GET") == "GET"
+    for n in range(3 * KEPT_TEXTS):
+        assert redact(f"job_{n} sk-{n:06d}") == f"job_{n} {REDACTED}"
+    assert len(redact._short) <= KEPT_TEXTS
+    assert redact(short) == f"k={REDACTED}"
 
 
 def test_the_filter_redacts_messages_arguments_and_tracebacks() -> None:

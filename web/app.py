@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from flask import Flask, Request
 from flask.sessions import NullSession, SecureCookieSessionInterface
 
@@ -16,6 +19,8 @@ from web.admission import Admission, HeldCounts, add_rate_headers, mark_unheld
 from web.context import Services
 from web.http import KeyRing
 
+MAX_KEPT_FUNCTIONS = 1000
+
 
 class _NoSessions(SecureCookieSessionInterface):
     """The API keeps no sessions: every request shares one empty, read-only session rather
@@ -27,6 +32,24 @@ class _NoSessions(SecureCookieSessionInterface):
     def open_session(self, app: Flask, request: Request) -> NullSession:
         """The shared empty session (never saved: Flask saves no null session)."""
         return self.shared
+
+
+class _App(Flask):
+    """Flask, which asks whether a view or hook is `async def` once per function rather than
+    on each call: a request makes about a dozen such calls (`inspect.iscoroutinefunction`)."""
+
+    def __init__(self, import_name: str) -> None:
+        super().__init__(import_name)
+        self._sync: dict[Callable[..., Any], Callable[..., Any]] = {}
+
+    def ensure_sync(self, func: Callable[..., Any]) -> Callable[..., Any]:
+        """`func`, or its sync wrapper when it is a coroutine function (Flask's answer, kept)."""
+        sync = self._sync.get(func)
+        if sync is None:
+            sync = super().ensure_sync(func)
+            if len(self._sync) < MAX_KEPT_FUNCTIONS:  # bounded, should a caller pass closures
+                self._sync[func] = sync
+        return sync
 
 
 def _services(settings: Settings) -> Services:
@@ -72,7 +95,7 @@ def create_app(settings: Settings | None = None) -> Flask:
     """Build the app; `settings` default to the CHATQ_* environment."""
     settings = settings or config.load()
     runtime.setup(settings.log_level, settings.secret_values(), settings.log_format)
-    app = Flask(__name__)
+    app = _App(__name__)
     # Werkzeug answers `/v1/jobs//events` (an empty id) with a 308 to `/v1/jobs/events` and an
     # HTML body; every path of the API answers JSON, so such a path is a plain 404.
     app.url_map.merge_slashes = False

@@ -16,6 +16,12 @@ _PATTERNS = [
 ]
 
 
+# Short texts come back again and again (a method, a route, a key's name, a logger's message):
+# their redacted form is kept, up to this many, rather than searched for each log line.
+SHORT_TEXT_CHARS = 64
+KEPT_TEXTS = 4096
+
+
 class Redactor:
     """Removes API keys from text: `sk-…` keys, bearer tokens and configured secrets."""
 
@@ -23,9 +29,17 @@ class Redactor:
         known = sorted({s for s in secrets if len(s) >= 4}, key=len, reverse=True)
         # One pass over the text: the configured secrets (longest first), then the shapes.
         self._pattern = re.compile("|".join([*map(re.escape, known), *_PATTERNS]))
+        self._short: dict[str, str] = {}
 
     def __call__(self, text: str) -> str:
-        return self._pattern.sub(REDACTED, text) if text else text
+        if len(text) > SHORT_TEXT_CHARS:
+            return self._pattern.sub(REDACTED, text)
+        redacted = self._short.get(text)
+        if redacted is None:
+            if len(self._short) >= KEPT_TEXTS:
+                self._short.clear()
+            redacted = self._short[text] = self._pattern.sub(REDACTED, text)
+        return redacted
 
 
 # What every LogRecord has; anything else on a record came from a caller's `extra=`.
@@ -49,9 +63,9 @@ class RedactingFilter(logging.Filter):
             record.exc_text = self.redact(record.exc_text)
         if record.stack_info:
             record.stack_info = self.redact(record.stack_info)
-        for name, value in list(vars(record).items()):
-            if name not in _RECORD_FIELDS:
-                setattr(record, name, self._scrub(value))
+        fields = vars(record)
+        for name in fields.keys() - _RECORD_FIELDS:
+            fields[name] = self._scrub(fields[name])
         return True
 
     def _scrub(self, value: object) -> object:
@@ -133,7 +147,10 @@ def setup(level: str, secrets: Iterable[str], log_format: str = "text") -> None:
     for handler in root.handlers:
         handler.setFormatter(formatter(log_format))
     root.setLevel(level)
-    # No thread name on records (no format prints it): under gevent, each greenlet that logs
-    # would get a dummy Thread object of its own, kept until the greenlet ends.
+    # Records skip what no format prints (the logging HOWTO's "Optimization"): the caller's
+    # file and line (a walk up the stack for each record), and the thread's name: under
+    # gevent, each greenlet that logs would get a dummy Thread object of its own, kept until
+    # the greenlet ends. (gunicorn's own lines print the process id: that one stays.)
+    logging._srcfile = None
     logging.logThreads = False
     install_redaction(secrets)
