@@ -9,7 +9,6 @@ import sys
 from typing import Any
 
 from celery import signals
-from kombu.utils.compat import detect_environment
 
 from chatq import admission as fairness
 from chatq import batches as files
@@ -58,10 +57,7 @@ def _set_up_logging(**_: Any) -> None:
 
 @signals.worker_init.connect
 def _tune_gevent_pool(**_: Any) -> None:
-    if detect_environment() == "gevent":  # however the pool was chosen (also `celery -P`)
-        if not broker.is_amqp(app):  # RabbitMQ pushes messages: no poll to shorten
-            runtime.install_pollfix()
-        runtime.install_greenlet_fix()
+    runtime.tune_gevent_pool(shorten_poll=not broker.is_amqp(app))
 
 
 @signals.worker_init.connect

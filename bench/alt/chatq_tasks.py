@@ -16,12 +16,11 @@ import time
 from typing import Any
 
 from celery import signals
-from kombu.utils.compat import detect_environment
 
 from bench.alt import tasks
 from chatq.broker.celery_app import make_celery
 from chatq.config.settings import Settings
-from worker.runtime import greenlets, pollfix
+from worker.runtime import tune_gevent_pool
 
 SLOTS = int(os.environ.get("ALT_POOL_SIZE", "100"))
 POLL_CAP = os.environ.get("ALT_POLL_CAP", "1") != "0"
@@ -36,10 +35,7 @@ if os.environ.get("ALT_ACK_EMULATION") == "1":  # the ablation counts reserved m
 
 @signals.worker_init.connect
 def _tune_gevent_pool(**_: Any) -> None:
-    if detect_environment() == "gevent":
-        greenlets.install_greenlet_fix()
-        if POLL_CAP:
-            pollfix.install_pollfix()
+    tune_gevent_pool(shorten_poll=bool(POLL_CAP))
 
 
 @app.task(name="alt.write_result", ignore_result=True, acks_late=True)

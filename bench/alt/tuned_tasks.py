@@ -10,12 +10,11 @@ from __future__ import annotations
 from typing import Any
 
 from celery import signals
-from kombu.utils.compat import detect_environment
 
 from bench.alt import tasks
 from chatq.broker.celery_app import make_celery
 from chatq.config.settings import Settings
-from worker.runtime import greenlets, pollfix
+from worker.runtime import tune_gevent_pool
 
 settings = Settings(redis_url=tasks.REDIS_URL, worker_concurrency=tasks.POOL_SIZE)
 app = make_celery(settings, max_connections=2 * tasks.POOL_SIZE + 20)
@@ -25,9 +24,7 @@ QUEUE = "interactive"
 
 @signals.worker_init.connect
 def _tune_gevent_pool(**_: Any) -> None:
-    if detect_environment() == "gevent":
-        greenlets.install_greenlet_fix()
-        pollfix.install_pollfix()
+    tune_gevent_pool(shorten_poll=True)
 
 
 @app.task(name="alt.call_llm_tuned", ignore_result=False, acks_late=True)
