@@ -210,6 +210,8 @@ def test_quick_bench_yields_every_sections_numbers(tmp_path: Path) -> None:
     assert sections["cache"]["status"] in ("measured", "todo")
     if sections["cache"]["status"] == "measured":
         assert isinstance(sections["cache"]["client_latency"]["p50_ms"], float)
+        # The server's own time, from its histogram (read with the metrics token).
+        assert isinstance(sections["cache"]["server_p50_ms"], float)
     assert all(row["reached"] for row in data["targets"])
     assert list((tmp_path / "plots").glob("*.png"))
 
