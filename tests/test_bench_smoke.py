@@ -212,6 +212,10 @@ def test_quick_bench_yields_every_sections_numbers(tmp_path: Path) -> None:
         assert isinstance(sections["cache"]["client_latency"]["p50_ms"], float)
         # The server's own time, from its histogram (read with the metrics token).
         assert isinstance(sections["cache"]["server_p50_ms"], float)
+    # The submits' server time, from the same histogram (it read 0 while /metrics refused).
+    flows = sections["background"]["flows"]
+    assert flows["job_submit_then_poll"]["submit_server_ms"] > 0
+    assert flows["response_background_then_poll"]["submit_server_ms"] > 0
     assert all(row["reached"] for row in data["targets"])
     assert list((tmp_path / "plots").glob("*.png"))
 

@@ -18,7 +18,7 @@ import requests
 
 from bench.lab import Lab
 from bench.procstat import CpuMeter, wait_idle
-from bench.sections.common import JSON
+from bench.sections.common import JSON, scrape
 from bench.stats import summary_ms
 from tests.procs import ALICE_KEY
 
@@ -100,7 +100,7 @@ def _run_flow(lab: Lab, name: str, jobs: int) -> JSON:
     flow(session, stack.url, f"{tag} warm-up")
     wait_idle(stack.web.pid)
     metrics_url = f"{stack.url}/metrics"
-    before = session.get(metrics_url, timeout=10).text
+    before = scrape(metrics_url)
     meter = CpuMeter({"web": stack.web.pid, "worker": stack.workers[0].pid}).start()
     latencies, requests_made = [], 0
     for i in range(jobs):
@@ -108,7 +108,7 @@ def _run_flow(lab: Lab, name: str, jobs: int) -> JSON:
         requests_made += flow(session, stack.url, f"{tag} {i}")  # distinct: no cache hits
         latencies.append(time.perf_counter() - t0)
     cpu = meter.stop()
-    after = session.get(metrics_url, timeout=10).text
+    after = scrape(metrics_url)
     out: JSON = {
         "jobs": jobs,
         "requests_per_job": requests_made / jobs,

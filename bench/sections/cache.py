@@ -12,9 +12,9 @@ import time
 import requests
 
 from bench.lab import Lab
-from bench.sections.common import JSON, body
+from bench.sections.common import JSON, body, scrape
 from bench.stats import summary_ms
-from tests.procs import ALICE_KEY, METRICS_AUTH
+from tests.procs import ALICE_KEY
 
 REQUEST = {**body(content="what is the capital of France?"), "temperature": 0}
 _BUCKET = re.compile(
@@ -61,13 +61,6 @@ def quantile_ms(before: dict[float, float], after: dict[float, float], q: float)
 STACKS = [("main", {})]
 
 
-def _scrape(metrics_url: str) -> str:
-    """/metrics as a scraper reads it: with the metrics token (an API key is refused)."""
-    answer = requests.get(metrics_url, headers=METRICS_AUTH, timeout=10)
-    answer.raise_for_status()
-    return answer.text
-
-
 def _timed(call: object, count: int) -> list[float]:
     out = []
     for _ in range(count):
@@ -98,9 +91,9 @@ def run(lab: Lab) -> JSON:
         hits.append(resp.status_code == 200 and bool(resp.json().get("cached")))
 
     metrics_url = f"{stack.url}/metrics"
-    before = submit_buckets(_scrape(metrics_url))
+    before = submit_buckets(scrape(metrics_url))
     latency = _timed(submit, lab.sizes.cache_hits)
-    after = submit_buckets(_scrape(metrics_url))
+    after = submit_buckets(scrape(metrics_url))
     floor = _timed(lambda: session.get(f"{stack.url}/healthz", timeout=5), lab.sizes.cache_hits)
     return {
         "status": "measured",

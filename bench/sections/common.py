@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import requests
+
 from bench.stats import summary_ms
-from tests.procs import ALICE_KEY
+from tests.procs import ALICE_KEY, METRICS_AUTH
 
 JSON = dict[str, Any]
 
@@ -13,6 +15,14 @@ JSON = dict[str, Any]
 def body(model: str = "fake", content: str = "hello") -> JSON:
     """A chat request with one user message."""
     return {"model": model, "messages": [{"role": "user", "content": content}]}
+
+
+def scrape(metrics_url: str) -> str:
+    """A web's /metrics as its scraper reads it, with the metrics token: an API key is refused
+    (401), and a refusal raises rather than reading as no series."""
+    answer = requests.get(metrics_url, headers=METRICS_AUTH, timeout=10)
+    answer.raise_for_status()
+    return answer.text
 
 
 def target(base: str, request: JSON, key: str = ALICE_KEY, wait_s: float = 30.0) -> JSON:
